@@ -1,0 +1,172 @@
+//! Arguments shared by every command that takes a workload (DESIGN §8).
+
+use clap::{Args, ValueEnum};
+
+use crate::config::{
+    load_hardware, load_model, parse_count, parse_list, MethodId, MetpOptions, Options, Recompute,
+    WeightExchange, Workload, ZeroStage,
+};
+use crate::error::{Error, Result};
+use crate::report::Format;
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum FormatArg {
+    Table,
+    Json,
+    Csv,
+}
+
+impl From<FormatArg> for Format {
+    fn from(f: FormatArg) -> Format {
+        match f {
+            FormatArg::Table => Format::Table,
+            FormatArg::Json => Format::Json,
+            FormatArg::Csv => Format::Csv,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RecomputeArg {
+    None,
+    Selective,
+    Full,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExchangeArg {
+    Ring,
+    Broadcast,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+/// Model, hardware and options: everything of a workload except method, degree and sequence.
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    /// Model: a name in models/ or a path to a JSON file.
+    #[arg(long, default_value = "llama2-7b")]
+    pub model: String,
+    /// Hardware profile: a name in hardware-profiles/ or a path to a JSON file.
+    #[arg(long, default_value = "dgx-a100-80gb")]
+    pub hw: String,
+    /// Number of nodes (overrides the profile's `nodes`).
+    #[arg(long)]
+    pub nodes: Option<u64>,
+    /// Micro-batch size b.
+    #[arg(long, default_value = "1")]
+    pub micro_batch: String,
+    /// Data-parallel replicas (ZeRO shards across them).
+    #[arg(long, default_value = "1")]
+    pub dp: String,
+    /// Use fused (FlashAttention-style) attention kernels (default).
+    #[arg(long, overrides_with = "no_flash")]
+    pub flash: bool,
+    /// Materialise attention scores (unfused attention).
+    #[arg(long, overrides_with = "flash")]
+    pub no_flash: bool,
+    /// Activation recomputation.
+    #[arg(long, value_enum, default_value = "none")]
+    pub recompute: RecomputeArg,
+    /// ZeRO stage (0-3) over the data-parallel group (and the p devices when weights are
+    /// replicated).
+    #[arg(long, default_value = "0", value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub zero: u8,
+    /// Causal attention.
+    #[arg(long)]
+    pub causal: bool,
+    /// Override the model's dropout setting.
+    #[arg(long, value_enum)]
+    pub dropout: Option<OnOff>,
+    /// Replicate the output head instead of splitting the vocabulary (tp, tp-sp, metp).
+    #[arg(long)]
+    pub no_vocab_parallel: bool,
+    /// METP: head groups in the outer attention loop (default p).
+    #[arg(long)]
+    pub metp_head_groups: Option<u64>,
+    /// METP: how attention weight shards move.
+    #[arg(long, value_enum, default_value = "ring")]
+    pub metp_weight_exchange: ExchangeArg,
+    /// METP: receive buffers per traveling tensor (1 or 2).
+    #[arg(long, default_value = "2", value_parser = clap::value_parser!(u64).range(1..=2))]
+    pub metp_recv_buffers: u64,
+    /// METP: store Q, K, V for backward instead of recomputing them.
+    #[arg(long)]
+    pub metp_store_qkv: bool,
+    /// METP: store the MLP activation input instead of recomputing it.
+    #[arg(long)]
+    pub metp_store_mlp_act: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: FormatArg,
+}
+
+impl CommonArgs {
+    pub fn options(&self) -> Options {
+        Options {
+            flash: !self.no_flash,
+            recompute: match self.recompute {
+                RecomputeArg::None => Recompute::None,
+                RecomputeArg::Selective => Recompute::Selective,
+                RecomputeArg::Full => Recompute::Full,
+            },
+            zero: match self.zero {
+                0 => ZeroStage::Zero0,
+                1 => ZeroStage::Zero1,
+                2 => ZeroStage::Zero2,
+                _ => ZeroStage::Zero3,
+            },
+            causal: self.causal,
+            dropout: self.dropout.map(|d| matches!(d, OnOff::On)),
+            vocab_parallel: !self.no_vocab_parallel,
+            metp: MetpOptions {
+                head_groups: self.metp_head_groups,
+                weight_exchange: match self.metp_weight_exchange {
+                    ExchangeArg::Ring => WeightExchange::Ring,
+                    ExchangeArg::Broadcast => WeightExchange::Broadcast,
+                },
+                recv_buffers: self.metp_recv_buffers,
+                store_qkv: self.metp_store_qkv,
+                store_mlp_act: self.metp_store_mlp_act,
+            },
+        }
+    }
+
+    /// Loads the files and builds a workload template (method, p and seq filled by the caller).
+    pub fn workload(&self, method: MethodId, p: u64, seq: u64) -> Result<Workload> {
+        let model = load_model(&self.model)?;
+        let mut hardware = load_hardware(&self.hw)?;
+        if let Some(n) = self.nodes {
+            if n == 0 {
+                return Err(Error::arg("--nodes", "must be positive"));
+            }
+            hardware.nodes = n;
+        }
+        Ok(Workload {
+            model,
+            hardware,
+            method,
+            p,
+            dp: parse_count("--dp", &self.dp)?,
+            seq,
+            micro_batch: parse_count("--micro-batch", &self.micro_batch)?,
+            options: self.options(),
+        })
+    }
+}
+
+/// Parses `--p` as a single degree.
+pub fn single_degree(text: &str) -> Result<u64> {
+    let v = parse_list("--p", text)?;
+    match v.as_slice() {
+        [p] => Ok(*p),
+        _ => Err(Error::arg(
+            "--p",
+            format!("'{text}': this command takes one degree"),
+        )),
+    }
+}

@@ -1,0 +1,36 @@
+//! `metp-sim memory`.
+
+use clap::Args;
+
+use super::args::{single_degree, CommonArgs};
+use crate::config::{parse_count, MethodId};
+use crate::error::Result;
+use crate::report::{self, Format};
+
+#[derive(Debug, Args)]
+pub struct MemoryArgs {
+    /// Method: metp, tp, tp-sp, ulysses, ring or rsa.
+    #[arg(long, default_value = "metp")]
+    method: String,
+    /// Parallel degree p.
+    #[arg(long, default_value = "8")]
+    p: String,
+    /// Sequence length (4k = 4096).
+    #[arg(long, default_value = "32k")]
+    seq: String,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+pub fn run(a: MemoryArgs) -> Result<String> {
+    let method = MethodId::parse("--method", &a.method)?;
+    let p = single_degree(&a.p)?;
+    let seq = parse_count("--seq", &a.seq)?;
+    let w = a.common.workload(method, p, seq)?;
+    let inv = crate::memory::inventory(&w)?;
+    Ok(match a.common.format.into() {
+        Format::Table => report::memory_table(&w, &inv),
+        Format::Json => report::memory_json(&w, &inv),
+        Format::Csv => report::memory_csv(&inv),
+    })
+}

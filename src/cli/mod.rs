@@ -1,0 +1,73 @@
+//! The command line: clap definitions, turning arguments into library calls, printing, and
+//! mapping errors to exit codes (0 success, 1 error, 2 usage). Nothing else in the crate depends
+//! on this module, and clap is used nowhere else.
+
+mod args;
+mod maxseq;
+mod memory;
+
+use clap::{Parser, Subcommand};
+
+use crate::error::Result;
+
+/// How long a sequence fits, how fast a step runs, and where memory and time go — for METP and
+/// the tensor/sequence-parallel methods it competes with.
+#[derive(Debug, Parser)]
+#[command(name = "metp-sim", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Per-device memory of one workload, tensor by tensor.
+    Memory(memory::MemoryArgs),
+    /// Longest sequence that fits, per method and degree.
+    Maxseq(maxseq::MaxseqArgs),
+    /// List the bundled models and hardware profiles.
+    List,
+}
+
+/// Runs the CLI with the process arguments and returns the exit status.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
+    match run(cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let text = match cli.command {
+        Command::Memory(a) => memory::run(a)?,
+        Command::Maxseq(a) => maxseq::run(a)?,
+        Command::List => list(),
+    };
+    print(&text);
+    Ok(())
+}
+
+fn list() -> String {
+    use crate::config::{list_names, DataKind};
+    format!(
+        "models: {}\nhardware profiles: {}\n",
+        list_names(DataKind::Model).join(", "),
+        list_names(DataKind::Hardware).join(", ")
+    )
+}
+
+/// Prints to stdout, ignoring a closed pipe (`metp-sim … | head`).
+fn print(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().write_all(text.as_bytes());
+}

@@ -1,0 +1,109 @@
+//! Finding and loading model and hardware files by name or path.
+
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+
+use super::{Hardware, Model};
+use crate::error::{Error, Result};
+
+/// Which bundled folder a name is looked up in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataKind {
+    /// `models/`
+    Model,
+    /// `hardware-profiles/`
+    Hardware,
+}
+
+impl DataKind {
+    fn folder(self) -> &'static str {
+        match self {
+            DataKind::Model => "models",
+            DataKind::Hardware => "hardware-profiles",
+        }
+    }
+    fn what(self) -> &'static str {
+        match self {
+            DataKind::Model => "model",
+            DataKind::Hardware => "hardware profile",
+        }
+    }
+}
+
+/// The folder holding `models/` and `hardware-profiles/`: `$METP_SIM_DATA` if set, else the
+/// current directory if it has both, else the source tree the binary was built from.
+pub fn data_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("METP_SIM_DATA") {
+        return PathBuf::from(dir);
+    }
+    let cwd = PathBuf::from(".");
+    if cwd.join("models").is_dir() && cwd.join("hardware-profiles").is_dir() {
+        return cwd;
+    }
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Names (file stems) available in a bundled folder, sorted.
+pub fn list_names(kind: DataKind) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(data_dir().join(kind.folder()))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let p = e.path();
+            (p.extension()? == "json")
+                .then(|| p.file_stem()?.to_str().map(str::to_string))
+                .flatten()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// Resolves `NAME|PATH`: an existing path (or anything with a `/` or `.json`) is a path,
+/// anything else a stem in the bundled folder.
+pub fn resolve(kind: DataKind, name_or_path: &str) -> Result<PathBuf> {
+    let as_path = Path::new(name_or_path);
+    if name_or_path.contains('/') || name_or_path.ends_with(".json") || as_path.is_file() {
+        return Ok(as_path.to_path_buf());
+    }
+    let candidate = data_dir()
+        .join(kind.folder())
+        .join(format!("{name_or_path}.json"));
+    if candidate.is_file() {
+        return Ok(candidate);
+    }
+    Err(Error::UnknownName {
+        what: kind.what(),
+        name: name_or_path.to_string(),
+        available: list_names(kind).join(", "),
+    })
+}
+
+fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|e| Error::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// Loads and validates a model by name or path.
+pub fn load_model(name_or_path: &str) -> Result<Model> {
+    let path = resolve(DataKind::Model, name_or_path)?;
+    let model: Model = read_json(&path)?;
+    model.validate(&path)?;
+    Ok(model)
+}
+
+/// Loads and validates a hardware profile by name or path.
+pub fn load_hardware(name_or_path: &str) -> Result<Hardware> {
+    let path = resolve(DataKind::Hardware, name_or_path)?;
+    let hw: Hardware = read_json(&path)?;
+    hw.validate(&path)?;
+    Ok(hw)
+}

@@ -1,0 +1,145 @@
+//! Command-line quantities: `4k` = 4096, `1m` = 2^20, and sequence specs — `4k..512k` (doubling),
+//! `4k..64k:+4k` (linear step), `4k,6k,100000` (list).
+
+use crate::error::{Error, Result};
+
+/// Parses one positive count with an optional binary suffix `k` (2^10), `m` (2^20), `g` (2^30).
+pub fn parse_count(flag: &str, text: &str) -> Result<u64> {
+    let t = text.trim();
+    let (digits, mult) = match t.char_indices().last() {
+        Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&t[..i], 1u64 << 10),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&t[..i], 1u64 << 20),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&t[..i], 1u64 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 = digits.parse().map_err(|_| {
+        Error::arg(
+            flag,
+            format!("'{text}' is not a positive whole number (suffixes k, m, g allowed)"),
+        )
+    })?;
+    let v = n
+        .checked_mul(mult)
+        .ok_or_else(|| Error::arg(flag, format!("'{text}' is too large")))?;
+    if v == 0 {
+        return Err(Error::arg(flag, format!("'{text}' must be positive")));
+    }
+    Ok(v)
+}
+
+/// Parses a comma-separated list of counts (`1,2,4,8`).
+pub fn parse_list(flag: &str, text: &str) -> Result<Vec<u64>> {
+    let items: Vec<u64> = text
+        .split(',')
+        .map(|s| parse_count(flag, s))
+        .collect::<Result<_>>()?;
+    Ok(dedup_sorted(items))
+}
+
+/// Parses a sequence spec into an increasing list of lengths.
+pub fn parse_seq_spec(flag: &str, text: &str) -> Result<Vec<u64>> {
+    if text.contains(',') {
+        return parse_list(flag, text);
+    }
+    let Some((lo, rest)) = text.split_once("..") else {
+        return Ok(vec![parse_count(flag, text)?]);
+    };
+    let (hi, step) = match rest.split_once(":+") {
+        Some((hi, step)) => (hi, Some(step)),
+        None => match rest.split_once(':') {
+            Some(_) => {
+                return Err(Error::arg(
+                    flag,
+                    format!("'{text}': a linear step is written ':+N', e.g. 4k..64k:+4k"),
+                ))
+            }
+            None => (rest, None),
+        },
+    };
+    let lo = parse_count(flag, lo)?;
+    let hi = parse_count(flag, hi)?;
+    if hi < lo {
+        return Err(Error::arg(
+            flag,
+            format!("'{text}' is reversed: {hi} is smaller than {lo}"),
+        ));
+    }
+    let mut out = Vec::new();
+    let mut s = lo;
+    match step {
+        Some(step) => {
+            let step = parse_count(flag, step)
+                .map_err(|_| Error::arg(flag, format!("'{text}': the step must be positive")))?;
+            while s <= hi {
+                out.push(s);
+                s = match s.checked_add(step) {
+                    Some(n) => n,
+                    None => break,
+                };
+            }
+        }
+        None => {
+            while s <= hi {
+                out.push(s);
+                s = match s.checked_mul(2) {
+                    Some(n) => n,
+                    None => break,
+                };
+            }
+        }
+    }
+    if out.len() > 1_000_000 {
+        return Err(Error::arg(
+            flag,
+            format!(
+                "'{text}' expands to {} lengths (at most 1,000,000)",
+                out.len()
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+fn dedup_sorted(mut v: Vec<u64>) -> Vec<u64> {
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_with_suffixes() {
+        assert_eq!(parse_count("--seq", "4k").unwrap(), 4096);
+        assert_eq!(parse_count("--seq", "1M").unwrap(), 1 << 20);
+        assert_eq!(parse_count("--seq", "100000").unwrap(), 100_000);
+        assert!(parse_count("--seq", "0").is_err());
+        assert!(parse_count("--seq", "-4").is_err());
+        assert!(parse_count("--seq", "4q").is_err());
+        assert!(parse_count("--seq", "99999999999999999999k").is_err());
+    }
+
+    #[test]
+    fn ranges() {
+        assert_eq!(
+            parse_seq_spec("--seq", "4k..32k").unwrap(),
+            vec![4096, 8192, 16384, 32768]
+        );
+        assert_eq!(
+            parse_seq_spec("--seq", "4k..16k:+4k").unwrap(),
+            vec![4096, 8192, 12288, 16384]
+        );
+        assert_eq!(
+            parse_seq_spec("--seq", "6k,4k,100000").unwrap(),
+            vec![4096, 6144, 100000]
+        );
+        // 4k..512k doubles: 4, 8, …, 512 → 8 lengths (the README's main sweep).
+        assert_eq!(parse_seq_spec("--seq", "4k..512k").unwrap().len(), 8);
+        assert!(parse_seq_spec("--seq", "8k..4k").is_err());
+        assert!(parse_seq_spec("--seq", "4k..8k:+0").is_err());
+        assert!(parse_seq_spec("--seq", "4k..8k:4").is_err());
+        assert!(parse_seq_spec("--seq", "..8k").is_err());
+    }
+}

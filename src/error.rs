@@ -1,0 +1,88 @@
+//! The library's one error type.
+//!
+//! Every error carries enough context (file, field, value) to be printed as one line that tells
+//! the user what is wrong and where. The CLI maps [`Error::exit_code`] to the process status.
+//! Depends on nothing else in the crate.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in metp-sim, with context.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A named model or hardware profile does not exist.
+    #[error("unknown {what} '{name}'; available: {available}")]
+    UnknownName {
+        /// "model" or "hardware profile".
+        what: &'static str,
+        /// The name as given.
+        name: String,
+        /// Comma-separated list of the names that exist.
+        available: String,
+    },
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A file is not valid JSON or does not match its schema.
+    #[error("{}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What serde reported (includes line and column).
+        message: String,
+    },
+    /// A value in a file is out of range or inconsistent.
+    #[error("{}: field '{field}': {message}", path.display())]
+    InvalidField {
+        /// The file.
+        path: PathBuf,
+        /// The field, dotted (`gpu.memory_bytes.value`).
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A command-line value is malformed (bad range, bad size suffix, …).
+    #[error("{flag}: {message}")]
+    InvalidArgument {
+        /// The flag, e.g. `--seq`.
+        flag: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A workload cannot run: a degree that does not divide the heads, a sequence that does not
+    /// divide by the degree, more devices than the profile has, …
+    #[error("{method} with p = {p}: {message}")]
+    InvalidConfig {
+        /// Method id.
+        method: String,
+        /// Degree.
+        p: u64,
+        /// The reason.
+        message: String,
+    },
+}
+
+impl Error {
+    /// Process exit status for this error: 2 for usage errors, 1 for everything else.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::InvalidArgument { .. } => 2,
+            _ => 1,
+        }
+    }
+
+    /// Shorthand for an [`Error::InvalidArgument`].
+    pub fn arg(flag: &str, message: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            flag: flag.to_string(),
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! metp-sim: how long a sequence fits, how fast a step runs, and where memory and time go, for
+//! METP (memory-efficient tensor parallelism) and the methods it competes with.
+//!
+//! Data flows one way (DESIGN §3): [`config`] loads models, hardware profiles and the workload;
+//! [`memory`] builds each method's per-device tensor inventory and peak; [`search`] finds the
+//! longest sequence that fits; [`report`] renders results; [`cli`] is the thin command-line layer.
+#![warn(missing_docs)]
+
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod memory;
+pub mod report;
+pub mod search;
+
+pub use error::{Error, Result};

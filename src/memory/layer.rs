@@ -1,0 +1,446 @@
+//! The per-layer activation template of Korthikanti et al. (2022), which every baseline's
+//! inventory instantiates with its own partitioning, plus the dimensions it needs.
+//!
+//! One GPT layer stores, for backward (no parallelism, bytes; 2-byte activations, 1-byte masks):
+//!
+//! ```text
+//! attention  QKV input 2sbh, Q 2sbh, K 2sbh_kv, V 2sbh_kv, softmax output 2as²b,
+//!            softmax-dropout mask as²b, dropout output 2as²b, out-projection input 2sbh,
+//!            attention-output dropout mask sbh                          → 11sbh + 5as²b
+//! MLP        fc1 input 2sbh, activation input 2sbf, fc2 input 2sbf, dropout mask sbh → 19sbh
+//! norms      two LayerNorm inputs                                                    → 4sbh
+//! ```
+//!
+//! which is sbh(34 + 5as/h) for MHA, f = 4h, GeLU, dropout. With FlashAttention the quadratic
+//! tensors are replaced by the fp32 log-sum-exp (4abs). Each method says how each tensor is
+//! partitioned: a [`Part`] gives the local rows (b × local sequence) and the local width
+//! (heads or MLP columns) of one group of tensors.
+
+use super::{Block, Kind, Phase, Tensor};
+use crate::config::{Activation, Recompute, Workload};
+
+/// Model and workload sizes as u128, so products never wrap.
+#[derive(Debug, Clone, Copy)]
+pub struct Dims {
+    /// Micro-batch.
+    pub b: u128,
+    /// Sequence length.
+    pub s: u128,
+    /// Hidden size.
+    pub h: u128,
+    /// Query heads.
+    pub a: u128,
+    /// KV heads.
+    pub a_kv: u128,
+    /// Head dimension.
+    pub d: u128,
+    /// MLP width.
+    pub f: u128,
+    /// Vocabulary.
+    pub v: u128,
+    /// Layers.
+    pub layers: u64,
+    /// Degree.
+    pub p: u128,
+}
+
+impl Dims {
+    /// Dimensions of a workload.
+    pub fn new(w: &Workload) -> Dims {
+        let m = &w.model;
+        Dims {
+            b: w.micro_batch as u128,
+            s: w.seq as u128,
+            h: m.hidden as u128,
+            a: m.heads as u128,
+            a_kv: m.kv_heads as u128,
+            d: m.head_dim() as u128,
+            f: m.ffn_hidden as u128,
+            v: m.vocab as u128,
+            layers: m.layers,
+            p: w.p as u128,
+        }
+    }
+
+    /// KV heads held by one of `groups` head groups: KV heads are split while there are enough,
+    /// then replicated (Megatron's rule for t > num_query_groups).
+    pub fn kv_heads_per(&self, groups: u128) -> u128 {
+        if self.a_kv >= groups {
+            self.a_kv / groups
+        } else {
+            1
+        }
+    }
+}
+
+/// Multiplies factors, saturating instead of wrapping.
+pub fn prod(factors: &[u128]) -> u128 {
+    factors.iter().fold(1u128, |acc, &f| acc.saturating_mul(f))
+}
+
+/// Ceiling division (for shards that do not divide evenly and are padded).
+pub fn ceil_div(n: u128, d: u128) -> u128 {
+    n.div_ceil(d)
+}
+
+/// How one group of layer tensors is laid out on a device.
+#[derive(Debug, Clone, Copy)]
+pub struct Part {
+    /// Local rows: b × (local sequence length).
+    pub rows: u128,
+    /// Local query heads (attention) — also sets the local width h_local = heads · d.
+    pub heads: u128,
+    /// Local KV heads.
+    pub kv_heads: u128,
+    /// Local MLP width.
+    pub f: u128,
+    /// Whether every device holds the same copy.
+    pub replicated: bool,
+}
+
+/// How the attention core is stored.
+#[derive(Debug, Clone, Copy)]
+pub enum Core {
+    /// Scores materialised for `cols` keys per local query row (unfused; stored unless
+    /// recomputed) — or the fp32 log-sum-exp when `flash` is on.
+    Scores {
+        /// Key columns per query row.
+        cols: u128,
+    },
+    /// Blockwise online softmax (ring attention): only the log-sum-exp is stored; unfused
+    /// blocks of `block_cols` keys are transient.
+    Blockwise {
+        /// Key columns per block.
+        block_cols: u128,
+    },
+}
+
+/// The three partitions of a layer and how its attention core works.
+#[derive(Debug, Clone, Copy)]
+pub struct LayerLayout {
+    /// Layer-boundary tensors: norm inputs, QKV input, fc1 input, the two dropout masks.
+    pub boundary: Part,
+    /// Attention-inner tensors: Q, K, V, scores, out-projection input.
+    pub attention: Part,
+    /// MLP-inner tensors: activation input, fc2 input.
+    pub mlp: Part,
+    /// Attention core.
+    pub core: Core,
+    /// Whether FlashAttention is used (for `Core::Scores`).
+    pub flash: bool,
+}
+
+const FWD_ATTN: &[Phase] = &[Phase::FwdAttention];
+const BWD_ATTN: &[Phase] = &[Phase::BwdAttention];
+const BWD_MLP: &[Phase] = &[Phase::BwdMlp];
+const BWD_BOTH: &[Phase] = &[Phase::BwdAttention, Phase::BwdMlp];
+
+/// A tensor constructor with the fields the template varies.
+pub fn tensor(
+    name: &'static str,
+    block: Block,
+    kind: Kind,
+    bytes_each: u128,
+    count: u64,
+    replicated: bool,
+    phases: &[Phase],
+) -> Tensor {
+    Tensor {
+        name,
+        block,
+        kind,
+        bytes_each,
+        count,
+        replicated,
+        per_layer: false,
+        phases: phases.to_vec(),
+    }
+}
+
+/// A stored activation of every layer (`count` = layers).
+pub fn stored_per_layer(
+    name: &'static str,
+    block: Block,
+    bytes_each: u128,
+    layers: u64,
+    replicated: bool,
+) -> Tensor {
+    Tensor {
+        per_layer: true,
+        ..tensor(
+            name,
+            block,
+            Kind::Stored,
+            bytes_each,
+            layers,
+            replicated,
+            &[],
+        )
+    }
+}
+
+/// The stored, recomputed and working-set tensors of one layer under `layout`, for all layers.
+pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
+    let dropout = w.dropout();
+    let layers = d.layers;
+    let (bd, at, ml) = (l.boundary, l.attention, l.mlp);
+    let h_b = d.h;
+    let h_at = at.heads * d.d;
+    let hkv_at = at.kv_heads * d.d;
+    let act_factor = match w.model.activation {
+        Activation::Gelu => 1,
+        Activation::Swiglu => 2,
+    };
+
+    // (name, block, bytes, replicated, quadratic) for everything a layer keeps without
+    // recomputation, in Korthikanti's order.
+    let mut keep: Vec<(&'static str, Block, u128, bool, bool)> = vec![
+        (
+            "norm.ln1_input",
+            Block::Norm,
+            prod(&[2, bd.rows, h_b]),
+            bd.replicated,
+            false,
+        ),
+        (
+            "attn.qkv_input",
+            Block::Attention,
+            prod(&[2, bd.rows, h_b]),
+            bd.replicated,
+            false,
+        ),
+        (
+            "attn.q",
+            Block::Attention,
+            prod(&[2, at.rows, h_at]),
+            at.replicated,
+            false,
+        ),
+        (
+            "attn.k",
+            Block::Attention,
+            prod(&[2, at.rows, hkv_at]),
+            at.replicated,
+            false,
+        ),
+        (
+            "attn.v",
+            Block::Attention,
+            prod(&[2, at.rows, hkv_at]),
+            at.replicated,
+            false,
+        ),
+    ];
+    let mut block_transient: Option<(u128, u128)> = None; // (elements of one block, per-layer count)
+    match l.core {
+        Core::Scores { cols } if !l.flash => {
+            let elems = prod(&[at.heads, at.rows, cols]);
+            keep.push((
+                "attn.softmax_out",
+                Block::Attention,
+                prod(&[2, elems]),
+                at.replicated,
+                true,
+            ));
+            if dropout {
+                keep.push((
+                    "attn.softmax_dropout_mask",
+                    Block::Attention,
+                    elems,
+                    at.replicated,
+                    true,
+                ));
+                keep.push((
+                    "attn.softmax_dropout_out",
+                    Block::Attention,
+                    prod(&[2, elems]),
+                    at.replicated,
+                    true,
+                ));
+            }
+            block_transient = Some((elems, 1));
+        }
+        Core::Scores { .. } => {
+            keep.push((
+                "attn.lse",
+                Block::Attention,
+                prod(&[4, at.heads, at.rows]),
+                at.replicated,
+                false,
+            ));
+        }
+        Core::Blockwise { block_cols } => {
+            keep.push((
+                "attn.lse",
+                Block::Attention,
+                prod(&[4, at.heads, at.rows]),
+                at.replicated,
+                false,
+            ));
+            if !l.flash {
+                block_transient = Some((prod(&[at.heads, at.rows, block_cols]), 1));
+            }
+        }
+    }
+    keep.push((
+        "attn.proj_input",
+        Block::Attention,
+        prod(&[2, at.rows, h_at]),
+        at.replicated,
+        false,
+    ));
+    if dropout {
+        keep.push((
+            "attn.out_dropout_mask",
+            Block::Attention,
+            prod(&[bd.rows, h_b]),
+            bd.replicated,
+            false,
+        ));
+    }
+    keep.push((
+        "norm.ln2_input",
+        Block::Norm,
+        prod(&[2, bd.rows, h_b]),
+        bd.replicated,
+        false,
+    ));
+    keep.push((
+        "mlp.fc1_input",
+        Block::Mlp,
+        prod(&[2, bd.rows, h_b]),
+        bd.replicated,
+        false,
+    ));
+    keep.push((
+        "mlp.act_input",
+        Block::Mlp,
+        prod(&[2 * act_factor, ml.rows, ml.f]),
+        ml.replicated,
+        false,
+    ));
+    keep.push((
+        "mlp.fc2_input",
+        Block::Mlp,
+        prod(&[2, ml.rows, ml.f]),
+        ml.replicated,
+        false,
+    ));
+    if dropout {
+        keep.push((
+            "mlp.out_dropout_mask",
+            Block::Mlp,
+            prod(&[bd.rows, h_b]),
+            bd.replicated,
+            false,
+        ));
+    }
+
+    let mut out = Vec::new();
+    for &(name, block, bytes, rep, quadratic) in &keep {
+        let stored = match w.options.recompute {
+            Recompute::None => true,
+            // Selective recomputation drops exactly the quadratic attention-core tensors.
+            Recompute::Selective => !quadratic,
+            // Full recomputation keeps only each layer's input.
+            Recompute::Full => name == "norm.ln1_input",
+        };
+        if stored {
+            out.push(stored_per_layer(name, block, bytes, layers, rep));
+        } else {
+            // Recomputed in backward: one layer's copy lives while that layer's backward runs
+            // (and, for the quadratic core, in forward before it is discarded).
+            let phases: &[Phase] = match (w.options.recompute, quadratic) {
+                (Recompute::Full, _) => BWD_BOTH,
+                (_, true) => &[Phase::FwdAttention, Phase::BwdAttention],
+                _ => BWD_ATTN,
+            };
+            out.push(tensor(name, block, Kind::Transient, bytes, 1, rep, phases));
+        }
+    }
+
+    // Raw QKᵀ scores exist until the softmax consumes them; backward needs the gradients of the
+    // probabilities and the scores (2 bytes each per element).
+    if let Some((elems, _)) = block_transient {
+        let rep = at.replicated;
+        out.push(tensor(
+            "attn.scores",
+            Block::Attention,
+            Kind::Transient,
+            prod(&[2, elems]),
+            1,
+            rep,
+            FWD_ATTN,
+        ));
+        if matches!(l.core, Core::Blockwise { .. }) {
+            // Blockwise: nothing of the block is stored; forward also holds the probabilities,
+            // backward recomputes them.
+            out.push(tensor(
+                "attn.block_probs",
+                Block::Attention,
+                Kind::Transient,
+                prod(&[2, elems]),
+                1,
+                rep,
+                &[Phase::FwdAttention, Phase::BwdAttention],
+            ));
+        }
+        out.push(tensor(
+            "attn.grad_probs",
+            Block::Attention,
+            Kind::Transient,
+            prod(&[2, elems]),
+            1,
+            rep,
+            BWD_ATTN,
+        ));
+        out.push(tensor(
+            "attn.grad_scores",
+            Block::Attention,
+            Kind::Transient,
+            prod(&[2, elems]),
+            1,
+            rep,
+            BWD_ATTN,
+        ));
+    }
+    // Gradients flowing through the layer: dY and dX at the boundary, dQ/dK/dV and the MLP
+    // activation gradient inside.
+    out.push(tensor(
+        "grad.layer_output",
+        Block::Attention,
+        Kind::Transient,
+        prod(&[2, bd.rows, h_b]),
+        1,
+        bd.replicated,
+        BWD_BOTH,
+    ));
+    out.push(tensor(
+        "grad.layer_input",
+        Block::Attention,
+        Kind::Transient,
+        prod(&[2, bd.rows, h_b]),
+        1,
+        bd.replicated,
+        BWD_BOTH,
+    ));
+    out.push(tensor(
+        "grad.qkv",
+        Block::Attention,
+        Kind::Transient,
+        prod(&[2, at.rows, h_at + 2 * hkv_at]),
+        1,
+        at.replicated,
+        BWD_ATTN,
+    ));
+    out.push(tensor(
+        "grad.mlp_act",
+        Block::Mlp,
+        Kind::Transient,
+        prod(&[2 * act_factor, ml.rows, ml.f]),
+        1,
+        ml.replicated,
+        BWD_MLP,
+    ));
+    out
+}

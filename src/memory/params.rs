@@ -1,0 +1,196 @@
+//! Weights, gradients and optimizer state per device, and the embedding / output-head
+//! activations every method has.
+//!
+//! Mixed-precision Adam as in Megatron-LM: bf16 weights (2 bytes/parameter), fp32 main gradients
+//! (4), fp32 master weights + Adam moments (12) — 18 bytes/parameter. ZeRO (Rajbhandari et al.
+//! 2019) over a group of N ranks shards the optimizer state (stage 1: 6 + 12/N), also the
+//! gradients (stage 2: 2 + 16/N), also the weights (stage 3: 18/N). Shards that do not divide
+//! evenly are padded (ceiling), as real implementations pad their flat buffers.
+
+use super::layer::{ceil_div, prod, tensor, Dims};
+use super::{Block, Kind, Phase, Tensor};
+use crate::config::{Workload, ZeroStage};
+
+/// Bytes per parameter of the bf16 weights.
+pub const WEIGHT_BYTES: u128 = 2;
+/// Bytes per parameter of the fp32 main gradients.
+pub const GRAD_BYTES: u128 = 4;
+/// Bytes per parameter of fp32 master weights, Adam momentum and variance.
+pub const OPTIMIZER_BYTES: u128 = 12;
+
+/// Parameters one device owns before ZeRO, per block: (block, params, replicated across p).
+pub fn local_params(w: &Workload) -> Vec<(Block, u128, bool)> {
+    let m = &w.model;
+    let p = w.p as u128;
+    let l = m.layers as u128;
+    let sharded = w.method.shards_weights();
+    let split = |n: u128| if sharded { ceil_div(n, p) } else { n };
+    let rep = !sharded && w.p > 1;
+    // Embedding and head are vocabulary-parallel for the weight-sharding methods when enabled.
+    let vocab_split = sharded && w.options.vocab_parallel;
+    let vsplit = |n: u128| if vocab_split { ceil_div(n, p) } else { n };
+    let vrep = !vocab_split && w.p > 1;
+    vec![
+        (
+            Block::Attention,
+            split(l * m.attention_params_per_layer() as u128),
+            rep,
+        ),
+        (Block::Mlp, split(l * m.mlp_params_per_layer() as u128), rep),
+        // Norm weights are tiny and replicated by every method.
+        (Block::Norm, (2 * l + 1) * m.norm_params() as u128, w.p > 1),
+        (Block::Embedding, vsplit(m.embedding_params() as u128), vrep),
+        (Block::Head, vsplit(m.head_params() as u128), vrep),
+    ]
+}
+
+/// The group ZeRO shards over: data-parallel ranks, times the p devices for methods whose
+/// weights are otherwise replicated across them (DeepSpeed shards over the DP × SP group).
+pub fn zero_group(w: &Workload) -> u128 {
+    if w.method.shards_weights() {
+        w.dp as u128
+    } else {
+        (w.dp as u128) * (w.p as u128)
+    }
+}
+
+/// Static tensors: weights per block, main gradients and optimizer state, plus ZeRO-3's
+/// gathered-layer buffers.
+pub fn static_tensors(w: &Workload) -> Vec<Tensor> {
+    let n = zero_group(w);
+    let stage = w.options.zero;
+    let sharded_by = |min_stage: ZeroStage| if stage >= min_stage { n } else { 1 };
+    let params = local_params(w);
+    let total: u128 = params.iter().map(|&(_, p, _)| p).sum();
+    let all_rep = params.iter().all(|&(_, _, r)| r);
+    let mut out = Vec::new();
+    for &(block, count, rep) in &params {
+        let name = match block {
+            Block::Attention => "attn.weights",
+            Block::Mlp => "mlp.weights",
+            Block::Norm => "norm.weights",
+            Block::Embedding => "embedding.weights",
+            _ => "head.weights",
+        };
+        let wn = sharded_by(ZeroStage::Zero3);
+        out.push(tensor(
+            name,
+            block,
+            Kind::Static,
+            ceil_div(count * WEIGHT_BYTES, wn),
+            1,
+            rep && wn == 1,
+            &[],
+        ));
+    }
+    let gn = sharded_by(ZeroStage::Zero2);
+    out.push(tensor(
+        "optimizer.main_grads_fp32",
+        Block::Optimizer,
+        Kind::Static,
+        ceil_div(total * GRAD_BYTES, gn),
+        1,
+        all_rep && gn == 1,
+        &[],
+    ));
+    let on = sharded_by(ZeroStage::Zero1);
+    out.push(tensor(
+        "optimizer.adam_state_fp32",
+        Block::Optimizer,
+        Kind::Static,
+        ceil_div(total * OPTIMIZER_BYTES, on),
+        1,
+        all_rep && on == 1,
+        &[],
+    ));
+    if stage == ZeroStage::Zero3 && n > 1 {
+        // One layer gathered for compute and the next prefetched; in backward one layer's bf16
+        // gradients wait for their reduce-scatter.
+        let m = &w.model;
+        let layer = (m.attention_params_per_layer()
+            + m.mlp_params_per_layer()
+            + 2 * m.norm_params()) as u128;
+        out.push(tensor(
+            "zero3.gathered_weights",
+            Block::Optimizer,
+            Kind::Transient,
+            2 * layer * WEIGHT_BYTES,
+            1,
+            true,
+            &Phase::ALL,
+        ));
+        out.push(tensor(
+            "zero3.grad_bucket",
+            Block::Optimizer,
+            Kind::Transient,
+            layer * WEIGHT_BYTES,
+            1,
+            false,
+            &[Phase::BwdAttention, Phase::BwdMlp],
+        ));
+    }
+    out
+}
+
+/// Embedding and output-head activations.
+///
+/// `rows`: local b × s at the model's input and output (replicated when `replicated`);
+/// `logit_rows` × `vocab_local`: the logits one device materialises (fp32, as the cross-entropy
+/// computes in fp32; the gradient is written in place).
+pub fn edge_tensors(
+    w: &Workload,
+    d: &Dims,
+    rows: u128,
+    replicated: bool,
+    logit_rows: u128,
+    vocab_local: u128,
+) -> Vec<Tensor> {
+    let mut out = vec![tensor(
+        "embedding.token_ids",
+        Block::Embedding,
+        Kind::Stored,
+        prod(&[8, rows]),
+        1,
+        replicated,
+        &[],
+    )];
+    if w.dropout() {
+        out.push(tensor(
+            "embedding.dropout_mask",
+            Block::Embedding,
+            Kind::Stored,
+            prod(&[rows, d.h]),
+            1,
+            replicated,
+            &[],
+        ));
+    }
+    out.push(tensor(
+        "head.final_norm_input",
+        Block::Head,
+        Kind::Stored,
+        prod(&[2, rows, d.h]),
+        1,
+        replicated,
+        &[],
+    ));
+    out.push(tensor(
+        "head.input",
+        Block::Head,
+        Kind::Stored,
+        prod(&[2, rows, d.h]),
+        1,
+        replicated,
+        &[],
+    ));
+    out.push(tensor(
+        "head.logits_fp32",
+        Block::Head,
+        Kind::Transient,
+        prod(&[4, logit_rows, vocab_local]),
+        1,
+        false,
+        &[Phase::Loss],
+    ));
+    out
+}

@@ -1,0 +1,77 @@
+//! Megatron tensor parallelism (Shoeybi et al. 2019): attention heads and MLP columns split
+//! 1/p; the layer-boundary activations (norm inputs, QKV and fc1 inputs, dropout masks) are
+//! replicated on every device — Korthikanti et al.'s sbh(10 + 24/t + 5as/(ht)).
+
+use super::layer::{layer_tensors, Core, Dims, LayerLayout, Part};
+use super::{divisible, params, MethodMemory, Tensor};
+use crate::config::{Model, Options, Workload};
+
+/// Megatron TP.
+pub struct Tp;
+
+/// Head and width checks shared by the methods that split heads across p devices.
+pub(crate) fn check_head_split(model: &Model, p: u64) -> Result<(), String> {
+    divisible("heads", model.heads, p)?;
+    divisible("ffn_hidden", model.ffn_hidden, p)?;
+    if model.kv_heads % p != 0 && p % model.kv_heads != 0 {
+        return Err(format!(
+            "kv_heads ({}) must divide p = {p} or be divisible by it",
+            model.kv_heads
+        ));
+    }
+    Ok(())
+}
+
+/// The local vocabulary slice: 1/p (padded) when vocabulary-parallel, else all of it.
+pub(crate) fn vocab_local(d: &Dims, options: &Options) -> u128 {
+    if options.vocab_parallel {
+        d.v.div_ceil(d.p)
+    } else {
+        d.v
+    }
+}
+
+impl MethodMemory for Tp {
+    fn check_degree(&self, model: &Model, p: u64, _: &Options) -> Result<(), String> {
+        check_head_split(model, p)
+    }
+
+    fn seq_multiple(&self, _: &Model, _: u64, _: &Options) -> u64 {
+        1
+    }
+
+    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+        let rows = d.b * d.s;
+        let replicated = d.p > 1;
+        let inner = Part {
+            rows,
+            heads: d.a / d.p,
+            kv_heads: d.kv_heads_per(d.p),
+            f: d.f / d.p,
+            replicated: false,
+        };
+        let layout = LayerLayout {
+            boundary: Part {
+                rows,
+                heads: d.a,
+                kv_heads: d.a_kv,
+                f: d.f,
+                replicated,
+            },
+            attention: inner,
+            mlp: inner,
+            core: Core::Scores { cols: d.s },
+            flash: w.options.flash,
+        };
+        let mut out = layer_tensors(w, d, &layout);
+        out.extend(params::edge_tensors(
+            w,
+            d,
+            rows,
+            replicated,
+            rows,
+            vocab_local(d, &w.options),
+        ));
+        out
+    }
+}

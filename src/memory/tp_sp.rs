@@ -1,0 +1,66 @@
+//! Megatron TP + sequence parallelism (Korthikanti et al. 2022): the boundary activations are
+//! split along the sequence too, so every stored tensor is 1/p — (sbh/t)(34 + 5as/h). The price
+//! is an all-gathered copy of the block input (b·s·h) that lives while each block runs, forward
+//! and backward (Megatron gathers again in backward for the weight gradient).
+
+use super::layer::{layer_tensors, prod, tensor, Core, Dims, LayerLayout, Part};
+use super::tp::{check_head_split, vocab_local};
+use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
+use crate::config::{Model, Options, Workload};
+
+/// Megatron TP + SP.
+pub struct TpSp;
+
+impl MethodMemory for TpSp {
+    fn check_degree(&self, model: &Model, p: u64, _: &Options) -> Result<(), String> {
+        check_head_split(model, p)
+    }
+
+    fn seq_multiple(&self, _: &Model, p: u64, _: &Options) -> u64 {
+        p
+    }
+
+    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+        let local_rows = d.b * (d.s / d.p);
+        let full_rows = d.b * d.s;
+        let inner = Part {
+            rows: full_rows,
+            heads: d.a / d.p,
+            kv_heads: d.kv_heads_per(d.p),
+            f: d.f / d.p,
+            replicated: false,
+        };
+        let layout = LayerLayout {
+            boundary: Part {
+                rows: local_rows,
+                heads: d.a,
+                kv_heads: d.a_kv,
+                f: d.f,
+                replicated: false,
+            },
+            attention: inner,
+            mlp: inner,
+            core: Core::Scores { cols: d.s },
+            flash: w.options.flash,
+        };
+        let mut out = layer_tensors(w, d, &layout);
+        out.push(tensor(
+            "comm.allgather_input",
+            Block::Attention,
+            Kind::Transient,
+            prod(&[2, full_rows, d.h]),
+            1,
+            d.p > 1,
+            &Phase::ALL,
+        ));
+        out.extend(params::edge_tensors(
+            w,
+            d,
+            local_rows,
+            false,
+            full_rows,
+            vocab_local(d, &w.options),
+        ));
+        out
+    }
+}

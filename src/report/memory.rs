@@ -1,0 +1,266 @@
+//! `memory` and `maxseq` outputs.
+
+use serde::Serialize;
+
+use super::table::{fmt_bytes, Table};
+use super::to_json;
+use crate::config::Workload;
+use crate::memory::{Block, Inventory, Kind, Phase};
+use crate::search::MaxSeq;
+
+#[derive(Serialize)]
+struct TensorRow<'a> {
+    name: &'a str,
+    block: Block,
+    kind: Kind,
+    bytes: u128,
+    bytes_each: u128,
+    count: u64,
+    replicated: bool,
+    #[serde(skip_serializing_if = "<[Phase]>::is_empty")]
+    phases: &'a [Phase],
+}
+
+#[derive(Serialize)]
+struct MemoryJson<'a> {
+    model: &'a str,
+    hardware: &'a str,
+    method: &'a str,
+    p: u64,
+    dp: u64,
+    seq: u64,
+    micro_batch: u64,
+    peak_bytes: u128,
+    static_bytes: u128,
+    activation_bytes_per_layer: u128,
+    stored_bytes: u128,
+    transient_peak_bytes: u128,
+    transient_peak_phase: Phase,
+    reserved_bytes: u128,
+    capacity_bytes: u128,
+    fits: bool,
+    notes: &'a [String],
+    tensors: Vec<TensorRow<'a>>,
+}
+
+/// JSON for `metp-sim memory`.
+pub fn memory_json(w: &Workload, inv: &Inventory) -> String {
+    to_json(&MemoryJson {
+        model: &w.model.name,
+        hardware: &w.hardware.name,
+        method: w.method.id(),
+        p: w.p,
+        dp: w.dp,
+        seq: w.seq,
+        micro_batch: w.micro_batch,
+        peak_bytes: inv.peak_bytes,
+        static_bytes: inv.static_bytes,
+        activation_bytes_per_layer: inv.activation_bytes_per_layer,
+        stored_bytes: inv.stored_bytes,
+        transient_peak_bytes: inv.transient_peak_bytes,
+        transient_peak_phase: inv.transient_peak_phase,
+        reserved_bytes: inv.reserved_bytes,
+        capacity_bytes: inv.capacity_bytes,
+        fits: inv.fits,
+        notes: &inv.notes,
+        tensors: inv
+            .tensors
+            .iter()
+            .map(|t| TensorRow {
+                name: t.name,
+                block: t.block,
+                kind: t.kind,
+                bytes: t.bytes(),
+                bytes_each: t.bytes_each,
+                count: t.count,
+                replicated: t.replicated,
+                phases: &t.phases,
+            })
+            .collect(),
+    })
+}
+
+fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::Static => "static",
+        Kind::Stored => "stored",
+        Kind::Transient => "transient",
+    }
+}
+
+fn block_name(b: Block) -> &'static str {
+    match b {
+        Block::Attention => "attention",
+        Block::Mlp => "mlp",
+        Block::Norm => "norm",
+        Block::Embedding => "embedding",
+        Block::Head => "head",
+        Block::Optimizer => "optimizer",
+    }
+}
+
+/// Human table for `metp-sim memory`: tensors grouped by block and kind, replicated ones marked.
+pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
+    let mut out = format!(
+        "{} on {} — {}, p = {}, dp = {}, s = {}, b = {}\n\n",
+        w.method.id(),
+        w.hardware.name,
+        w.model.name,
+        w.p,
+        w.dp,
+        w.seq,
+        w.micro_batch
+    );
+    let mut rows: Vec<_> = inv.tensors.iter().collect();
+    rows.sort_by_key(|t| (t.block, t.kind, t.name));
+    let mut t = Table::new(
+        &[
+            "block", "kind", "tensor", "each", "count", "total", "phases",
+        ],
+        &[false, false, false, true, true, true, false],
+    );
+    let mut last: Option<(Block, Kind)> = None;
+    for r in rows {
+        let group = (r.block, r.kind);
+        let (b, k) = if last == Some(group) {
+            (String::new(), String::new())
+        } else {
+            (block_name(r.block).into(), kind_name(r.kind).into())
+        };
+        last = Some(group);
+        let name = if r.replicated {
+            format!("{} *", r.name)
+        } else {
+            r.name.to_string()
+        };
+        t.row(vec![
+            b,
+            k,
+            name,
+            fmt_bytes(r.bytes_each),
+            r.count.to_string(),
+            fmt_bytes(r.bytes()),
+            r.phases
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(","),
+        ]);
+    }
+    out.push_str(&t.render());
+    out.push_str("* replicated: every one of the p devices holds the same copy\n\n");
+    let line = |label: &str, v: u128| format!("{label:<34}{:>14}\n", fmt_bytes(v));
+    out.push_str(&line(
+        "static (weights, grads, optimizer)",
+        inv.static_bytes,
+    ));
+    out.push_str(&line(
+        "stored activations, one layer",
+        inv.activation_bytes_per_layer,
+    ));
+    out.push_str(&line("stored activations, all", inv.stored_bytes));
+    out.push_str(&line(
+        &format!("largest transient ({})", inv.transient_peak_phase.name()),
+        inv.transient_peak_bytes,
+    ));
+    out.push_str(&line(
+        "reserved (context, NCCL, headroom)",
+        inv.reserved_bytes,
+    ));
+    out.push_str(&line("peak per device", inv.peak_bytes));
+    out.push_str(&line("device memory", inv.capacity_bytes));
+    out.push_str(&format!(
+        "{}\n",
+        if inv.fits { "fits" } else { "DOES NOT FIT" }
+    ));
+    for n in &inv.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
+    out
+}
+
+/// CSV for `metp-sim memory`: one row per tensor.
+pub fn memory_csv(inv: &Inventory) -> String {
+    let mut wtr = csv::Writer::from_writer(Vec::new());
+    let _ = wtr.write_record([
+        "name",
+        "block",
+        "kind",
+        "bytes",
+        "bytes_each",
+        "count",
+        "replicated",
+        "phases",
+    ]);
+    for t in &inv.tensors {
+        let _ = wtr.write_record([
+            t.name.to_string(),
+            block_name(t.block).into(),
+            kind_name(t.kind).into(),
+            t.bytes().to_string(),
+            t.bytes_each.to_string(),
+            t.count.to_string(),
+            t.replicated.to_string(),
+            t.phases
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(" "),
+        ]);
+    }
+    String::from_utf8(wtr.into_inner().unwrap_or_default()).unwrap_or_default()
+}
+
+/// JSON for `metp-sim maxseq`: `[{method, p, max_seq, …}]`.
+pub fn maxseq_json(rows: &[MaxSeq]) -> String {
+    to_json(&rows)
+}
+
+/// Human table for `metp-sim maxseq`.
+pub fn maxseq_table(w: &Workload, rows: &[MaxSeq]) -> String {
+    let mut out = format!(
+        "longest sequence per device group — {} on {}, b = {}, dp = {}\n\n",
+        w.model.name, w.hardware.name, w.micro_batch, w.dp
+    );
+    let mut t = Table::new(
+        &["method", "p", "max_seq", "peak", "note"],
+        &[false, true, true, true, false],
+    );
+    for r in rows {
+        t.row(vec![
+            r.method.id().into(),
+            r.p.to_string(),
+            r.max_seq
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "-".into()),
+            r.peak_bytes.map(fmt_bytes).unwrap_or_default(),
+            r.reason.clone().unwrap_or_default(),
+        ]);
+    }
+    out.push_str(&t.render());
+    out
+}
+
+/// CSV for `metp-sim maxseq`.
+pub fn maxseq_csv(rows: &[MaxSeq]) -> String {
+    let mut wtr = csv::Writer::from_writer(Vec::new());
+    let _ = wtr.write_record([
+        "method",
+        "p",
+        "max_seq",
+        "peak_bytes",
+        "capacity_bytes",
+        "reason",
+    ]);
+    for r in rows {
+        let _ = wtr.write_record([
+            r.method.id().to_string(),
+            r.p.to_string(),
+            r.max_seq.map(|s| s.to_string()).unwrap_or_default(),
+            r.peak_bytes.map(|b| b.to_string()).unwrap_or_default(),
+            r.capacity_bytes.to_string(),
+            r.reason.clone().unwrap_or_default(),
+        ]);
+    }
+    String::from_utf8(wtr.into_inner().unwrap_or_default()).unwrap_or_default()
+}
