@@ -8,9 +8,11 @@
 
 pub mod cli;
 pub mod config;
+pub mod cost;
 pub mod error;
 pub mod memory;
 pub mod report;
+pub mod schedule;
 pub mod search;
 
 pub use error::{Error, Result};

@@ -1,0 +1,323 @@
+//! The task graph of one training step: what every device does, on which stream, after what.
+//!
+//! Semantics the simulator (and anything else that runs a graph) must follow:
+//! - Each device has streams (one compute stream, numbered communication streams). Tasks on one
+//!   stream run in the order they were added (like CUDA streams); a task starts when it is at
+//!   the head of its stream and all its `deps` have finished.
+//! - `Send`/`Recv` pairs match on (from, to, tag). The transfer begins when both sides have
+//!   started (rendezvous, as NCCL send/recv does) and both finish when the bytes have arrived.
+//! - A `Collective` task is one rank's part; all tasks with the same `id` form the collective,
+//!   which begins when every rank's task has started and finishes for all at once.
+//! - `Alloc`/`Free` take no time and change the device's live bytes; the simulator's memory
+//!   high-water mark comes from them, and they are drawn from the memory inventory.
+//!
+//! Tasks may only depend on tasks added before them, so the graph is acyclic by construction;
+//! it can still deadlock (a recv whose send waits behind it on a stream), which the simulator
+//! detects. Depends on nothing but `error`.
+
+use serde::Serialize;
+
+/// Index of a task in [`TaskGraph::tasks`].
+pub type TaskId = u32;
+/// Index of a device, 0..devices.
+pub type DeviceId = u32;
+
+/// A device stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Stream {
+    /// The compute stream.
+    Compute,
+    /// Communication stream `n`.
+    Comm(u8),
+}
+
+/// Kinds of compute kernel (each has its own efficiency table in the hardware profile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpKind {
+    /// Dense matrix multiply.
+    Gemm,
+    /// Fused attention block.
+    Attention,
+    /// Element-wise or reduction kernel (softmax, GeLU, norm, dropout, log-sum-exp merge).
+    Elementwise,
+}
+
+/// Collective operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CollectiveOp {
+    /// All-reduce.
+    AllReduce,
+    /// All-gather.
+    AllGather,
+    /// Reduce-scatter.
+    ReduceScatter,
+    /// All-to-all.
+    AllToAll,
+    /// Broadcast from `root`.
+    Broadcast {
+        /// Root device.
+        root: DeviceId,
+    },
+    /// Reduce to `root`.
+    Reduce {
+        /// Root device.
+        root: DeviceId,
+    },
+}
+
+/// What a task does.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Work {
+    /// A kernel: FLOPs and HBM bytes moved.
+    Compute {
+        /// Kernel kind.
+        op: OpKind,
+        /// Floating-point operations.
+        flops: f64,
+        /// Bytes read and written in device memory.
+        bytes: f64,
+    },
+    /// Send `bytes` to device `to`.
+    Send {
+        /// Destination.
+        to: DeviceId,
+        /// Message size.
+        bytes: u64,
+        /// Matches the receiver's `Recv`.
+        tag: u64,
+    },
+    /// Receive `bytes` from device `from`.
+    Recv {
+        /// Source.
+        from: DeviceId,
+        /// Message size.
+        bytes: u64,
+        /// Matches the sender's `Send`.
+        tag: u64,
+    },
+    /// One rank's part of a collective.
+    Collective {
+        /// Operation.
+        op: CollectiveOp,
+        /// Identifies the collective; equal on every participant.
+        id: u64,
+        /// Participating devices, in ring order.
+        group: Vec<DeviceId>,
+        /// Buffer size in bytes as nccl-tests defines it for the op (the full tensor for
+        /// all-reduce / all-gather output / reduce-scatter input / all-to-all local buffer /
+        /// broadcast).
+        bytes: u64,
+    },
+    /// Allocate `bytes` (zero time).
+    Alloc {
+        /// Size.
+        bytes: u128,
+        /// Tensor name from the inventory.
+        tensor: &'static str,
+    },
+    /// Free `bytes` (zero time).
+    Free {
+        /// Size.
+        bytes: u128,
+        /// Tensor name from the inventory.
+        tensor: &'static str,
+    },
+}
+
+/// Forward, backward or optimizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pass {
+    /// Forward.
+    Fwd,
+    /// Backward.
+    Bwd,
+    /// Optimizer step.
+    Opt,
+}
+
+/// Where a task belongs, for traces and breakdowns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Label {
+    /// Pass.
+    pub pass: Pass,
+    /// Layer index, if the task belongs to a layer.
+    pub layer: Option<u32>,
+    /// Block: "attention", "mlp", "norm", "embedding", "head", "optimizer".
+    pub block: &'static str,
+    /// Short task name, e.g. "qkv", "attn-block", "kv-send".
+    pub name: &'static str,
+    /// Outer step (METP head group) if any.
+    pub outer: Option<u32>,
+    /// Ring step if any.
+    pub step: Option<u32>,
+    /// Micro-batch.
+    pub micro_batch: u32,
+}
+
+/// One task.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Task {
+    /// Device it runs on.
+    pub device: DeviceId,
+    /// Stream it runs on.
+    pub stream: Stream,
+    /// What it does.
+    pub work: Work,
+    /// Tasks that must finish first (all with smaller ids).
+    pub deps: Vec<TaskId>,
+    /// Where it belongs.
+    pub label: Label,
+}
+
+/// A training step on `devices` devices.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TaskGraph {
+    /// Number of devices.
+    pub devices: u32,
+    /// Tasks in insertion order.
+    pub tasks: Vec<Task>,
+}
+
+impl TaskGraph {
+    /// An empty graph over `devices` devices.
+    pub fn new(devices: u32) -> TaskGraph {
+        TaskGraph {
+            devices,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Appends a task and returns its id. Dependencies must already exist (debug-asserted;
+    /// [`TaskGraph::check`] reports violations as errors).
+    pub fn add(
+        &mut self,
+        device: DeviceId,
+        stream: Stream,
+        work: Work,
+        deps: Vec<TaskId>,
+        label: Label,
+    ) -> TaskId {
+        let id = self.tasks.len() as TaskId;
+        debug_assert!(deps.iter().all(|&d| d < id));
+        self.tasks.push(Task {
+            device,
+            stream,
+            work,
+            deps,
+            label,
+        });
+        id
+    }
+
+    /// Checks structural invariants: devices in range, dependencies point backwards, every
+    /// `Send` has exactly one matching `Recv` of the same size and vice versa, every collective
+    /// has one task per group member with equal op, group and size. Returns a one-line
+    /// description of the first violation.
+    pub fn check(&self) -> Result<(), String> {
+        use std::collections::BTreeMap;
+        let mut sends: BTreeMap<(DeviceId, DeviceId, u64), (TaskId, u64, usize)> = BTreeMap::new();
+        let mut recvs: BTreeMap<(DeviceId, DeviceId, u64), (TaskId, u64, usize)> = BTreeMap::new();
+        let mut colls: BTreeMap<u64, Vec<TaskId>> = BTreeMap::new();
+        for (i, t) in self.tasks.iter().enumerate() {
+            let i = i as TaskId;
+            if t.device >= self.devices {
+                return Err(format!(
+                    "task {i} runs on device {} of {}",
+                    t.device, self.devices
+                ));
+            }
+            if let Some(&d) = t.deps.iter().find(|&&d| d >= i) {
+                return Err(format!("task {i} depends on later task {d}"));
+            }
+            match &t.work {
+                Work::Send { to, bytes, tag } => {
+                    let e = sends.entry((t.device, *to, *tag)).or_insert((i, *bytes, 0));
+                    e.2 += 1;
+                }
+                Work::Recv { from, bytes, tag } => {
+                    let e = recvs
+                        .entry((*from, t.device, *tag))
+                        .or_insert((i, *bytes, 0));
+                    e.2 += 1;
+                }
+                Work::Collective { id, group, .. } => {
+                    if !group.contains(&t.device) {
+                        return Err(format!(
+                            "task {i}: device {} is not in its collective's group",
+                            t.device
+                        ));
+                    }
+                    colls.entry(*id).or_default().push(i);
+                }
+                _ => {}
+            }
+        }
+        for (key, (task, bytes, n)) in &sends {
+            if *n > 1 {
+                return Err(format!("send {key:?} (task {task}) appears {n} times"));
+            }
+            match recvs.get(key) {
+                None => {
+                    return Err(format!(
+                        "send task {task} ({} -> {}, tag {}) has no matching recv",
+                        key.0, key.1, key.2
+                    ))
+                }
+                Some((r, rb, _)) if rb != bytes => {
+                    return Err(format!(
+                        "send task {task} carries {bytes} bytes but recv task {r} expects {rb}"
+                    ))
+                }
+                _ => {}
+            }
+        }
+        for (key, (task, _, n)) in &recvs {
+            if *n > 1 {
+                return Err(format!("recv {key:?} (task {task}) appears {n} times"));
+            }
+            if !sends.contains_key(key) {
+                return Err(format!(
+                    "recv task {task} ({} -> {}, tag {}) has no matching send",
+                    key.0, key.1, key.2
+                ));
+            }
+        }
+        for (id, members) in &colls {
+            let first = &self.tasks[members[0] as usize];
+            let Work::Collective {
+                op, group, bytes, ..
+            } = &first.work
+            else {
+                continue;
+            };
+            if members.len() != group.len() {
+                return Err(format!(
+                    "collective {id} has {} participating tasks for a group of {}",
+                    members.len(),
+                    group.len()
+                ));
+            }
+            for &m in members {
+                let t = &self.tasks[m as usize];
+                if let Work::Collective {
+                    op: o,
+                    group: g,
+                    bytes: b,
+                    ..
+                } = &t.work
+                {
+                    if o != op || g != group || b != bytes {
+                        return Err(format!(
+                            "collective {id}: task {m} disagrees with task {} on op, group or size",
+                            members[0]
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
