@@ -52,26 +52,37 @@ pub fn max_seq(template: &Workload, method: MethodId, p: u64) -> MaxSeq {
         return row(None, 0, None, Some(reason));
     }
     let k = memory::seq_multiple(method, &w.model, p, &w.options);
+    w.seq = k;
+    let shortest = match memory::inventory(&w) {
+        Ok(inv) => inv,
+        Err(e) => return row(None, k, None, Some(e.to_string())),
+    };
+    if shortest.peak_bytes > capacity_bytes {
+        let gib = |b: u128| b as f64 / (1u64 << 30) as f64;
+        return row(
+            None,
+            k,
+            None,
+            Some(format!(
+                "does not fit even at s = {k}: weights, gradients and optimizer state alone take \
+                 {:.1} GiB of {:.1} GiB ({})",
+                gib(shortest.static_bytes),
+                gib(capacity_bytes),
+                if method.shards_weights() {
+                    "try a larger p, or --dp N with --zero 1-3"
+                } else {
+                    "try --zero 3, which shards them over the p devices"
+                }
+            )),
+        );
+    }
+    let lo_peak = shortest.peak_bytes;
     let mut peak_at = |s: u64| -> Result<u128, String> {
         w.seq = s;
         memory::inventory(&w)
             .map(|inv| inv.peak_bytes)
             .map_err(|e| e.to_string())
     };
-    let lo_peak = match peak_at(k) {
-        Ok(peak) => peak,
-        Err(reason) => return row(None, k, None, Some(reason)),
-    };
-    if lo_peak > capacity_bytes {
-        return row(
-            None,
-            k,
-            None,
-            Some(format!(
-                "does not fit even at s = {k}: peak {lo_peak} bytes > capacity {capacity_bytes}"
-            )),
-        );
-    }
     // Invariant: lo·k fits; hi·k does not (or exceeds the limit).
     let limit = SEQ_LIMIT / k;
     let (mut lo, mut lo_peak, mut hi) = (1u64, lo_peak, 2u64);

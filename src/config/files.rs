@@ -86,9 +86,19 @@ fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
         path: path.to_path_buf(),
         source,
     })?;
-    serde_json::from_str(&text).map_err(|e| Error::Parse {
-        path: path.to_path_buf(),
-        message: e.to_string(),
+    // serde_path_to_error names the field a type error is in ("hidden: invalid value …").
+    let de = &mut serde_json::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        Error::Parse {
+            path: path.to_path_buf(),
+            message: if field.is_empty() || field == "." {
+                inner.to_string()
+            } else {
+                format!("field '{field}': {inner}")
+            },
+        }
     })
 }
 

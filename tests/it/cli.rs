@@ -1,0 +1,213 @@
+//! The command line as a user meets it: JSON fields of DESIGN §8, and one clear line for every
+//! kind of bad input, with exit status 1 (2 for usage errors) and never a panic.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn cmd() -> Command {
+    let mut c = Command::cargo_bin("metp-sim").unwrap();
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c
+}
+
+/// Runs, expects failure with `code`, and returns stderr, checking it is one line and no panic.
+fn fails(args: &[&str], code: i32) -> String {
+    let out = cmd().args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+    if code == 1 {
+        assert_eq!(
+            err.trim_end().lines().count(),
+            1,
+            "{args:?}: not one line: {err}"
+        );
+    }
+    err
+}
+
+#[test]
+fn memory_json_has_the_design_fields() {
+    let out = cmd()
+        .args([
+            "memory",
+            "--model",
+            "llama2-7b",
+            "--method",
+            "metp",
+            "--p",
+            "8",
+            "--seq",
+            "64k",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for f in [
+        "peak_bytes",
+        "static_bytes",
+        "activation_bytes_per_layer",
+        "transient_peak_bytes",
+        "capacity_bytes",
+        "fits",
+        "tensors",
+    ] {
+        assert!(v.get(f).is_some(), "missing {f}");
+    }
+    let t = &v["tensors"][0];
+    for f in ["name", "block", "kind", "bytes", "replicated"] {
+        assert!(t.get(f).is_some(), "tensor missing {f}");
+    }
+}
+
+#[test]
+fn memory_table_groups_by_block_and_marks_replicated() {
+    cmd()
+        .args(["memory", "--method", "tp", "--p", "8", "--seq", "8k"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("norm.ln1_input *"))
+        .stdout(predicate::str::contains("replicated"))
+        .stdout(predicate::str::contains("peak per device"));
+}
+
+#[test]
+fn maxseq_json_lists_every_method_and_degree_with_reasons() {
+    let out = cmd()
+        .args([
+            "maxseq",
+            "--model",
+            "llama2-70b",
+            "--p",
+            "1,2,4,8,16",
+            "--zero",
+            "3",
+            "--nodes",
+            "2",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 6 * 5);
+    for r in rows {
+        assert!(r.get("method").is_some() && r.get("p").is_some() && r.get("max_seq").is_some());
+    }
+    // LLaMA-2 70B has 8 KV heads: Ulysses at p = 16 is valid (KV replicated), but its 64 query
+    // heads divide 16; nothing is silently dropped.
+    assert!(rows.iter().any(|r| r["method"] == "metp" && r["p"] == 16));
+}
+
+#[test]
+fn same_command_gives_identical_bytes() {
+    let args = ["maxseq", "--format", "json", "--zero", "3"];
+    let a = cmd().args(args).output().unwrap().stdout;
+    let b = cmd().args(args).output().unwrap().stdout;
+    assert_eq!(a, b);
+}
+
+#[test]
+fn unknown_names_list_the_available_ones() {
+    let e = fails(&["memory", "--model", "gpt5"], 1);
+    assert!(
+        e.contains("unknown model 'gpt5'") && e.contains("llama2-7b"),
+        "{e}"
+    );
+    let e = fails(&["memory", "--hw", "tpu-v9"], 1);
+    assert!(
+        e.contains("unknown hardware profile") && e.contains("dgx-h100"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_files_name_the_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/models/llama2-7b.json"
+    ))
+    .unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let malformed = write("malformed.json", "{ \"name\": ");
+    let e = fails(&["memory", "--model", &malformed], 1);
+    assert!(e.contains("malformed.json") && e.contains("line"), "{e}");
+
+    let unknown = write(
+        "unknown.json",
+        &good.replacen("\"layers\"", "\"layerz\": 1, \"layers\"", 1),
+    );
+    let e = fails(&["memory", "--model", &unknown], 1);
+    assert!(e.contains("unknown.json") && e.contains("layerz"), "{e}");
+
+    let zero = write(
+        "zero.json",
+        &good.replacen("\"layers\": 32", "\"layers\": 0", 1),
+    );
+    let e = fails(&["memory", "--model", &zero], 1);
+    assert!(e.contains("zero.json") && e.contains("'layers'"), "{e}");
+
+    let negative = write(
+        "negative.json",
+        &good.replacen("\"hidden\": 4096", "\"hidden\": -4096", 1),
+    );
+    let e = fails(&["memory", "--model", &negative], 1);
+    assert!(e.contains("negative.json") && e.contains("hidden"), "{e}");
+
+    let hw = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/hardware-profiles/dgx-a100-80gb.json"
+    ))
+    .unwrap();
+    let bad_hw = write(
+        "bad-hw.json",
+        &hw.replacen("\"value\": 85899345920", "\"value\": -1", 1),
+    );
+    let e = fails(&["memory", "--hw", &bad_hw], 1);
+    assert!(
+        e.contains("bad-hw.json") && e.contains("gpu.memory_bytes"),
+        "{e}"
+    );
+
+    let missing = dir.path().join("nope.json");
+    let e = fails(&["memory", "--model", missing.to_str().unwrap()], 1);
+    assert!(e.contains("nope.json"), "{e}");
+}
+
+#[test]
+fn impossible_configurations_say_why() {
+    // LLaMA-2 7B has 32 heads: p = 3 does not divide them.
+    let e = fails(&["memory", "--method", "tp", "--p", "3"], 1);
+    assert!(e.contains("heads (32) is not divisible by p = 3"), "{e}");
+    let e = fails(
+        &["memory", "--method", "metp", "--p", "8", "--seq", "1001"],
+        1,
+    );
+    assert!(e.contains("not a multiple of 8"), "{e}");
+    let e = fails(&["memory", "--method", "ring", "--p", "16"], 1);
+    assert!(e.contains("describes 8"), "{e}");
+    let e = fails(&["memory", "--seq", "2048g"], 1);
+    assert!(e.contains("2^40"), "{e}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    fails(&["memory", "--seq", "abc"], 2);
+    fails(&["memory", "--seq", "99999999999999999999"], 2);
+    fails(&["memory", "--p", "0"], 2);
+    fails(&["memory", "--p", "2,4"], 2);
+    fails(&["memory", "--method", "zigzag"], 2);
+    fails(&["memory", "--recompute", "sometimes"], 2);
+    fails(&["maxseq", "--methods", "tp,nope"], 2);
+    fails(&["frobnicate"], 2);
+}

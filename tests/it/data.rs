@@ -1,0 +1,79 @@
+//! The bundled models and hardware profiles load, validate and cite their sources.
+
+use metp_sim::config::{list_names, load_hardware, load_model, DataKind};
+
+#[test]
+fn every_bundled_model_loads() {
+    let names = list_names(DataKind::Model);
+    for expected in [
+        "korthikanti-22b",
+        "gpt3-175b",
+        "mt-nlg-530b",
+        "korthikanti-1t",
+        "gpt3-1.3b",
+        "gpt3-2.7b",
+        "gpt3-6.7b",
+        "gpt3-13b",
+        "llama2-7b",
+        "llama2-13b",
+        "llama2-70b",
+        "llama3-8b",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "missing model {expected}"
+        );
+    }
+    for n in &names {
+        let m = load_model(n).unwrap_or_else(|e| panic!("{n}: {e}"));
+        assert!(!m.source.trim().is_empty(), "{n} has no source");
+    }
+}
+
+#[test]
+fn every_bundled_profile_loads_and_cites_each_figure() {
+    let names = list_names(DataKind::Hardware);
+    for expected in [
+        "dgx-a100-40gb",
+        "dgx-a100-80gb",
+        "a100-80gb-pcie",
+        "dgx-h100",
+        "hgx-h200",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "missing profile {expected}"
+        );
+    }
+    for n in &names {
+        let hw = load_hardware(n).unwrap_or_else(|e| panic!("{n}: {e}"));
+        assert_eq!(hw.gpus_per_node, 8, "{n}");
+        let json = serde_json::to_value(&hw).unwrap();
+        let mut figures = 0;
+        check_sources(&json, n, &mut figures);
+        assert!(figures == 13, "{n}: only {figures} figures");
+        // Reserved bytes are explicit and below the device memory.
+        assert!(hw.reserved_bytes() > 0 && hw.reserved_bytes() < hw.memory_bytes());
+    }
+}
+
+/// Every object with a `value` has a non-empty `source`.
+fn check_sources(v: &serde_json::Value, file: &str, figures: &mut usize) {
+    if let Some(obj) = v.as_object() {
+        if obj.contains_key("value") {
+            *figures += 1;
+            let src = obj.get("source").and_then(|s| s.as_str()).unwrap_or("");
+            assert!(!src.trim().is_empty(), "{file}: figure without source: {v}");
+        }
+        if obj.contains_key("points") {
+            let src = obj.get("source").and_then(|s| s.as_str()).unwrap_or("");
+            assert!(
+                !src.trim().is_empty(),
+                "{file}: efficiency table without source"
+            );
+        }
+        for child in obj.values() {
+            check_sources(child, file, figures);
+        }
+    }
+}

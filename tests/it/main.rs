@@ -1,0 +1,9 @@
+//! Integration tests: one binary, one module per concern.
+
+mod cli;
+mod common;
+mod data;
+mod korthikanti;
+mod properties;
+mod scaling;
+mod zero;
