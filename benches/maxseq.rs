@@ -13,6 +13,7 @@ fn bench(c: &mut Criterion) {
         dp: 1,
         seq: 1,
         micro_batch: 1,
+        micro_batches: 1,
         options: Options {
             zero: ZeroStage::Zero3,
             ..Options::default()

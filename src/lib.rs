@@ -6,6 +6,7 @@
 //! longest sequence that fits; [`report`] renders results; [`cli`] is the thin command-line layer.
 #![warn(missing_docs)]
 
+pub mod analytic;
 pub mod cli;
 pub mod config;
 pub mod cost;

@@ -40,6 +40,12 @@ pub enum ExchangeArg {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CausalOrderArg {
+    Zigzag,
+    Contiguous,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum OnOff {
     On,
     Off,
@@ -79,6 +85,10 @@ pub struct CommonArgs {
     /// Causal attention.
     #[arg(long)]
     pub causal: bool,
+    /// Order of sequence blocks under causal attention: zig-zag balances the work of the rings
+    /// (ring, metp); contiguous leaves the last device with the most work.
+    #[arg(long, value_enum, default_value = "zigzag")]
+    pub causal_order: CausalOrderArg,
     /// Override the model's dropout setting.
     #[arg(long, value_enum)]
     pub dropout: Option<OnOff>,
@@ -121,6 +131,7 @@ impl CommonArgs {
                 _ => ZeroStage::Zero3,
             },
             causal: self.causal,
+            causal_zigzag: matches!(self.causal_order, CausalOrderArg::Zigzag),
             dropout: self.dropout.map(|d| matches!(d, OnOff::On)),
             vocab_parallel: !self.no_vocab_parallel,
             metp: MetpOptions {
@@ -154,6 +165,7 @@ impl CommonArgs {
             dp: parse_count("--dp", &self.dp)?,
             seq,
             micro_batch: parse_count("--micro-batch", &self.micro_batch)?,
+            micro_batches: 1,
             options: self.options(),
         })
     }

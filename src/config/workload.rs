@@ -176,6 +176,9 @@ pub struct Options {
     pub zero: ZeroStage,
     /// Causal attention.
     pub causal: bool,
+    /// Under causal masking, order the sequence blocks zig-zag (load-balanced, as Megatron's
+    /// context parallelism does) instead of contiguously. Needs s to be a multiple of 2p.
+    pub causal_zigzag: bool,
     /// Override the model's dropout setting.
     pub dropout: Option<bool>,
     /// Vocabulary-parallel output head and loss, for the methods that shard weights.
@@ -191,6 +194,7 @@ impl Default for Options {
             recompute: Recompute::None,
             zero: ZeroStage::Zero0,
             causal: false,
+            causal_zigzag: true,
             dropout: None,
             vocab_parallel: true,
             metp: MetpOptions::default(),
@@ -211,6 +215,8 @@ pub struct Workload {
     pub p: u64,
     /// Data-parallel replicas (default 1).
     pub dp: u64,
+    /// Micro-batches per step on each data-parallel replica (gradient accumulation).
+    pub micro_batches: u64,
     /// Sequence length s.
     pub seq: u64,
     /// Micro-batch b.

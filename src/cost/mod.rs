@@ -91,6 +91,23 @@ impl<'a> CostModel<'a> {
         }
     }
 
+    /// The narrowest link class a group of devices crosses.
+    pub fn group_class(&self, devices: &[u32]) -> LinkClass {
+        match devices {
+            [] | [_] => LinkClass::Local,
+            [first, rest @ ..] => {
+                if rest
+                    .iter()
+                    .all(|&d| self.node_of(d) == self.node_of(*first))
+                {
+                    LinkClass::IntraNode
+                } else {
+                    LinkClass::InterNode
+                }
+            }
+        }
+    }
+
     /// Per-direction bandwidth of one device's port of a link class (bytes/s). Inter-node
     /// traffic of a GPU goes through its rail's NIC.
     pub fn link_bytes_per_s(&self, class: LinkClass) -> f64 {
@@ -122,5 +139,29 @@ impl<'a> CostModel<'a> {
     /// Fraction by which compute slows while communication runs on the same device.
     pub fn overlap_slowdown(&self) -> f64 {
         self.hw.overlap_compute_slowdown_fraction.value
+    }
+}
+
+/// How a collective over `n` ranks is broken into steps, as NCCL's ring algorithms do: in every
+/// step each rank sends one chunk to its ring successor, and the step ends when all chunks have
+/// arrived. Returns (steps, bytes per chunk). The simulator sends these chunks as flows (so
+/// they share links with point-to-point traffic); the analytic model prices them as
+/// `steps × (α + chunk / B)`.
+///
+/// - all-reduce of M bytes: 2(n−1) steps of M/n (reduce-scatter, then all-gather);
+/// - all-gather (M = output), reduce-scatter (M = input): n−1 steps of M/n;
+/// - all-to-all (M = local buffer): n−1 steps of M/n, rank i sending to rank i+k at step k;
+/// - broadcast and reduce (M = buffer): NCCL pipelines the buffer through the ring so every
+///   link carries it once; n−1 steps of M/(n−1) give the same large-message time, M/B (nccl-tests
+///   report busbw = algbw for these), plus (n−1)α.
+pub fn collective_steps(op: crate::schedule::CollectiveOp, n: u64, bytes: u64) -> (u64, u64) {
+    use crate::schedule::CollectiveOp as C;
+    if n <= 1 {
+        return (0, 0);
+    }
+    match op {
+        C::AllReduce => (2 * (n - 1), bytes.div_ceil(n)),
+        C::AllGather | C::ReduceScatter | C::AllToAll => (n - 1, bytes.div_ceil(n)),
+        C::Broadcast { .. } | C::Reduce { .. } => (n - 1, bytes.div_ceil(n - 1)),
     }
 }

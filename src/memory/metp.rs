@@ -60,8 +60,8 @@ impl MethodMemory for Metp {
         divisible("ffn_hidden", model.ffn_hidden, p)
     }
 
-    fn seq_multiple(&self, _: &Model, p: u64, _: &Options) -> u64 {
-        p
+    fn seq_multiple(&self, _: &Model, p: u64, options: &Options) -> u64 {
+        super::ring_seq_multiple(p, options)
     }
 
     fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {

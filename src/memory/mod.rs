@@ -77,6 +77,31 @@ pub fn seq_multiple(method: MethodId, model: &Model, p: u64, options: &Options) 
     method_memory(method).seq_multiple(model, p, options)
 }
 
+/// Sequence granule of the K/V rings (ring attention, METP): p blocks, or 2p chunks when causal
+/// attention is load-balanced zig-zag.
+pub(crate) fn ring_seq_multiple(p: u64, options: &Options) -> u64 {
+    if options.causal && options.causal_zigzag {
+        2 * p
+    } else {
+        p
+    }
+}
+
+/// Parameters one device holds after its method's sharding and ZeRO (what its optimizer
+/// updates), and the parameters of one layer before any sharding.
+pub fn optimizer_params(w: &Workload) -> (u128, u128) {
+    let local: u128 = params::local_params(w).iter().map(|&(_, n, _)| n).sum();
+    let sharded = if w.options.zero >= crate::config::ZeroStage::Zero1 {
+        local.div_ceil(params::zero_group(w))
+    } else {
+        local
+    };
+    let m = &w.model;
+    let layer =
+        (m.attention_params_per_layer() + m.mlp_params_per_layer() + 2 * m.norm_params()) as u128;
+    (sharded, layer)
+}
+
 /// `Err` with a reason unless `n` is divisible by `p`.
 pub(crate) fn divisible(what: &str, n: u64, p: u64) -> Result<(), String> {
     if n % p == 0 {

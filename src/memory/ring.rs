@@ -40,8 +40,8 @@ impl MethodMemory for Ring {
         Ok(())
     }
 
-    fn seq_multiple(&self, _: &Model, p: u64, _: &Options) -> u64 {
-        p
+    fn seq_multiple(&self, _: &Model, p: u64, options: &Options) -> u64 {
+        super::ring_seq_multiple(p, options)
     }
 
     fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {

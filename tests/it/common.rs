@@ -32,6 +32,7 @@ pub fn workload(model: Model, method: MethodId, p: u64, seq: u64, options: Optio
         dp: 1,
         seq,
         micro_batch: 1,
+        micro_batches: 1,
         options,
     }
 }

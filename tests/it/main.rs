@@ -6,4 +6,5 @@ mod data;
 mod korthikanti;
 mod properties;
 mod scaling;
+mod schedules;
 mod zero;

@@ -1,0 +1,133 @@
+//! METP's full-overlap condition (DESIGN §1, claim C3), derived in closed form.
+//!
+//! A ring step hides its transfer when its compute takes at least as long:
+//!
+//! - attention inner ring (per head group of a/G heads, c = s/p local tokens): compute
+//!   `4·b·c²·(h/G) / F` against the K/V block `α + 2·2·b·c·w_kv / B` (w_kv = the group's K
+//!   width, h/G for MHA). Without the latency term this is `c ≥ (F/B)·(w_kv·G/h)` — `s/p ≥ F/B`
+//!   for MHA; with it, the positive root of `A·c² − β·c − α = 0`, `A = 4·b·(h/G)/F`,
+//!   `β = 4·b·w_kv/B`: `c* = (β + √(β² + 4Aα)) / 2A`.
+//! - causal attention: contiguous blocks leave each step's pace to the device with a full
+//!   block (same threshold) while the others idle; zig-zag order gives every device half a
+//!   block per step, so A halves and the threshold doubles.
+//! - MLP weight ring: compute `2·m·b·c·h·(f/p) / F` (m = 2 matrices for GeLU, 3 for SwiGLU)
+//!   against the shard `α + 2·m·h·(f/p) / B`: `b·c ≥ F/B + α·F·p / (2·m·h·f)`.
+//!
+//! F is the device's effective GEMM rate (peak × the best efficiency in the profile's table),
+//! B the per-direction bandwidth of the link the ring crosses, α its message latency.
+
+use serde::Serialize;
+
+use crate::config::{Activation, Workload};
+use crate::cost::CostModel;
+
+/// Thresholds on local tokens c = s/p above which each ring hides its transfers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Thresholds {
+    /// Effective compute rate F used.
+    pub flops_per_s: f64,
+    /// Link bandwidth B used.
+    pub bytes_per_s: f64,
+    /// Message latency α used.
+    pub latency_s: f64,
+    /// F/B in tokens.
+    pub f_over_b: f64,
+    /// Attention ring, non-causal (and causal with contiguous blocks, for the pacing device).
+    pub attention_local_seq: f64,
+    /// Attention ring, causal with zig-zag (load-balanced) blocks.
+    pub attention_causal_zigzag_local_seq: f64,
+    /// MLP weight ring (local tokens × micro-batch must exceed it; reported as tokens per
+    /// sample for the workload's micro-batch).
+    pub mlp_local_seq: f64,
+}
+
+fn positive_root(a: f64, beta: f64, alpha: f64) -> f64 {
+    (beta + (beta * beta + 4.0 * a * alpha).sqrt()) / (2.0 * a)
+}
+
+/// The thresholds for a workload's model, hardware, degree and micro-batch.
+pub fn thresholds(w: &Workload) -> Thresholds {
+    let cost = CostModel::new(&w.hardware);
+    let hw = &w.hardware;
+    let best_gemm = hw
+        .efficiency
+        .gemm
+        .points
+        .iter()
+        .map(|&(_, e)| e)
+        .fold(0.0, f64::max);
+    let f_rate = hw.gpu.peak_bf16_flops_per_s.value * best_gemm;
+    let devices: Vec<u32> = (0..w.p as u32).collect();
+    let class = cost.group_class(&devices);
+    let (b_rate, alpha) = match class {
+        crate::cost::LinkClass::Local => (hw.intra_node.bytes_per_s_per_direction.value, 0.0),
+        c => (cost.link_bytes_per_s(c), cost.p2p_latency_s(c)),
+    };
+    let m = &w.model;
+    let (b, h, f, p) = (
+        w.micro_batch as f64,
+        m.hidden as f64,
+        m.ffn_hidden as f64,
+        w.p as f64,
+    );
+    let groups = w.options.metp.head_groups.unwrap_or(w.p) as f64;
+    let kv_w = (m.kv_heads as f64 / groups).max(1.0) * m.head_dim() as f64;
+    let a_coef = 4.0 * b * (h / groups) / f_rate;
+    let beta = 4.0 * b * kv_w / b_rate;
+    let mats = match m.activation {
+        Activation::Gelu => 2.0,
+        Activation::Swiglu => 3.0,
+    };
+    let mlp_tokens = f_rate / b_rate + alpha * f_rate * p / (2.0 * mats * h * f);
+    Thresholds {
+        flops_per_s: f_rate,
+        bytes_per_s: b_rate,
+        latency_s: alpha,
+        f_over_b: f_rate / b_rate,
+        attention_local_seq: positive_root(a_coef, beta, alpha),
+        attention_causal_zigzag_local_seq: positive_root(a_coef / 2.0, beta, alpha),
+        mlp_local_seq: mlp_tokens / b,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{load_hardware, load_model, MethodId, Options};
+
+    #[test]
+    fn dgx_a100_f_over_b_is_about_a_thousand_tokens() {
+        // DESIGN §1: F/B ≈ 250e12 / 240e9 ≈ 1,000 tokens per device on a DGX-A100.
+        let w = Workload {
+            model: load_model("gpt3-13b").unwrap(),
+            hardware: load_hardware("dgx-a100-80gb").unwrap(),
+            method: MethodId::Metp,
+            p: 8,
+            dp: 1,
+            seq: 65536,
+            micro_batch: 1,
+            micro_batches: 1,
+            options: Options::default(),
+        };
+        let t = thresholds(&w);
+        assert!((900.0..1300.0).contains(&t.f_over_b), "{}", t.f_over_b);
+        // At the threshold a step's compute equals its transfer: 4·b·c²·(h/G)/F = α + 4·b·c·w/B
+        // (MHA: w = h/G = 640 for h = 5120, p = G = 8). The latency adds α·F/(4·b·h/G) ≈ 300
+        // tokens here, so the threshold sits above F/B.
+        let (hg, c) = (5120.0 / 8.0, t.attention_local_seq);
+        let compute = 4.0 * c * c * hg / t.flops_per_s;
+        let transfer = t.latency_s + 4.0 * c * hg / t.bytes_per_s;
+        assert!(
+            (compute / transfer - 1.0).abs() < 1e-9,
+            "{compute} vs {transfer}"
+        );
+        assert!(c > t.f_over_b && c < t.f_over_b + 1.01 * t.latency_s * t.flops_per_s / (4.0 * hg));
+        // Zig-zag halves each step's compute: the threshold roughly doubles.
+        let ratio = t.attention_causal_zigzag_local_seq / t.attention_local_seq;
+        assert!((1.5..2.01).contains(&ratio), "{ratio}");
+        // MLP: b·c = F/B + α·F·p/(2·m·h·f), m = 2, f = 4h.
+        let expect =
+            t.f_over_b + t.latency_s * t.flops_per_s * 8.0 / (2.0 * 2.0 * 5120.0 * 20480.0);
+        assert!((t.mlp_local_seq / expect - 1.0).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,144 @@
+//! Pieces every method's plan shares: dimensions as floats, the embedding, the optimizer and
+//! gradient synchronisation.
+
+use super::kernels::{self, AttnShape};
+use super::stage::{Kernel, PhaseBlock, Stage, StepPlan};
+use super::CollectiveOp;
+use crate::config::{Recompute, Workload, ZeroStage};
+use crate::memory::{self, Phase};
+
+/// Workload dimensions as f64 for FLOP and byte arithmetic.
+#[derive(Debug, Clone, Copy)]
+pub struct D {
+    pub b: f64,
+    pub s: f64,
+    pub h: f64,
+    pub a: f64,
+    pub a_kv: f64,
+    pub d: f64,
+    pub f: f64,
+    pub v: f64,
+    pub p: f64,
+}
+
+impl D {
+    pub fn new(w: &Workload) -> D {
+        let m = &w.model;
+        D {
+            b: w.micro_batch as f64,
+            s: w.seq as f64,
+            h: m.hidden as f64,
+            a: m.heads as f64,
+            a_kv: m.kv_heads as f64,
+            d: m.head_dim() as f64,
+            f: m.ffn_hidden as f64,
+            v: m.vocab as f64,
+            p: w.p as f64,
+        }
+    }
+    /// KV heads per one of `groups` head groups (replicated below one per group).
+    pub fn kv_per(&self, groups: f64) -> f64 {
+        (self.a_kv / groups).max(1.0)
+    }
+}
+
+/// Attention shape helper.
+pub fn attn(b: f64, sq: f64, sk: f64, heads: f64, kv_heads: f64, d: f64) -> AttnShape {
+    AttnShape {
+        b,
+        sq,
+        sk,
+        heads,
+        d,
+        kv_heads,
+    }
+}
+
+/// The fraction of full attention work a causal mask leaves (½ over the whole sequence).
+pub fn causal_factor(w: &Workload) -> f64 {
+    if w.options.causal {
+        0.5
+    } else {
+        1.0
+    }
+}
+
+/// Embedding lookup over `rows` local tokens.
+pub fn embedding(rows: f64, h: f64) -> Vec<Kernel> {
+    vec![Kernel::elementwise("embedding", rows * h, 1.0)]
+}
+
+/// The recomputation a policy adds to a block's backward: the forward kernels again (full), or
+/// the attention core again (selective).
+pub fn recompute_kernels(
+    w: &Workload,
+    block_fwd: &[Kernel],
+    attention_core_fwd: &[Kernel],
+) -> Vec<Kernel> {
+    match w.options.recompute {
+        Recompute::None => Vec::new(),
+        Recompute::Selective => attention_core_fwd.to_vec(),
+        Recompute::Full => block_fwd.to_vec(),
+    }
+}
+
+/// A phase block.
+pub fn block(phase: Phase, name: &'static str, stages: Vec<Stage>) -> PhaseBlock {
+    PhaseBlock {
+        phase,
+        block: name,
+        stages,
+    }
+}
+
+/// The parts that every plan fills the same way: optimizer, gradient synchronisation, ZeRO-3
+/// gathers, layer and micro-batch counts.
+#[allow(clippy::too_many_arguments)]
+pub fn finish(
+    w: &Workload,
+    embedding_fwd: Vec<Kernel>,
+    layer_fwd: Vec<PhaseBlock>,
+    head: PhaseBlock,
+    layer_bwd: Vec<PhaseBlock>,
+    embedding_bwd: Vec<Kernel>,
+) -> StepPlan {
+    let (opt_params, layer_params) = memory::optimizer_params(w);
+    let replicated = !w.method.shards_weights();
+    let layer_params_local = if replicated {
+        layer_params
+    } else {
+        layer_params.div_ceil(w.p as u128)
+    };
+    // Replicas of a weight: p·dp devices for replicated-weight methods, dp otherwise.
+    let replicas = if replicated { w.p * w.dp } else { w.dp };
+    let zero = w.options.zero;
+    let layer_grad_sync_bytes = if replicas > 1 {
+        (2 * layer_params_local) as u64
+    } else {
+        0
+    };
+    let grad_sync_op = if zero >= ZeroStage::Zero2 {
+        CollectiveOp::ReduceScatter
+    } else {
+        CollectiveOp::AllReduce
+    };
+    let zero3_gather_bytes = if zero == ZeroStage::Zero3 && replicas > 1 {
+        (2 * layer_params_local) as u64
+    } else {
+        0
+    };
+    StepPlan {
+        embedding_fwd,
+        layer_fwd,
+        head,
+        layer_bwd,
+        embedding_bwd,
+        layer_grad_sync_bytes,
+        grad_sync_op,
+        grad_sync_over_p: replicated,
+        zero3_gather_bytes,
+        optimizer: vec![kernels::optimizer(opt_params as f64)],
+        layers: w.model.layers as u32,
+        micro_batches: w.micro_batches as u32,
+    }
+}

@@ -1,0 +1,666 @@
+//! Lowering a [`StepPlan`] to a [`TaskGraph`] over p × dp devices.
+//!
+//! Streams: the compute stream; communication streams 0/1 (ring prefetch send/recv), 2/3
+//! (ring accumulator send/recv), 4/5 (outer-loop weight send/recv or broadcast), 6/7
+//! (outer-loop gradient send/recv or reduce), 8 (collectives the compute stream waits for) and
+//! 9 (gradient synchronisation, asynchronous until the optimizer step).
+//!
+//! Memory: every device allocates its static bytes and the runtime's reserved bytes at the
+//! start, the embedding and head activations for the whole step, each layer's stored
+//! activations when its forward begins (freed when its backward ends), and each phase's
+//! transient working set for the duration of that phase — all figures taken from the memory
+//! inventory, so the simulated high-water mark is the inventory's peak. A phase ends when all
+//! of its tasks on that device have finished, so nothing of one phase overlaps the next.
+
+use super::graph::{CollectiveOp, DeviceId, Label, Pass, Stream, TaskGraph, TaskId, Work};
+use super::stage::{Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan};
+use crate::memory::Inventory;
+
+/// What to include in the lowered graph.
+#[derive(Debug, Clone, Copy)]
+pub struct LowerOptions {
+    /// Data-parallel replicas to lay out (each with p devices).
+    pub dp: u32,
+    /// Include alloc/free tasks.
+    pub memory: bool,
+    /// Include the optimizer step.
+    pub optimizer: bool,
+}
+
+const PRE_SEND: Stream = Stream::Comm(0);
+const PRE_RECV: Stream = Stream::Comm(1);
+const ACC_SEND: Stream = Stream::Comm(2);
+const ACC_RECV: Stream = Stream::Comm(3);
+const W_SEND: Stream = Stream::Comm(4);
+const W_RECV: Stream = Stream::Comm(5);
+const G_SEND: Stream = Stream::Comm(6);
+const G_RECV: Stream = Stream::Comm(7);
+const BLOCKING: Stream = Stream::Comm(8);
+const ASYNC: Stream = Stream::Comm(9);
+
+struct Lower<'a> {
+    g: TaskGraph,
+    p: u32,
+    dp: u32,
+    inv: &'a Inventory,
+    memory: bool,
+    next_id: u64,
+    label: Label,
+    /// Per device: what the next compute task must wait for.
+    frontier: Vec<Vec<TaskId>>,
+    /// Per device: tasks of the current phase (the phase's free waits for them).
+    phase_tasks: Vec<Vec<TaskId>>,
+}
+
+impl<'a> Lower<'a> {
+    fn devices(&self) -> u32 {
+        self.p * self.dp
+    }
+
+    fn fresh(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn add(&mut self, dev: DeviceId, stream: Stream, work: Work, deps: Vec<TaskId>) -> TaskId {
+        let id = self.g.add(dev, stream, work, deps, self.label);
+        self.phase_tasks[dev as usize].push(id);
+        id
+    }
+
+    fn mem(&mut self, dev: DeviceId, alloc: bool, bytes: u128, tensor: &'static str) {
+        if !self.memory || bytes == 0 {
+            return;
+        }
+        let work = if alloc {
+            Work::Alloc { bytes, tensor }
+        } else {
+            Work::Free { bytes, tensor }
+        };
+        let deps = std::mem::take(&mut self.frontier[dev as usize]);
+        let id = self.g.add(dev, Stream::Compute, work, deps, self.label);
+        self.frontier[dev as usize] = vec![id];
+    }
+
+    fn kernels(&mut self, dev: DeviceId, kernels: &[Kernel], scale: f64, extra: &[TaskId]) {
+        for k in kernels {
+            if scale == 0.0 {
+                continue;
+            }
+            let mut deps = std::mem::take(&mut self.frontier[dev as usize]);
+            deps.extend_from_slice(extra);
+            self.label.name = k.name;
+            let id = self.add(
+                dev,
+                Stream::Compute,
+                Work::Compute {
+                    op: k.op,
+                    flops: k.flops * scale,
+                    bytes: k.bytes * scale,
+                },
+                deps,
+            );
+            self.frontier[dev as usize] = vec![id];
+        }
+        if kernels.is_empty() || scale == 0.0 {
+            self.frontier[dev as usize].extend_from_slice(extra);
+        }
+    }
+
+    fn group(&self, replica: u32) -> Vec<DeviceId> {
+        (0..self.p).map(|i| replica * self.p + i).collect()
+    }
+
+    /// One collective over each replica's p devices, on `stream`; returns each device's task.
+    fn collective(
+        &mut self,
+        name: &'static str,
+        op: CollectiveOp,
+        bytes: u64,
+        stream: Stream,
+        deps: &[Vec<TaskId>],
+    ) -> Vec<TaskId> {
+        self.label.name = name;
+        let mut out = vec![0; self.devices() as usize];
+        for r in 0..self.dp {
+            let id = self.fresh();
+            let group = self.group(r);
+            let op = match op {
+                CollectiveOp::Broadcast { root } => CollectiveOp::Broadcast {
+                    root: group[root as usize],
+                },
+                CollectiveOp::Reduce { root } => CollectiveOp::Reduce {
+                    root: group[root as usize],
+                },
+                o => o,
+            };
+            for &dev in &group {
+                out[dev as usize] = self.add(
+                    dev,
+                    stream,
+                    Work::Collective {
+                        op,
+                        id,
+                        group: group.clone(),
+                        bytes,
+                    },
+                    deps[dev as usize].clone(),
+                );
+            }
+        }
+        out
+    }
+
+    fn stage(&mut self, stage: &Stage) {
+        match stage {
+            Stage::Compute(kernels) => {
+                for dev in 0..self.devices() {
+                    self.kernels(dev, kernels, 1.0, &[]);
+                }
+            }
+            Stage::Collective { name, op, bytes } => {
+                if self.p > 1 {
+                    let deps = self.frontier.clone();
+                    let ids = self.collective(name, *op, *bytes, BLOCKING, &deps);
+                    for (dev, id) in ids.into_iter().enumerate() {
+                        self.frontier[dev] = vec![id];
+                    }
+                }
+            }
+            Stage::Ring(ring) => self.ring(ring),
+            Stage::Outer(outer) => self.outer(outer),
+        }
+    }
+
+    fn ring(&mut self, ring: &Ring) {
+        let p = self.p;
+        let steps = ring.steps.len();
+        let base = self.fresh() << 20;
+        let devs = self.devices() as usize;
+        // Per device: last prefetch recv, last accumulator recv, end of the previous step.
+        let mut pre_recv: Vec<Option<TaskId>> = vec![None; devs];
+        let mut acc_recv: Vec<Option<TaskId>> = vec![None; devs];
+        let start = self.frontier.clone();
+        let mut prev_main_end: Vec<Vec<TaskId>> = start.clone();
+        for (k, step) in ring.steps.iter().enumerate() {
+            self.label.step = Some(k as u32);
+            let last = k + 1 == steps;
+            let mut main_end: Vec<Vec<TaskId>> = vec![Vec::new(); devs];
+            for dev in 0..self.devices() {
+                let d = dev as usize;
+                let i = dev % p;
+                let succ = dev - i + (i + 1) % p;
+                let pred = dev - i + (i + p - 1) % p;
+                // Prefetch hop k carries what step k + 1 needs.
+                let mut recv_k = None;
+                if !last && p > 1 {
+                    self.label.name = "prefetch-send";
+                    let send_deps = match pre_recv[d] {
+                        Some(r) => vec![r],
+                        None => start[d].clone(),
+                    };
+                    let tag = base | ((k as u64) << 2);
+                    self.add(
+                        dev,
+                        PRE_SEND,
+                        Work::Send {
+                            to: succ,
+                            bytes: ring.prefetch_bytes,
+                            tag,
+                        },
+                        send_deps,
+                    );
+                    let recv_deps = if ring.buffers >= 2 {
+                        prev_main_end[d].clone()
+                    } else {
+                        Vec::new()
+                    };
+                    // With one buffer the receive also waits for this step's compute (added below).
+                    recv_k = Some((pred, tag, recv_deps));
+                }
+                let scale = step.fraction.get(i as usize).copied().unwrap_or(1.0);
+                let extra: Vec<TaskId> = pre_recv[d].into_iter().collect();
+                self.kernels(dev, &step.kernels, scale, &extra);
+                main_end[d] = self.frontier[d].clone();
+                if let Some((from, tag, mut deps)) = recv_k {
+                    if ring.buffers < 2 {
+                        deps.extend_from_slice(&main_end[d]);
+                    }
+                    self.label.name = "prefetch-recv";
+                    pre_recv[d] = Some(self.add(
+                        dev,
+                        PRE_RECV,
+                        Work::Recv {
+                            from,
+                            bytes: ring.prefetch_bytes,
+                            tag,
+                        },
+                        deps,
+                    ));
+                }
+                if !step.accumulate.is_empty() || ring.accumulator_bytes > 0 {
+                    let extra: Vec<TaskId> = acc_recv[d].into_iter().collect();
+                    self.kernels(dev, &step.accumulate, 1.0, &extra);
+                    if ring.accumulator_bytes > 0 && p > 1 {
+                        let tag = base | ((k as u64) << 2) | 1;
+                        self.label.name = "accumulator-send";
+                        let send_deps = self.frontier[d].clone();
+                        self.add(
+                            dev,
+                            ACC_SEND,
+                            Work::Send {
+                                to: succ,
+                                bytes: ring.accumulator_bytes,
+                                tag,
+                            },
+                            send_deps,
+                        );
+                        let recv_deps = if ring.buffers >= 2 {
+                            Vec::new()
+                        } else {
+                            self.frontier[d].clone()
+                        };
+                        self.label.name = "accumulator-recv";
+                        acc_recv[d] = Some(self.add(
+                            dev,
+                            ACC_RECV,
+                            Work::Recv {
+                                from: pred,
+                                bytes: ring.accumulator_bytes,
+                                tag,
+                            },
+                            recv_deps,
+                        ));
+                    }
+                }
+            }
+            prev_main_end = main_end;
+        }
+        // The final accumulator hop must land before the stage ends.
+        for (d, r) in acc_recv.into_iter().enumerate() {
+            self.frontier[d].extend(r);
+        }
+        self.label.step = None;
+    }
+
+    fn outer(&mut self, outer: &Outer) {
+        let p = self.p;
+        let devs = self.devices() as usize;
+        let groups = outer.groups;
+        let per_owner = (groups / p).max(1);
+        let mut pending: Vec<Vec<TaskId>> = vec![Vec::new(); devs];
+        // Weights of group 0 are fetched before the loop (nothing to overlap with).
+        let mut ready = self.fetch_weights(outer, 0, &self.frontier.clone());
+        for gi in 0..groups {
+            self.label.outer = Some(gi);
+            let group_start = self.frontier.clone();
+            // Two buffers: the next group's weights move while this group runs.
+            let next_ready = if gi + 1 < groups && outer.buffers >= 2 {
+                Some(self.fetch_weights(outer, gi + 1, &group_start))
+            } else {
+                None
+            };
+            for (f, r) in self.frontier.iter_mut().zip(&ready) {
+                f.extend(r.iter().copied());
+            }
+            for s in &outer.body {
+                self.stage(s);
+            }
+            self.label.outer = Some(gi);
+            if outer.grad_bytes > 0 && p > 1 {
+                let owner = gi / per_owner;
+                let done = self.return_grads(outer, gi, owner);
+                for (pd, dn) in pending.iter_mut().zip(done) {
+                    pd.extend(dn);
+                }
+            }
+            ready = match next_ready {
+                Some(r) => r,
+                None if gi + 1 < groups => {
+                    self.fetch_weights(outer, gi + 1, &self.frontier.clone())
+                }
+                None => vec![Vec::new(); devs],
+            };
+        }
+        for (f, pd) in self.frontier.iter_mut().zip(pending) {
+            f.extend(pd);
+        }
+        self.label.outer = None;
+    }
+
+    /// Brings group `gi`'s weights to every device; returns per device the task to wait for.
+    fn fetch_weights(&mut self, outer: &Outer, gi: u32, after: &[Vec<TaskId>]) -> Vec<Vec<TaskId>> {
+        let p = self.p;
+        let devs = self.devices() as usize;
+        let mut ready = vec![Vec::new(); devs];
+        if p == 1 {
+            return ready;
+        }
+        let owner = gi / (outer.groups / p).max(1);
+        match outer.exchange {
+            Exchange::Broadcast => {
+                let ids = self.collective(
+                    "weight-broadcast",
+                    CollectiveOp::Broadcast { root: owner },
+                    outer.weight_bytes,
+                    W_SEND,
+                    after,
+                );
+                for (d, id) in ids.into_iter().enumerate() {
+                    ready[d] = vec![id];
+                }
+            }
+            Exchange::Chain => {
+                let tag = self.fresh() << 20;
+                for r in 0..self.dp {
+                    let mut prev: Option<TaskId> = None;
+                    for hop in 0..p - 1 {
+                        let from = r * p + (owner + hop) % p;
+                        let to = r * p + (owner + hop + 1) % p;
+                        self.label.name = "weight-send";
+                        let mut sdeps = after[from as usize].clone();
+                        sdeps.extend(prev);
+                        self.add(
+                            from,
+                            W_SEND,
+                            Work::Send {
+                                to,
+                                bytes: outer.weight_bytes,
+                                tag,
+                            },
+                            sdeps,
+                        );
+                        self.label.name = "weight-recv";
+                        let rid = self.add(
+                            to,
+                            W_RECV,
+                            Work::Recv {
+                                from,
+                                bytes: outer.weight_bytes,
+                                tag,
+                            },
+                            after[to as usize].clone(),
+                        );
+                        ready[to as usize] = vec![rid];
+                        prev = Some(rid);
+                    }
+                }
+            }
+        }
+        ready
+    }
+
+    /// Sends group `gi`'s weight gradients to its owner once every device's body is done.
+    fn return_grads(&mut self, outer: &Outer, _gi: u32, owner: u32) -> Vec<Vec<TaskId>> {
+        let p = self.p;
+        let devs = self.devices() as usize;
+        let after = self.frontier.clone();
+        let mut done = vec![Vec::new(); devs];
+        match outer.exchange {
+            Exchange::Broadcast => {
+                let ids = self.collective(
+                    "wgrad-reduce",
+                    CollectiveOp::Reduce { root: owner },
+                    outer.grad_bytes,
+                    G_SEND,
+                    &after,
+                );
+                for (d, id) in ids.into_iter().enumerate() {
+                    done[d] = vec![id];
+                }
+            }
+            Exchange::Chain => {
+                // The accumulator starts after the owner and travels the ring back to it, each
+                // device adding its contribution.
+                let tag = self.fresh() << 20;
+                for r in 0..self.dp {
+                    let mut prev: Option<TaskId> = None;
+                    for hop in 1..p {
+                        let from = r * p + (owner + hop) % p;
+                        let to = r * p + (owner + hop + 1) % p;
+                        self.label.name = "wgrad-send";
+                        let mut sdeps = after[from as usize].clone();
+                        sdeps.extend(prev);
+                        let sid = self.add(
+                            from,
+                            G_SEND,
+                            Work::Send {
+                                to,
+                                bytes: outer.grad_bytes,
+                                tag,
+                            },
+                            sdeps,
+                        );
+                        done[from as usize].push(sid);
+                        self.label.name = "wgrad-recv";
+                        let rid = self.add(
+                            to,
+                            G_RECV,
+                            Work::Recv {
+                                from,
+                                bytes: outer.grad_bytes,
+                                tag,
+                            },
+                            after[to as usize].clone(),
+                        );
+                        done[to as usize].push(rid);
+                        prev = Some(rid);
+                    }
+                }
+            }
+        }
+        done
+    }
+
+    fn phase(&mut self, b: &PhaseBlock, pass: Pass, layer: Option<u32>) {
+        self.label.pass = pass;
+        self.label.layer = layer;
+        self.label.block = b.block;
+        let bytes = self.inv.transient_bytes(b.phase);
+        for dev in 0..self.devices() {
+            self.phase_tasks[dev as usize].clear();
+            self.label.name = b.phase.name();
+            self.mem(dev, true, bytes, b.phase.name());
+        }
+        for s in &b.stages {
+            self.stage(s);
+        }
+        for dev in 0..self.devices() {
+            let d = dev as usize;
+            let mut deps = std::mem::take(&mut self.phase_tasks[d]);
+            deps.extend(self.frontier[d].iter().copied());
+            deps.sort_unstable();
+            deps.dedup();
+            // The free always exists (with 0 bytes when memory is off or the phase has no
+            // transients): it is the join that makes the next phase start after this one.
+            self.label.name = b.phase.name();
+            let freed = if self.memory { bytes } else { 0 };
+            let id = self.g.add(
+                dev,
+                Stream::Compute,
+                Work::Free {
+                    bytes: freed,
+                    tensor: b.phase.name(),
+                },
+                deps,
+                self.label,
+            );
+            self.frontier[d] = vec![id];
+        }
+    }
+}
+
+/// Lowers a plan into a task graph; `inv` supplies the alloc/free sizes.
+pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> TaskGraph {
+    let n = (p * opts.dp) as usize;
+    let mut l = Lower {
+        g: TaskGraph::new(p * opts.dp),
+        p,
+        dp: opts.dp,
+        inv,
+        memory: opts.memory,
+        next_id: 0,
+        label: Label {
+            pass: Pass::Fwd,
+            layer: None,
+            block: "step",
+            name: "start",
+            outer: None,
+            step: None,
+            micro_batch: 0,
+        },
+        frontier: vec![Vec::new(); n],
+        phase_tasks: vec![Vec::new(); n],
+    };
+    let per_layer = inv.activation_bytes_per_layer;
+    let model_scope: u128 = inv
+        .tensors
+        .iter()
+        .filter(|t| t.kind == crate::memory::Kind::Stored && !t.per_layer)
+        .map(|t| t.bytes())
+        .sum();
+    for dev in 0..l.devices() {
+        l.mem(
+            dev,
+            true,
+            inv.static_bytes + inv.reserved_bytes,
+            "static+reserved",
+        );
+        l.mem(dev, true, model_scope, "embedding+head-activations");
+    }
+    let mut grad_sync: Vec<Vec<TaskId>> = vec![Vec::new(); n];
+    for mb in 0..plan.micro_batches {
+        l.label.micro_batch = mb;
+        l.label.pass = Pass::Fwd;
+        l.label.layer = None;
+        l.label.block = "embedding";
+        for dev in 0..l.devices() {
+            l.kernels(dev, &plan.embedding_fwd, 1.0, &[]);
+        }
+        for layer in 0..plan.layers {
+            l.label.layer = Some(layer);
+            l.label.pass = Pass::Fwd;
+            for dev in 0..l.devices() {
+                l.label.name = "layer-activations";
+                l.mem(dev, true, per_layer, "layer-activations");
+            }
+            if plan.zero3_gather_bytes > 0 {
+                zero3_gather(&mut l, plan);
+            }
+            for b in &plan.layer_fwd {
+                l.phase(b, Pass::Fwd, Some(layer));
+            }
+        }
+        l.phase(&plan.head, Pass::Fwd, None);
+        for layer in (0..plan.layers).rev() {
+            l.label.layer = Some(layer);
+            l.label.pass = Pass::Bwd;
+            if plan.zero3_gather_bytes > 0 {
+                zero3_gather(&mut l, plan);
+            }
+            for b in &plan.layer_bwd {
+                l.phase(b, Pass::Bwd, Some(layer));
+            }
+            for dev in 0..l.devices() {
+                l.label.name = "layer-activations";
+                l.mem(dev, false, per_layer, "layer-activations");
+            }
+            if mb + 1 == plan.micro_batches && plan.layer_grad_sync_bytes > 0 {
+                let ids = grad_sync_collective(&mut l, plan);
+                for (d, id) in ids {
+                    grad_sync[d as usize].push(id);
+                }
+            }
+        }
+        l.label.layer = None;
+        l.label.block = "embedding";
+        l.label.pass = Pass::Bwd;
+        for dev in 0..l.devices() {
+            l.kernels(dev, &plan.embedding_bwd, 1.0, &[]);
+        }
+    }
+    l.label.pass = Pass::Opt;
+    l.label.block = "optimizer";
+    for dev in 0..l.devices() {
+        let extra = std::mem::take(&mut grad_sync[dev as usize]);
+        if opts.optimizer {
+            l.kernels(dev, &plan.optimizer, 1.0, &extra);
+        } else {
+            l.frontier[dev as usize].extend(extra);
+        }
+        l.mem(dev, false, model_scope, "embedding+head-activations");
+        l.mem(
+            dev,
+            false,
+            inv.static_bytes + inv.reserved_bytes,
+            "static+reserved",
+        );
+    }
+    l.g
+}
+
+/// The devices that hold the same weights: all p·dp for replicated-weight plans (detected by a
+/// ZeRO-3 or sync size equal to the full layer), else the dp replicas of one rank.
+fn sync_groups(l: &Lower<'_>, over_p: bool) -> Vec<Vec<DeviceId>> {
+    if over_p {
+        vec![(0..l.devices()).collect()]
+    } else {
+        (0..l.p)
+            .map(|i| (0..l.dp).map(|r| r * l.p + i).collect())
+            .collect()
+    }
+}
+
+fn grad_sync_collective(l: &mut Lower<'_>, plan: &StepPlan) -> Vec<(DeviceId, TaskId)> {
+    l.label.name = "grad-sync";
+    let mut out = Vec::new();
+    for group in sync_groups(l, plan.grad_sync_over_p) {
+        if group.len() < 2 {
+            continue;
+        }
+        let id = l.fresh();
+        for &dev in &group {
+            let deps = l.frontier[dev as usize].clone();
+            let t = l.g.add(
+                dev,
+                ASYNC,
+                Work::Collective {
+                    op: plan.grad_sync_op,
+                    id,
+                    group: group.clone(),
+                    bytes: plan.layer_grad_sync_bytes,
+                },
+                deps,
+                l.label,
+            );
+            out.push((dev, t));
+        }
+    }
+    out
+}
+
+fn zero3_gather(l: &mut Lower<'_>, plan: &StepPlan) {
+    l.label.name = "zero3-all-gather";
+    for group in sync_groups(l, plan.grad_sync_over_p) {
+        if group.len() < 2 {
+            continue;
+        }
+        let id = l.fresh();
+        for &dev in &group {
+            let deps = std::mem::take(&mut l.frontier[dev as usize]);
+            let t = l.g.add(
+                dev,
+                BLOCKING,
+                Work::Collective {
+                    op: CollectiveOp::AllGather,
+                    id,
+                    group: group.clone(),
+                    bytes: plan.zero3_gather_bytes,
+                },
+                deps,
+                l.label,
+            );
+            l.frontier[dev as usize] = vec![t];
+        }
+    }
+}

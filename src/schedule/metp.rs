@@ -1,0 +1,191 @@
+//! METP (DESIGN §1): on s/p local tokens with weights split 1/p.
+//!
+//! Attention is a two-level loop: an outer loop over G head groups (G = p by default) whose
+//! weight shards are fetched for the next group while the current one runs — by a
+//! store-and-forward chain along the ring or by an NCCL broadcast from the owner — and, inside
+//! it, a K/V ring over the p sequence blocks. The MLP is a one-level ring in which each
+//! device's (W1, W2[, W3]) shard travels. Backward fetches the weights again, recomputes QKV
+//! (unless stored), runs the rings backward with fp32 gradient accumulators traveling back to
+//! their owners (K/V ring: dK/dV; MLP ring: weight gradients; outer loop: reduced to the owner
+//! while the next group runs). With vocabulary parallelism the head is a ring over vocabulary
+//! shards with an online log-sum-exp.
+
+use super::common::{block, embedding, finish, D};
+use super::kernels::{linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm};
+use super::ring::kv_ring;
+use super::stage::{Exchange, Kernel, Outer, Ring, RingStep, Stage, StepPlan};
+use crate::config::{Activation, Recompute, WeightExchange, Workload};
+use crate::memory::Phase;
+
+fn weight_ring(
+    w: &Workload,
+    name: &'static str,
+    kernels: Vec<Kernel>,
+    weight_elems: f64,
+    backward: bool,
+) -> Ring {
+    let steps = (0..w.p)
+        .map(|_| RingStep {
+            kernels: kernels.clone(),
+            fraction: Vec::new(),
+            accumulate: if backward {
+                vec![Kernel::elementwise("wgrad-accumulate", weight_elems, 2.0)]
+            } else {
+                Vec::new()
+            },
+        })
+        .collect();
+    Ring {
+        name,
+        steps,
+        prefetch_bytes: (2.0 * weight_elems) as u64,
+        accumulator_bytes: if backward {
+            (4.0 * weight_elems) as u64
+        } else {
+            0
+        },
+        buffers: w.options.metp.recv_buffers,
+    }
+}
+
+/// The step plan of METP.
+pub fn plan(w: &Workload) -> StepPlan {
+    let d = D::new(w);
+    let o = &w.options;
+    let g = o.metp.head_groups.unwrap_or(w.p) as f64;
+    let c = d.s / d.p;
+    let local = d.b * c;
+    let rb = o.metp.recv_buffers;
+    let kv_g = d.kv_per(g);
+    let qkv_w = d.h / g + 2.0 * kv_g * d.d; // output columns of W_qkv[g]
+    let group_params = d.h * qkv_w + (d.h / g) * d.h; // W_qkv[g] and W_o[g]
+    let exchange = match o.metp.weight_exchange {
+        WeightExchange::Ring => Exchange::Chain,
+        WeightExchange::Broadcast => Exchange::Broadcast,
+    };
+    let qkv = linear_fwd("qkv", local, qkv_w, d.h);
+    let out = linear_fwd("out-proj", local, d.h, d.h / g);
+    let outer_fwd = Outer {
+        name: "head-groups",
+        groups: g as u32,
+        weight_bytes: (2.0 * group_params) as u64,
+        grad_bytes: 0,
+        exchange,
+        buffers: rb,
+        body: vec![
+            Stage::Compute(vec![qkv]),
+            Stage::Ring(kv_ring(w, &d, c, d.a / g, kv_g, rb, false)),
+            Stage::Compute(vec![out]),
+        ],
+    };
+    let attn_f = vec![
+        Stage::Compute(vec![norm("ln1", local, d.h)]),
+        Stage::Outer(outer_fwd.clone()),
+    ];
+
+    let f_p = d.f / d.p;
+    let mats = match w.model.activation {
+        Activation::Gelu => 2.0,
+        Activation::Swiglu => 3.0,
+    };
+    let mlp_shard = mats * d.h * f_p;
+    let mlp_f = vec![
+        Stage::Compute(vec![norm("ln2", local, d.h)]),
+        Stage::Ring(weight_ring(
+            w,
+            "mlp-ring",
+            mlp_fwd(local, d.h, f_p, w.model.activation),
+            mlp_shard,
+            false,
+        )),
+    ];
+    let full = o.recompute == Recompute::Full;
+    let mut mlp_b = Vec::new();
+    if full {
+        mlp_b.extend(mlp_f.iter().cloned());
+    }
+    let mut k = if o.metp.store_mlp_act {
+        Vec::new()
+    } else {
+        // The activation input X·W1 of each shard is recomputed before its backward.
+        vec![linear_fwd("fc1-recompute", local, (mats - 1.0) * f_p, d.h)]
+    };
+    k.extend(mlp_bwd(local, d.h, f_p, w.model.activation));
+    mlp_b.push(Stage::Ring(weight_ring(
+        w,
+        "mlp-ring-bwd",
+        k,
+        mlp_shard,
+        true,
+    )));
+    mlp_b.push(Stage::Compute(vec![norm("ln2-bwd", local, d.h)]));
+
+    let mut body = Vec::new();
+    if !o.metp.store_qkv {
+        body.push(Stage::Compute(vec![linear_fwd(
+            "qkv-recompute",
+            local,
+            qkv_w,
+            d.h,
+        )]));
+    }
+    body.push(Stage::Compute(
+        linear_bwd("out-proj-bwd", local, d.h, d.h / g).to_vec(),
+    ));
+    body.push(Stage::Ring(kv_ring(w, &d, c, d.a / g, kv_g, rb, true)));
+    body.push(Stage::Compute(
+        linear_bwd("qkv-bwd", local, qkv_w, d.h).to_vec(),
+    ));
+    let mut attn_b = Vec::new();
+    if full {
+        attn_b.extend(attn_f.iter().cloned());
+    }
+    attn_b.push(Stage::Outer(Outer {
+        name: "head-groups-bwd",
+        grad_bytes: (4.0 * group_params) as u64,
+        body,
+        ..outer_fwd
+    }));
+    attn_b.push(Stage::Compute(vec![norm("ln1-bwd", local, d.h)]));
+
+    let head = if o.vocab_parallel {
+        let v_p = (d.v / d.p).ceil();
+        let fwd = vec![
+            linear_fwd("head", local, v_p, d.h),
+            Kernel::elementwise("cross-entropy-partial", local * v_p, 2.0),
+        ];
+        vec![
+            Stage::Compute(vec![norm("final-ln", local, d.h)]),
+            Stage::Ring(weight_ring(w, "vocab-ring", fwd, v_p * d.h, false)),
+            Stage::Ring(weight_ring(
+                w,
+                "vocab-ring-bwd",
+                linear_bwd("head-bwd", local, v_p, d.h).to_vec(),
+                v_p * d.h,
+                true,
+            )),
+        ]
+    } else {
+        let mut k = vec![
+            norm("final-ln", local, d.h),
+            linear_fwd("head", local, d.v, d.h),
+        ];
+        k.push(Kernel::elementwise("cross-entropy", local * d.v, 2.0));
+        k.extend(linear_bwd("head-bwd", local, d.v, d.h));
+        vec![Stage::Compute(k)]
+    };
+    finish(
+        w,
+        embedding(local, d.h),
+        vec![
+            block(Phase::FwdAttention, "attention", attn_f),
+            block(Phase::FwdMlp, "mlp", mlp_f),
+        ],
+        block(Phase::Loss, "head", head),
+        vec![
+            block(Phase::BwdMlp, "mlp", mlp_b),
+            block(Phase::BwdAttention, "attention", attn_b),
+        ],
+        embedding(local, d.h),
+    )
+}

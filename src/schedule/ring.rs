@@ -1,0 +1,128 @@
+//! Ring attention / context parallelism (Liu et al. 2023; Megatron CP): everything on s/p local
+//! tokens; the attention core is a ring of p steps in which K/V blocks travel while the current
+//! block is computed (two receive buffers). Backward passes K/V again and fp32 dK/dV
+//! accumulators that make a final hop back to their owner.
+
+use super::common::{attn, block, embedding, finish, recompute_kernels, D};
+use super::kernels::{
+    attention_bwd, attention_fwd, causal_fractions, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm,
+};
+use super::stage::{Kernel, Ring, RingStep, Stage, StepPlan};
+use crate::config::{Recompute, Workload};
+use crate::memory::Phase;
+
+/// Per-step causal fractions for a ring of p steps (empty when not causal).
+pub fn fractions(w: &Workload, k: usize) -> Vec<f64> {
+    if w.options.causal {
+        causal_fractions(w.p as usize, k, w.options.causal_zigzag)
+    } else {
+        Vec::new()
+    }
+}
+
+/// The K/V ring of the attention core, forward or backward, for `heads` query heads and
+/// `kv` KV heads on blocks of `c` tokens.
+pub fn kv_ring(
+    w: &Workload,
+    d: &D,
+    c: f64,
+    heads: f64,
+    kv: f64,
+    buffers: u64,
+    backward: bool,
+) -> Ring {
+    let shape = attn(d.b, c, c, heads, kv, d.d);
+    let kv_elems = 2.0 * d.b * c * kv * d.d;
+    let steps = (0..w.p as usize)
+        .map(|k| {
+            let mut kernels = if backward {
+                attention_bwd(shape, w.options.flash, false)
+            } else {
+                attention_fwd(shape, w.options.flash, false)
+            };
+            // Merging a block into the running output through the log-sum-exp.
+            kernels.push(Kernel::elementwise("lse-merge", d.b * c * heads * d.d, 1.0));
+            RingStep {
+                kernels,
+                fraction: fractions(w, k),
+                accumulate: if backward {
+                    vec![Kernel::elementwise("dkv-accumulate", kv_elems, 2.0)]
+                } else {
+                    Vec::new()
+                },
+            }
+        })
+        .collect();
+    Ring {
+        name: if backward { "kv-ring-bwd" } else { "kv-ring" },
+        steps,
+        prefetch_bytes: (2.0 * kv_elems) as u64,
+        accumulator_bytes: if backward { (4.0 * kv_elems) as u64 } else { 0 },
+        buffers,
+    }
+}
+
+/// The step plan of ring attention.
+pub fn plan(w: &Workload) -> StepPlan {
+    let d = D::new(w);
+    let c = d.s / d.p;
+    let local = d.b * c;
+    let act = w.model.activation;
+    let pre = vec![
+        norm("ln1", local, d.h),
+        linear_fwd("qkv", local, d.h + 2.0 * d.a_kv * d.d, d.h),
+    ];
+    let post = vec![linear_fwd("out-proj", local, d.h, d.h)];
+    let attn_f = vec![
+        Stage::Compute(pre.clone()),
+        Stage::Ring(kv_ring(w, &d, c, d.a, d.a_kv, 2, false)),
+        Stage::Compute(post),
+    ];
+    let mut mlp_k = vec![norm("ln2", local, d.h)];
+    mlp_k.extend(mlp_fwd(local, d.h, d.f, act));
+    let full = w.options.recompute == Recompute::Full;
+    let mut mlp_b = Vec::new();
+    if full {
+        mlp_b.push(Stage::Compute(mlp_k.clone()));
+    }
+    let mut k = mlp_bwd(local, d.h, d.f, act);
+    k.push(norm("ln2-bwd", local, d.h));
+    mlp_b.push(Stage::Compute(k));
+    let mut attn_b = Vec::new();
+    if full {
+        attn_b.extend(attn_f.iter().cloned());
+    } else {
+        let re = recompute_kernels(w, &pre, &[]);
+        if !re.is_empty() {
+            attn_b.push(Stage::Compute(re));
+        }
+    }
+    attn_b.push(Stage::Compute(
+        linear_bwd("out-proj-bwd", local, d.h, d.h).to_vec(),
+    ));
+    attn_b.push(Stage::Ring(kv_ring(w, &d, c, d.a, d.a_kv, 2, true)));
+    let mut k = linear_bwd("qkv-bwd", local, d.h + 2.0 * d.a_kv * d.d, d.h).to_vec();
+    k.push(norm("ln1-bwd", local, d.h));
+    attn_b.push(Stage::Compute(k));
+
+    let mut head_k = vec![
+        norm("final-ln", local, d.h),
+        linear_fwd("head", local, d.v, d.h),
+    ];
+    head_k.push(Kernel::elementwise("cross-entropy", local * d.v, 2.0));
+    head_k.extend(linear_bwd("head-bwd", local, d.v, d.h));
+    finish(
+        w,
+        embedding(local, d.h),
+        vec![
+            block(Phase::FwdAttention, "attention", attn_f),
+            block(Phase::FwdMlp, "mlp", vec![Stage::Compute(mlp_k)]),
+        ],
+        block(Phase::Loss, "head", vec![Stage::Compute(head_k)]),
+        vec![
+            block(Phase::BwdMlp, "mlp", mlp_b),
+            block(Phase::BwdAttention, "attention", attn_b),
+        ],
+        embedding(local, d.h),
+    )
+}

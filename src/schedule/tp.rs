@@ -1,0 +1,108 @@
+//! Megatron TP: heads and MLP columns split 1/p over the full sequence; two all-reduces of the
+//! b·s·h activation in forward (after the attention out-projection and after fc2) and two in
+//! backward (Shoeybi et al. 2019). Nothing overlaps them: compute waits for each.
+
+use super::common::{attn, block, embedding, finish, recompute_kernels, D};
+use super::kernels::{
+    attention_bwd, attention_fwd, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm,
+};
+use super::stage::{Kernel, Stage, StepPlan};
+use super::CollectiveOp;
+use crate::config::{Recompute, Workload};
+use crate::memory::Phase;
+
+/// The step plan of Megatron TP.
+pub fn plan(w: &Workload) -> StepPlan {
+    let d = D::new(w);
+    let rows = d.b * d.s;
+    let heads = d.a / d.p;
+    let kv = d.kv_per(d.p);
+    let act = w.model.activation;
+    let shape = attn(
+        d.b,
+        d.s,
+        d.s * super::common::causal_factor(w),
+        heads,
+        kv,
+        d.d,
+    );
+    let core = attention_fwd(shape, w.options.flash, w.dropout());
+    let ar = |name| Stage::Collective {
+        name,
+        op: CollectiveOp::AllReduce,
+        bytes: (2.0 * rows * d.h) as u64,
+    };
+    let mut attn_fwd = vec![
+        norm("ln1", rows, d.h),
+        linear_fwd("qkv", rows, (heads + 2.0 * kv) * d.d, d.h),
+    ];
+    attn_fwd.extend(core.iter().copied());
+    attn_fwd.push(linear_fwd("out-proj", rows, d.h, heads * d.d));
+    let mut mlp_f = vec![norm("ln2", rows, d.h)];
+    mlp_f.extend(mlp_fwd(rows, d.h, d.f / d.p, act));
+
+    let full = w.options.recompute == Recompute::Full;
+    let mut mlp_b: Vec<Stage> = Vec::new();
+    if full {
+        mlp_b.push(Stage::Compute(mlp_f.clone()));
+        mlp_b.push(ar("all-reduce-recompute"));
+    }
+    let mut k = mlp_bwd(rows, d.h, d.f / d.p, act);
+    k.push(norm("ln2-bwd", rows, d.h));
+    mlp_b.push(Stage::Compute(k));
+    mlp_b.push(ar("all-reduce"));
+
+    let mut attn_b: Vec<Stage> = Vec::new();
+    let re = recompute_kernels(w, &attn_fwd, &core);
+    if full {
+        attn_b.push(Stage::Compute(re));
+        attn_b.push(ar("all-reduce-recompute"));
+    } else if !re.is_empty() {
+        attn_b.push(Stage::Compute(re));
+    }
+    let mut k: Vec<Kernel> = linear_bwd("out-proj-bwd", rows, d.h, heads * d.d).to_vec();
+    k.extend(attention_bwd(shape, w.options.flash, w.dropout()));
+    k.extend(linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h));
+    k.push(norm("ln1-bwd", rows, d.h));
+    attn_b.push(Stage::Compute(k));
+    attn_b.push(ar("all-reduce"));
+
+    let v_local = if w.options.vocab_parallel {
+        (d.v / d.p).ceil()
+    } else {
+        d.v
+    };
+    let mut head_k = vec![
+        norm("final-ln", rows, d.h),
+        linear_fwd("head", rows, v_local, d.h),
+    ];
+    head_k.push(Kernel::elementwise("cross-entropy", rows * v_local, 2.0));
+    head_k.extend(linear_bwd("head-bwd", rows, v_local, d.h));
+    let mut head = vec![Stage::Compute(head_k)];
+    if w.options.vocab_parallel {
+        head.push(ar("all-reduce-head"));
+    }
+
+    finish(
+        w,
+        embedding(rows, d.h),
+        vec![
+            block(
+                Phase::FwdAttention,
+                "attention",
+                vec![Stage::Compute(attn_fwd), ar("all-reduce")],
+            ),
+            block(
+                Phase::FwdMlp,
+                "mlp",
+                vec![Stage::Compute(mlp_f), ar("all-reduce")],
+            ),
+        ],
+        block(Phase::Loss, "head", head),
+        vec![
+            block(Phase::BwdMlp, "mlp", mlp_b),
+            block(Phase::BwdAttention, "attention", attn_b),
+        ],
+        embedding(rows, d.h),
+    )
+}
