@@ -1,7 +1,7 @@
 //! `maxseq` for 6 methods × 4 degrees on one model — the DESIGN goal is well under 50 ms.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use metp_sim::config::{load_hardware, load_model, MethodId, Options, Workload, ZeroStage};
+use metp_sim::config::{load_hardware, load_model, MethodId, Options, Workload};
 use metp_sim::search::max_seq_grid;
 
 fn bench(c: &mut Criterion) {
@@ -14,10 +14,7 @@ fn bench(c: &mut Criterion) {
         seq: 1,
         micro_batch: 1,
         micro_batches: 1,
-        options: Options {
-            zero: ZeroStage::Zero3,
-            ..Options::default()
-        },
+        options: Options::default(),
     };
     c.bench_function(
         "maxseq 6 methods x 4 degrees (llama2-7b, dgx-a100-80gb)",

@@ -70,8 +70,10 @@ pub fn max_seq(template: &Workload, method: MethodId, p: u64) -> MaxSeq {
                 gib(capacity_bytes),
                 if method.shards_weights() {
                     "try a larger p, or --dp N with --zero 1-3"
-                } else {
+                } else if w.zero_stage() < crate::config::ZeroStage::Zero3 {
                     "try --zero 3, which shards them over the p devices"
+                } else {
+                    "try a larger p or --dp N: ZeRO-3 shards them over p × dp devices"
                 }
             )),
         );

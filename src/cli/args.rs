@@ -40,6 +40,19 @@ pub enum ExchangeArg {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ZeroArg {
+    Auto,
+    #[value(name = "0")]
+    Z0,
+    #[value(name = "1")]
+    Z1,
+    #[value(name = "2")]
+    Z2,
+    #[value(name = "3")]
+    Z3,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CausalOrderArg {
     Zigzag,
     Contiguous,
@@ -78,10 +91,10 @@ pub struct CommonArgs {
     /// Activation recomputation.
     #[arg(long, value_enum, default_value = "none")]
     pub recompute: RecomputeArg,
-    /// ZeRO stage (0-3) over the data-parallel group (and the p devices when weights are
-    /// replicated).
-    #[arg(long, default_value = "0", value_parser = clap::value_parser!(u8).range(0..=3))]
-    pub zero: u8,
+    /// ZeRO stage over the data-parallel group (and the p devices when weights are
+    /// replicated): auto = 3 for ulysses, ring and rsa, 0 for tp, tp-sp and metp.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub zero: ZeroArg,
     /// Causal attention.
     #[arg(long)]
     pub causal: bool,
@@ -125,10 +138,11 @@ impl CommonArgs {
                 RecomputeArg::Full => Recompute::Full,
             },
             zero: match self.zero {
-                0 => ZeroStage::Zero0,
-                1 => ZeroStage::Zero1,
-                2 => ZeroStage::Zero2,
-                _ => ZeroStage::Zero3,
+                ZeroArg::Auto => None,
+                ZeroArg::Z0 => Some(ZeroStage::Zero0),
+                ZeroArg::Z1 => Some(ZeroStage::Zero1),
+                ZeroArg::Z2 => Some(ZeroStage::Zero2),
+                ZeroArg::Z3 => Some(ZeroStage::Zero3),
             },
             causal: self.causal,
             causal_zigzag: matches!(self.causal_order, CausalOrderArg::Zigzag),

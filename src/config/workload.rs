@@ -172,8 +172,10 @@ pub struct Options {
     pub flash: bool,
     /// Recompute policy.
     pub recompute: Recompute,
-    /// ZeRO stage.
-    pub zero: ZeroStage,
+    /// ZeRO stage; `None` = automatic: stage 3 for the methods that otherwise replicate
+    /// weights across the p devices (as DeepSpeed-Ulysses and context parallelism are run in
+    /// practice), stage 0 for the methods that shard them.
+    pub zero: Option<ZeroStage>,
     /// Causal attention.
     pub causal: bool,
     /// Under causal masking, order the sequence blocks zig-zag (load-balanced, as Megatron's
@@ -192,7 +194,7 @@ impl Default for Options {
         Options {
             flash: true,
             recompute: Recompute::None,
-            zero: ZeroStage::Zero0,
+            zero: None,
             causal: false,
             causal_zigzag: true,
             dropout: None,
@@ -226,6 +228,15 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// The ZeRO stage in force (resolving automatic).
+    pub fn zero_stage(&self) -> ZeroStage {
+        match self.options.zero {
+            Some(z) => z,
+            None if self.method.shards_weights() => ZeroStage::Zero0,
+            None => ZeroStage::Zero3,
+        }
+    }
+
     /// Whether dropout is on (the model's setting unless overridden).
     pub fn dropout(&self) -> bool {
         self.options.dropout.unwrap_or(self.model.dropout)

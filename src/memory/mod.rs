@@ -91,7 +91,7 @@ pub(crate) fn ring_seq_multiple(p: u64, options: &Options) -> u64 {
 /// updates), and the parameters of one layer before any sharding.
 pub fn optimizer_params(w: &Workload) -> (u128, u128) {
     let local: u128 = params::local_params(w).iter().map(|&(_, n, _)| n).sum();
-    let sharded = if w.options.zero >= crate::config::ZeroStage::Zero1 {
+    let sharded = if w.zero_stage() >= crate::config::ZeroStage::Zero1 {
         local.div_ceil(params::zero_group(w))
     } else {
         local

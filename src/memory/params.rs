@@ -58,7 +58,7 @@ pub fn zero_group(w: &Workload) -> u128 {
 /// gathered-layer buffers.
 pub fn static_tensors(w: &Workload) -> Vec<Tensor> {
     let n = zero_group(w);
-    let stage = w.options.zero;
+    let stage = w.zero_stage();
     let sharded_by = |min_stage: ZeroStage| if stage >= min_stage { n } else { 1 };
     let params = local_params(w);
     let total: u128 = params.iter().map(|&(_, p, _)| p).sum();

@@ -111,7 +111,7 @@ pub fn finish(
     };
     // Replicas of a weight: p·dp devices for replicated-weight methods, dp otherwise.
     let replicas = if replicated { w.p * w.dp } else { w.dp };
-    let zero = w.options.zero;
+    let zero = w.zero_stage();
     let layer_grad_sync_bytes = if replicas > 1 {
         (2 * layer_params_local) as u64
     } else {

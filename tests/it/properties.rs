@@ -14,10 +14,11 @@ fn options(flash: bool, rec: u8, zero: u8, dropout: bool) -> Options {
         flash,
         recompute: [Recompute::None, Recompute::Selective, Recompute::Full][rec as usize],
         zero: [
-            ZeroStage::Zero0,
-            ZeroStage::Zero1,
-            ZeroStage::Zero2,
-            ZeroStage::Zero3,
+            None,
+            Some(ZeroStage::Zero0),
+            Some(ZeroStage::Zero1),
+            Some(ZeroStage::Zero2),
+            Some(ZeroStage::Zero3),
         ][zero as usize],
         ..Options::default()
     };
@@ -38,7 +39,7 @@ proptest! {
         big in 0u32..=20,
         flash: bool,
         rec in 0u8..3,
-        zero in 0u8..4,
+        zero in 0u8..5,
         dropout: bool,
     ) {
         let model = load_model(MODELS[model_i]).unwrap();
@@ -65,7 +66,7 @@ proptest! {
         k in 1u64..64,
         flash: bool,
         rec in 0u8..3,
-        zero in 0u8..4,
+        zero in 0u8..5,
         dropout: bool,
     ) {
         let model = load_model(MODELS[model_i]).unwrap();

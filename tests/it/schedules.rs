@@ -49,7 +49,7 @@ fn lowered_graphs_are_well_formed() {
                     causal,
                     flash,
                     recompute: rec,
-                    zero,
+                    zero: Some(zero),
                     ..Options::default()
                 };
                 o.metp.recv_buffers = buffers;

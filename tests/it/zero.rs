@@ -17,7 +17,7 @@ fn static_bytes(method: MethodId, p: u64, dp: u64, zero: ZeroStage) -> (u128, u1
         p,
         4096,
         Options {
-            zero,
+            zero: Some(zero),
             ..Options::default()
         },
     );
@@ -73,7 +73,7 @@ fn zero3_adds_a_gathered_layer_transient() {
         4,
         4096,
         Options {
-            zero: ZeroStage::Zero3,
+            zero: Some(ZeroStage::Zero3),
             ..Options::default()
         },
     );
