@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod cost;
 pub mod error;
+pub mod exec;
 pub mod memory;
 pub mod report;
 pub mod schedule;
