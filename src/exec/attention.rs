@@ -3,10 +3,10 @@
 //!
 //! **METP** (DESIGN §1), device i of p, c = s/p local tokens, head group g of a/p heads
 //! (h/p columns):
-//! - static: its weight shard W_qkv[i] (h × 3h/p, columns `[Q_i | K_i | V_i]`) and W_o[i]
+//! - static: its weight shard W_qkv\[i\] (h × 3h/p, columns `[Q_i | K_i | V_i]`) and W_o\[i\]
 //!   (h/p × h), bf16, and their fp32 main gradients;
-//! - forward, outer loop over g = 0..p: obtain W[g] (own, or received: broadcast from its owner
-//!   or relayed along the ring; with two receive buffers the receive of W[g+1] is posted before
+//! - forward, outer loop over g = 0..p: obtain W\[g\] (own, or received: broadcast from its owner
+//!   or relayed along the ring; with two receive buffers the receive of W\[g+1\] is posted before
 //!   computing group g), `QKV = X_i · W_qkv[g]`, then the inner ring over the p sequence blocks:
 //!   the K/V block travels i → i+1 (the next receive posted before computing with the current
 //!   block when double buffered), each step computes one attention block — fused (online
@@ -15,7 +15,7 @@
 //!   output materialised) — and merges it into the running output through the log-sum-exp.
 //!   Causal: token positions are global (device i holds tokens i·c .. (i+1)·c); blocks above
 //!   the diagonal are skipped (their K/V still travel). Finally `out_i += O[i,g] · W_o[g]`.
-//!   Stored for backward: X_i, every O[i,g] (bf16) and every group's log-sum-exp (fp32).
+//!   Stored for backward: X_i, every O\[i,g\] (bf16) and every group's log-sum-exp (fp32).
 //! - backward, the same outer loop (weights fetched again): `dO = dOut_i · W_o[g]ᵀ`, QKV
 //!   recomputed, `D = rowsum(dO ∘ O)` per head, then ring-attention backward: K/V (bf16) and the
 //!   fp32 dK/dV accumulators travel together (K/V sent before the step's compute, dK/dV after
@@ -568,7 +568,7 @@ fn geo_of(sh: &Shape, c: usize) -> Geo {
 }
 
 /// METP attention forward and backward on one device (see the module docs).
-pub(crate) fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut> {
+pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut> {
     let sh = cfg.shape;
     let (p, i) = (sh.p, dev.rank);
     let (b, s, h, hg, ag, c) = (sh.b, sh.s, sh.h, sh.hg(), sh.ag(), sh.c());
@@ -817,7 +817,7 @@ pub(crate) fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<A
 }
 
 /// Megatron-TP attention forward and backward on one device (see the module docs).
-pub(crate) fn tp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut> {
+pub fn tp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut> {
     let sh = cfg.shape;
     let i = dev.rank;
     let (b, s, h, hg, ag) = (sh.b, sh.s, sh.h, sh.hg(), sh.ag());

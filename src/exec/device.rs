@@ -26,7 +26,9 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nalgebra::DMatrix;
@@ -40,6 +42,8 @@ pub type Mat = DMatrix<f32>;
 /// How long a device waits for one message before it declares the run failed (a peer died or a
 /// schedule bug left a receive without its send).
 const RECV_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often a blocked receive checks whether another device has failed.
+const ABORT_POLL: Duration = Duration::from_millis(20);
 
 /// The dtype a buffer models (the CPU always computes in f32).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -218,7 +222,7 @@ impl<T: Buffer> Drop for Tracked<T> {
 /// What a message is, so that receives match sends whatever the arrival order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Tag {
-    /// An attention weight shard (W_qkv[g], W_o[g]) for head group `g`.
+    /// An attention weight shard (W_qkv\[g\], W_o\[g\]) for head group `g`.
     AttnWeights {
         /// Backward pass.
         bwd: bool,
@@ -247,7 +251,7 @@ pub enum Tag {
         /// Head group.
         g: u32,
     },
-    /// An MLP shard pair (W1[j], W2[j]) arriving for ring step `t`.
+    /// An MLP shard pair (W1\[j\], W2\[j\]) arriving for ring step `t`.
     MlpWeights {
         /// Backward pass.
         bwd: bool,
@@ -321,6 +325,19 @@ pub struct Device {
     /// When the link from each sender is next free (receiver side).
     link_free: Vec<Instant>,
     comm: CommStats,
+    /// Set when any device fails, so that the others stop waiting.
+    abort: Arc<AtomicBool>,
+}
+
+/// Sets the shared abort flag if its thread unwinds (a panic in a device program).
+struct AbortOnPanic(Arc<AtomicBool>);
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Device {
@@ -466,18 +483,27 @@ impl Device {
         if let Some(m) = self.stash.remove(&(src, tag)) {
             return Ok(m);
         }
+        let start = Instant::now();
         loop {
-            match self.rx.recv_timeout(RECV_TIMEOUT) {
+            match self.rx.recv_timeout(ABORT_POLL) {
                 Ok(m) if m.src == src && m.tag == tag => return Ok(m),
                 Ok(m) => {
                     self.stash.insert((m.src, m.tag), m);
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    return Err(exec_error(format!(
-                        "device {} waited {} s for {tag:?} from device {src}",
-                        self.rank,
-                        RECV_TIMEOUT.as_secs()
-                    )))
+                    if self.abort.load(Ordering::SeqCst) {
+                        return Err(exec_error(format!(
+                            "device {} stopped waiting for {tag:?} from device {src}: another device failed",
+                            self.rank
+                        )));
+                    }
+                    if start.elapsed() > RECV_TIMEOUT {
+                        return Err(exec_error(format!(
+                            "device {} waited {} s for {tag:?} from device {src}",
+                            self.rank,
+                            RECV_TIMEOUT.as_secs()
+                        )));
+                    }
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(exec_error(format!(
@@ -531,6 +557,7 @@ where
         senders.push(tx);
         receivers.push(rx);
     }
+    let abort = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
     type Joined<T> = (Result<T>, MemStats, CommStats, f64, usize);
     let joined: Vec<std::thread::Result<Joined<T>>> = std::thread::scope(|scope| {
@@ -540,7 +567,9 @@ where
             .map(|(rank, rx)| {
                 let senders = senders.clone();
                 let program = &program;
+                let abort = Arc::clone(&abort);
                 scope.spawn(move || {
+                    let _guard = AbortOnPanic(Arc::clone(&abort));
                     let t0 = Instant::now();
                     let mut dev = Device {
                         rank,
@@ -552,8 +581,12 @@ where
                         link,
                         link_free: vec![t0; p],
                         comm: CommStats::default(),
+                        abort,
                     };
                     let out = program(&mut dev);
+                    if out.is_err() {
+                        dev.abort.store(true, Ordering::SeqCst);
+                    }
                     let busy = t0.elapsed().as_secs_f64();
                     // Drop the senders first so that the leftover count below cannot block.
                     dev.senders.clear();
@@ -583,7 +616,12 @@ where
                 first_err.get_or_insert(exec_error(format!("device {rank} panicked")));
             }
             Ok((Err(e), ..)) => {
-                first_err.get_or_insert(e);
+                // Prefer the root cause over the peers that stopped because of it.
+                let secondary = e.to_string().contains("another device failed");
+                match &first_err {
+                    Some(f) if !f.to_string().contains("another device failed") || secondary => {}
+                    _ => first_err = Some(e),
+                }
             }
             Ok((Ok(output), mem, comm, busy_s, leftover)) => {
                 if leftover > 0 {
@@ -657,5 +695,69 @@ impl Device {
             m.as_mut_slice()[a..b].copy_from_slice(got[0].as_slice());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_device_failure_stops_the_others_quickly() {
+        let t0 = Instant::now();
+        let r = run_devices(3, None, |dev| {
+            if dev.rank == 1 {
+                return Err(exec_error("device 1 gave up"));
+            }
+            let tag = Tag::MlpGrad { t: 0 };
+            dev.recv(1, tag, "x", &[(1, 1, Dtype::Fp32)])?;
+            Ok(())
+        });
+        match r {
+            Err(e) => assert!(e.to_string().contains("device 1 gave up"), "{e}"),
+            Ok(_) => panic!("expected an error"),
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        let r = run_devices(2, None, |dev| -> Result<()> {
+            if dev.rank == 0 {
+                panic!("deliberate test panic");
+            }
+            dev.recv(0, Tag::MlpGrad { t: 0 }, "x", &[(1, 1, Dtype::Fp32)])?;
+            Ok(())
+        });
+        assert!(matches!(r, Err(Error::Execution { .. })));
+    }
+
+    #[test]
+    fn exec_device_counts_bytes_and_unreceived_messages() {
+        let (runs, _) = run_devices(2, None, |dev| {
+            let a = dev.zeros("a", Dtype::Bf16, 3, 4); // 24 bytes
+            let b = dev.zeros("b", Dtype::Fp32, 2, 2); // 16 bytes
+            drop(a);
+            let c = dev.track("c", Dtype::Bf16, vec![Mat::zeros(2, 2), Mat::zeros(1, 3)]); // 14
+            assert_eq!(dev.mem().live(), 30);
+            drop((b, c));
+            Ok(dev.mem().peak())
+        })
+        .unwrap();
+        for r in &runs {
+            assert_eq!(r.output, 40);
+            assert_eq!(r.mem.peak_breakdown.get("a"), Some(&24));
+            assert_eq!(r.mem.end_live_bytes, 0);
+        }
+        let r = run_devices(2, None, |dev| {
+            if dev.rank == 0 {
+                dev.send(
+                    1,
+                    Tag::MlpGrad { t: 0 },
+                    vec![(Mat::zeros(1, 1), Dtype::Bf16)],
+                )?;
+            }
+            Ok(())
+        });
+        match r {
+            Err(e) => assert!(e.to_string().contains("never received"), "{e}"),
+            Ok(_) => panic!("an unreceived message must fail the run"),
+        }
     }
 }

@@ -6,12 +6,12 @@
 //! derivative. The f64 reference uses the same approximation, so the check measures the
 //! parallel schedule and f32 rounding, not the approximation.
 //!
-//! **METP**, device i of p: static shard pair (W1[i] = columns i·f/p.. of W1, W2[i] = the same
+//! **METP**, device i of p: static shard pair (W1\[i\] = columns i·f/p.. of W1, W2\[i\] = the same
 //! rows of W2; bf16) and its fp32 main gradient. Forward: the pair travels the ring i → i+1
 //! (the next receive posted before computing with the current pair when double buffered); at
 //! step t the device holds pair j = i − t and computes `out_i += GeLU(X_i·W1[j])·W2[j]`.
 //! Stored: X_i only; the GeLU input is recomputed in backward. Backward: the pairs travel again,
-//! each with an fp32 gradient accumulator (dW1[j], dW2[j]) that starts empty at its owner, gains
+//! each with an fp32 gradient accumulator (dW1\[j\], dW2\[j\]) that starts empty at its owner, gains
 //! every device's contribution (`X_iᵀ·dH`, `GeLU(H)ᵀ·dOut_i`) and returns to the owner after p
 //! steps plus a final hop, where it is added to the main gradient. `dX_i += dH·W1[j]ᵀ` locally.
 //!
@@ -136,7 +136,7 @@ fn pair<'a>(own: &'a [Tracked<Mat>; 2], cur: &'a Option<Vec<Tracked<Mat>>>) -> (
 }
 
 /// METP MLP forward and backward on one device (see the module docs).
-pub(crate) fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
+pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
     let sh = cfg.shape;
     let (p, i) = (sh.p, dev.rank);
     let (b, s, h, fp) = (sh.b, sh.s, sh.h, sh.fp());
@@ -281,7 +281,7 @@ pub(crate) fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<Mlp
 }
 
 /// Megatron-TP MLP forward and backward on one device (see the module docs).
-pub(crate) fn tp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
+pub fn tp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
     let sh = cfg.shape;
     let i = dev.rank;
     let (h, fp) = (sh.h, sh.fp());

@@ -6,7 +6,7 @@
 //! optional CPU link throttle. Output: a [`RunReport`] with `max_rel_error` (largest
 //! ‖out − ref‖_F / ‖ref‖_F over the unit's output, input gradient and weight gradients),
 //! `measured_peak_bytes` (the largest high-water mark over the devices, counted by tracked
-//! allocations in the modelled dtypes), `predicted_peak_bytes` (the closed form derived from the
+//! allocations in the modelled dtypes), `formula_peak_bytes` (the closed form derived from the
 //! buffers the METP code holds, see [`attention::metp_peak`] and [`mlp::metp_peak`]),
 //! `measured_time_s` and per-device details.
 //!
@@ -18,12 +18,45 @@
 //!   probabilities materialised), causal or not, weights by broadcast or ring relay, single or
 //!   double buffered; backward with traveling fp32 dK/dV and weight gradients reduced to the
 //!   shard owner. Plus Megatron TP (heads split, activations replicated, ring all-reduce).
-//! - [`mlp`]: METP's one-level ring of (W1[j], W2[j]) shard pairs with traveling fp32 gradient
+//! - [`mlp`]: METP's one-level ring of (W1\[j\], W2\[j\]) shard pairs with traveling fp32 gradient
 //!   accumulators in backward; tanh-approximation GeLU. Plus Megatron TP.
-//! - [`reference`]: the f64 single-device reference.
+//! - [`reference`](mod@reference): the f64 single-device reference.
 //!
 //! Everything is deterministic for a seed except the timings. Depends on `config` (for
-//! [`WeightExchange`]) and `error`; never on `cli`.
+//! [`WeightExchange`]) and `error`; never on `cli`. Its tests also read `memory`.
+//!
+//! # Runtime bytes against the inventory (`crate::memory`, METP, attention)
+//!
+//! Names of tracked buffers follow the inventory where one exists. For a one-layer workload
+//! with the same sizes (test `exec_reconcile_with_inventory`, p = 3, two receive buffers):
+//!
+//! - **equal byte for byte**: static `attn.weights` (8h²/p) and the attention share of
+//!   `optimizer.main_grads_fp32` (16h²/p); stored `attn.input`, `attn.group_outputs` (2bch
+//!   together) and `attn.lse` (4·a·b·c); transients `attn.weight_recv`, `comm.kv_recv`,
+//!   `comm.dkv_recv_fp32`, `attn.qkv_group`, `grad.layer_output`, `grad.layer_input`, and
+//!   unfused `attn.block_probs`, `attn.block_grad_probs`, `attn.block_grad_scores` (b·(a/p)·c²
+//!   bf16 each) — at the backward ring step, which sets the runtime's peak there;
+//! - **held by the runtime, absent from the inventory**: backward `attn.grad_group_output` (dO of
+//!   one group, 2·b·c·h/p), `attn.delta_fp32` (rowsum(dO∘O), 4·b·c·a/p), `attn.dq_acc_fp32`
+//!   (fp32 dQ accumulator, 4·b·c·h/p; the inventory counts dQ only inside the bf16
+//!   `grad.qkv_group`); the non-owners' fp32 weight-gradient contribution
+//!   `attn.weight_grad_contrib_fp32` (16h²/p); unfused forward: the fp32 running output
+//!   `attn.output_acc_fp32` (the inventory has it only with flash), the block log-sum-exp
+//!   `attn.block_lse_fp32` and the block output `attn.block_out`;
+//! - **in the inventory's backward phase but not live at the runtime's peak**:
+//!   `attn.weight_grad_recv_fp32` and `grad.qkv_group` — the runtime holds them only after the
+//!   ring, when the K/V and dK/dV buffers, dQ and D are gone. The inventory adds every
+//!   transient of a phase as if simultaneous; the runtime's peak is the largest *moment*
+//!   ([`attention::metp_peak`]). At p = 3 with a ring-step peak:
+//!   `inventory(bwd-attention) + DOG + DEL + DQ = runtime transients + rb·16h²/p + DQKV`;
+//! - **counts that differ by degree**: with p = 2 only one foreign weight shard and one
+//!   foreign K/V block exist, so the runtime holds one weight and one K/V receive buffer even
+//!   when double buffered (the inventory: `recv_buffers` of each); at p = 1 none. Device i
+//!   never holds a receive buffer for its own shard: `nw = [g ≠ i] + [rb = 2 ∧ g+1 < p ∧
+//!   g+1 ≠ i]`. The owner holds min(rb, p−1) gradient receive buffers.
+//! - **stored growth**: the runtime's stored O and log-sum-exp grow group by group in forward;
+//!   the inventory counts them whole in every phase (right for the steady state of a deep
+//!   model, an overestimate of one layer's forward).
 
 pub mod attention;
 pub mod device;
@@ -280,7 +313,7 @@ pub struct RunReport {
     /// Largest high-water mark over the devices.
     pub measured_peak_bytes: u64,
     /// The closed-form peak of the executed METP schedule (None for TP).
-    pub predicted_peak_bytes: Option<u64>,
+    pub formula_peak_bytes: Option<u64>,
     /// Wall time of the parallel run (threads started to threads joined).
     pub measured_time_s: f64,
     /// Per device.
@@ -371,7 +404,7 @@ pub fn run_unit(spec: &RunSpec) -> Result<RunReport> {
         max_rel_error,
         errors,
         measured_peak_bytes: devices.iter().map(|d| d.peak_bytes).max().unwrap_or(0),
-        predicted_peak_bytes: predicted,
+        formula_peak_bytes: predicted,
         measured_time_s: wall,
         devices,
     })
