@@ -67,6 +67,12 @@ pub enum Error {
         /// The reason.
         message: String,
     },
+    /// A parallel run on the virtual devices failed (a device stopped, a message never came).
+    #[error("execution failed: {message}")]
+    Execution {
+        /// What went wrong.
+        message: String,
+    },
 }
 
 impl Error {

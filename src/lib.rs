@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod cost;
 pub mod error;
+pub mod exec;
 pub mod memory;
 pub mod report;
 pub mod schedule;

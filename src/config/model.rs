@@ -80,7 +80,7 @@ impl Model {
                 return Err(bad(field, format!("{value} is larger than 2^32")));
             }
         }
-        if self.hidden % self.heads != 0 {
+        if !self.hidden.is_multiple_of(self.heads) {
             return Err(bad(
                 "heads",
                 format!(
@@ -89,7 +89,7 @@ impl Model {
                 ),
             ));
         }
-        if self.heads % self.kv_heads != 0 {
+        if !self.heads.is_multiple_of(self.kv_heads) {
             return Err(bad(
                 "kv_heads",
                 format!(

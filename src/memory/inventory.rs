@@ -157,7 +157,7 @@ pub fn inventory(w: &Workload) -> Result<Inventory> {
     mm.check_degree(&w.model, w.p, &w.options)
         .map_err(|m| w.invalid(m))?;
     let multiple = mm.seq_multiple(&w.model, w.p, &w.options);
-    if w.seq % multiple != 0 {
+    if !w.seq.is_multiple_of(multiple) {
         return Err(w.invalid(format!(
             "sequence length {} is not a multiple of {multiple}",
             w.seq

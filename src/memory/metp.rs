@@ -39,19 +39,19 @@ const BB: &[Phase] = &[Phase::BwdAttention, Phase::BwdMlp];
 impl MethodMemory for Metp {
     fn check_degree(&self, model: &Model, p: u64, options: &Options) -> Result<(), String> {
         let g = head_groups(p, options);
-        if g == 0 || g % p != 0 {
+        if g == 0 || !g.is_multiple_of(p) {
             return Err(format!(
                 "head groups ({g}) must be a positive multiple of p = {p}"
             ));
         }
         divisible("heads", model.heads, p)?;
-        if model.heads % g != 0 {
+        if !model.heads.is_multiple_of(g) {
             return Err(format!(
                 "heads ({}) is not divisible by head groups ({g})",
                 model.heads
             ));
         }
-        if model.kv_heads % g != 0 && g % model.kv_heads != 0 {
+        if !model.kv_heads.is_multiple_of(g) && !g.is_multiple_of(model.kv_heads) {
             return Err(format!(
                 "kv_heads ({}) must divide head groups ({g}) or be divisible by it",
                 model.kv_heads

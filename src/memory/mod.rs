@@ -104,7 +104,7 @@ pub fn optimizer_params(w: &Workload) -> (u128, u128) {
 
 /// `Err` with a reason unless `n` is divisible by `p`.
 pub(crate) fn divisible(what: &str, n: u64, p: u64) -> Result<(), String> {
-    if n % p == 0 {
+    if n.is_multiple_of(p) {
         Ok(())
     } else {
         Err(format!("{what} ({n}) is not divisible by p = {p}"))

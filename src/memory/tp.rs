@@ -13,7 +13,7 @@ pub struct Tp;
 pub(crate) fn check_head_split(model: &Model, p: u64) -> Result<(), String> {
     divisible("heads", model.heads, p)?;
     divisible("ffn_hidden", model.ffn_hidden, p)?;
-    if model.kv_heads % p != 0 && p % model.kv_heads != 0 {
+    if !model.kv_heads.is_multiple_of(p) && !p.is_multiple_of(model.kv_heads) {
         return Err(format!(
             "kv_heads ({}) must divide p = {p} or be divisible by it",
             model.kv_heads

@@ -14,7 +14,7 @@ pub struct Ulysses;
 impl MethodMemory for Ulysses {
     fn check_degree(&self, model: &Model, p: u64, _: &Options) -> Result<(), String> {
         divisible("heads", model.heads, p)?;
-        if model.kv_heads % p != 0 && p % model.kv_heads != 0 {
+        if !model.kv_heads.is_multiple_of(p) && !p.is_multiple_of(model.kv_heads) {
             return Err(format!(
                 "kv_heads ({}) must divide p = {p} or be divisible by it",
                 model.kv_heads

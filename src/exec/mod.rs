@@ -1,0 +1,488 @@
+//! Executes METP's computing units for real on p virtual devices, checks them against an f64
+//! reference, and measures the bytes each device holds.
+//!
+//! Input: a [`RunSpec`] — unit (attention or MLP), method (METP or Megatron TP), shapes
+//! (b, s, h, a, f, p), causal / fused / receive buffers / weight exchange, a seed and an
+//! optional CPU link throttle. Output: a [`RunReport`] with `max_rel_error` (largest
+//! ‖out − ref‖_F / ‖ref‖_F over the unit's output, input gradient and weight gradients),
+//! `measured_peak_bytes` (the largest high-water mark over the devices, counted by tracked
+//! allocations in the modelled dtypes), `formula_peak_bytes` (the closed form derived from the
+//! buffers the METP code holds, see [`attention::metp_peak`] and [`mlp::metp_peak`]),
+//! `measured_time_s` and per-device details.
+//!
+//! - [`device`]: a virtual device is one OS thread; point-to-point channels; [`device::Tracked`]
+//!   buffers feed a per-device live-bytes counter; posted receives hold their buffer; optional
+//!   bandwidth/latency throttle.
+//! - [`attention`]: METP's two-level loop (head groups outer, ring over sequence blocks inner),
+//!   fused (online softmax, per-head tiles only) or unfused (one block of scores and
+//!   probabilities materialised), causal or not, weights by broadcast or ring relay, single or
+//!   double buffered; backward with traveling fp32 dK/dV and weight gradients reduced to the
+//!   shard owner. Plus Megatron TP (heads split, activations replicated, ring all-reduce).
+//! - [`mlp`]: METP's one-level ring of (W1\[j\], W2\[j\]) shard pairs with traveling fp32 gradient
+//!   accumulators in backward; tanh-approximation GeLU. Plus Megatron TP.
+//! - [`reference`](mod@reference): the f64 single-device reference.
+//!
+//! Everything is deterministic for a seed except the timings. Depends on `config` (for
+//! [`WeightExchange`]) and `error`; never on `cli`. Its tests also read `memory`.
+//!
+//! # Runtime bytes against the inventory (`crate::memory`, METP, attention)
+//!
+//! Names of tracked buffers follow the inventory where one exists. For a one-layer workload
+//! with the same sizes (test `exec_reconcile_with_inventory`, p = 3, two receive buffers):
+//!
+//! - **equal byte for byte**: static `attn.weights` (8h²/p) and the attention share of
+//!   `optimizer.main_grads_fp32` (16h²/p); stored `attn.input`, `attn.group_outputs` (2bch
+//!   together) and `attn.lse` (4·a·b·c); transients `attn.weight_recv`, `comm.kv_recv`,
+//!   `comm.dkv_recv_fp32`, `attn.qkv_group`, `grad.layer_output`, `grad.layer_input`, and
+//!   unfused `attn.block_probs`, `attn.block_grad_probs`, `attn.block_grad_scores` (b·(a/p)·c²
+//!   bf16 each) — at the backward ring step, which sets the runtime's peak there;
+//! - **held by the runtime, absent from the inventory**: backward `attn.grad_group_output` (dO of
+//!   one group, 2·b·c·h/p), `attn.delta_fp32` (rowsum(dO∘O), 4·b·c·a/p), `attn.dq_acc_fp32`
+//!   (fp32 dQ accumulator, 4·b·c·h/p; the inventory counts dQ only inside the bf16
+//!   `grad.qkv_group`); the non-owners' fp32 weight-gradient contribution
+//!   `attn.weight_grad_contrib_fp32` (16h²/p); unfused forward: the fp32 running output
+//!   `attn.output_acc_fp32` (the inventory has it only with flash), the block log-sum-exp
+//!   `attn.block_lse_fp32` and the block output `attn.block_out`;
+//! - **in the inventory's backward phase but not live at the runtime's peak**:
+//!   `attn.weight_grad_recv_fp32` and `grad.qkv_group` — the runtime holds them only after the
+//!   ring, when the K/V and dK/dV buffers, dQ and D are gone. The inventory adds every
+//!   transient of a phase as if simultaneous; the runtime's peak is the largest *moment*
+//!   ([`attention::metp_peak`]). At p = 3 with a ring-step peak:
+//!   `inventory(bwd-attention) + DOG + DEL + DQ = runtime transients + rb·16h²/p + DQKV`;
+//! - **counts that differ by degree**: with p = 2 only one foreign weight shard and one
+//!   foreign K/V block exist, so the runtime holds one weight and one K/V receive buffer even
+//!   when double buffered (the inventory: `recv_buffers` of each); at p = 1 none. Device i
+//!   never holds a receive buffer for its own shard: `nw = [g ≠ i] + [rb = 2 ∧ g+1 < p ∧
+//!   g+1 ≠ i]`. The owner holds min(rb, p−1) gradient receive buffers.
+//! - **stored growth**: the runtime's stored O and log-sum-exp grow group by group in forward;
+//!   the inventory counts them whole in every phase (right for the steady state of a deep
+//!   model, an overestimate of one layer's forward).
+
+pub mod attention;
+pub mod device;
+pub mod mlp;
+pub mod reference;
+pub mod rng;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+pub use crate::config::WeightExchange;
+use crate::error::{Error, Result};
+use device::{CommStats, DeviceRun, Link, Mat};
+use reference::M64;
+
+/// Which computing unit to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unit {
+    /// Self-attention with QKV and output projections: `O = softmax(QKᵀ)V`, then `O·W_o`.
+    Attention,
+    /// MLP: `GeLU(X·W1)·W2`.
+    Mlp,
+}
+
+/// How the unit is parallelised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecMethod {
+    /// METP (DESIGN §1).
+    Metp,
+    /// Megatron tensor parallelism: heads / MLP columns split, activations replicated,
+    /// all-reduce of the block output (forward) and input gradient (backward).
+    Tp,
+}
+
+impl ExecMethod {
+    /// Method id as the rest of the crate spells it.
+    pub fn id(self) -> &'static str {
+        match self {
+            ExecMethod::Metp => "metp",
+            ExecMethod::Tp => "tp",
+        }
+    }
+}
+
+/// Problem sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Shape {
+    /// Micro-batch.
+    pub b: usize,
+    /// Sequence length.
+    pub s: usize,
+    /// Hidden size.
+    pub h: usize,
+    /// Attention heads.
+    pub a: usize,
+    /// MLP width.
+    pub f: usize,
+    /// Devices.
+    pub p: usize,
+}
+
+/// Largest element count of one global tensor (or of all the attention blocks of one device)
+/// a run accepts: runs are checks, not benchmarks of huge shapes.
+const MAX_ELEMENTS: usize = 1 << 26;
+/// Most virtual devices (threads).
+const MAX_DEVICES: usize = 256;
+
+impl Shape {
+    /// Local tokens per device, s/p.
+    pub fn c(&self) -> usize {
+        self.s / self.p
+    }
+    /// Head dimension h/a.
+    pub fn d(&self) -> usize {
+        self.h / self.a
+    }
+    /// Hidden width of one head group, h/p.
+    pub fn hg(&self) -> usize {
+        self.h / self.p
+    }
+    /// Heads of one head group, a/p.
+    pub fn ag(&self) -> usize {
+        self.a / self.p
+    }
+    /// MLP width of one shard, f/p.
+    pub fn fp(&self) -> usize {
+        self.f / self.p
+    }
+
+    /// Checks that `method` can run `unit` with these sizes.
+    pub fn check(&self, unit: Unit, method: ExecMethod) -> Result<()> {
+        let err = |message: String| Error::InvalidConfig {
+            method: method.id().to_string(),
+            p: self.p as u64,
+            message,
+        };
+        let Shape { b, s, h, a, f, p } = *self;
+        if p == 0 {
+            return Err(err("the degree p must be positive".into()));
+        }
+        if p > MAX_DEVICES {
+            return Err(err(format!("at most {MAX_DEVICES} virtual devices")));
+        }
+        for (name, v) in [("micro-batch b", b), ("sequence s", s), ("hidden h", h)] {
+            if v == 0 {
+                return Err(err(format!("{name} must be positive")));
+            }
+        }
+        let divides = |name: &str, n: usize| {
+            if n.is_multiple_of(p) {
+                Ok(())
+            } else {
+                Err(err(format!("{name} ({n}) is not divisible by p = {p}")))
+            }
+        };
+        let big = |what: &str, n: Option<usize>| match n {
+            Some(n) if n <= MAX_ELEMENTS => Ok(()),
+            _ => Err(err(format!(
+                "{what} exceeds {MAX_ELEMENTS} elements; use smaller shapes"
+            ))),
+        };
+        big("b·s·h", b.checked_mul(s).and_then(|x| x.checked_mul(h)))?;
+        match unit {
+            Unit::Attention => {
+                if a == 0 {
+                    return Err(err("heads a must be positive".into()));
+                }
+                if h % a != 0 {
+                    return Err(err(format!("hidden ({h}) is not divisible by heads ({a})")));
+                }
+                divides("heads", a)?;
+                if method == ExecMethod::Metp {
+                    divides("sequence length", s)?;
+                }
+                big("h·3h", h.checked_mul(3 * h))?;
+                // Attention blocks one device materialises (TP: a/p heads × s × s).
+                big(
+                    "the attention scores of one device",
+                    b.checked_mul(a / p)
+                        .and_then(|x| x.checked_mul(s))
+                        .and_then(|x| x.checked_mul(s)),
+                )?;
+            }
+            Unit::Mlp => {
+                if f == 0 {
+                    return Err(err("MLP width f must be positive".into()));
+                }
+                divides("MLP width", f)?;
+                if method == ExecMethod::Metp {
+                    divides("sequence length", s)?;
+                }
+                big("h·f", h.checked_mul(f))?;
+                big("b·s·f", b.checked_mul(s).and_then(|x| x.checked_mul(f)))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One run of a unit on the virtual devices.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RunSpec {
+    /// Unit.
+    pub unit: Unit,
+    /// Method.
+    pub method: ExecMethod,
+    /// Sizes.
+    pub shape: Shape,
+    /// Causal attention (contiguous sequence blocks, global token positions).
+    pub causal: bool,
+    /// Fused attention (online softmax over per-head tiles; nothing of a block is
+    /// materialised) instead of unfused (one block's scores and probabilities materialised).
+    pub fused: bool,
+    /// METP receive buffers per traveling tensor: 1 (receive after use) or 2 (double
+    /// buffering: the next receive is posted before computing with the current buffer).
+    pub recv_buffers: usize,
+    /// How METP attention weight shards reach the devices.
+    pub weight_exchange: WeightExchange,
+    /// Seed of the input data.
+    pub seed: u64,
+    /// Optional link throttle.
+    pub link: Option<Link>,
+}
+
+impl RunSpec {
+    /// A spec with the defaults: non-causal, fused, double buffered, ring weight exchange,
+    /// seed 0, no throttle.
+    pub fn new(unit: Unit, method: ExecMethod, shape: Shape) -> RunSpec {
+        RunSpec {
+            unit,
+            method,
+            shape,
+            causal: false,
+            fused: true,
+            recv_buffers: 2,
+            weight_exchange: WeightExchange::Ring,
+            seed: 0,
+            link: None,
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        self.shape.check(self.unit, self.method)?;
+        if !(1..=2).contains(&self.recv_buffers) {
+            return Err(Error::InvalidConfig {
+                method: self.method.id().to_string(),
+                p: self.shape.p as u64,
+                message: format!("receive buffers must be 1 or 2, not {}", self.recv_buffers),
+            });
+        }
+        if let Some(l) = self.link {
+            let bandwidth_ok = l.bandwidth_bytes_per_s.is_finite() && l.bandwidth_bytes_per_s > 0.0;
+            let latency_ok = l.latency_s.is_finite() && l.latency_s >= 0.0;
+            if !(bandwidth_ok && latency_ok) {
+                return Err(Error::arg(
+                    "--link",
+                    "bandwidth must be positive and latency non-negative",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One device's part of a [`RunReport`].
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceReport {
+    /// Device index.
+    pub rank: usize,
+    /// High-water mark of its tracked bytes.
+    pub peak_bytes: u64,
+    /// Live bytes per buffer name at that high-water mark.
+    pub peak_breakdown: BTreeMap<String, u64>,
+    /// Tracked bytes left when its program returned (0 unless a buffer leaked).
+    pub end_live_bytes: u64,
+    /// Seconds its program ran.
+    pub busy_s: f64,
+    /// Communication counters.
+    pub comm: CommStats,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// The run.
+    pub spec: RunSpec,
+    /// Largest ‖x − ref‖_F / ‖ref‖_F over `errors`.
+    pub max_rel_error: f64,
+    /// Relative error of each output and gradient (`out`, `dx`, `dw_qkv`, …).
+    pub errors: BTreeMap<String, f64>,
+    /// Largest high-water mark over the devices.
+    pub measured_peak_bytes: u64,
+    /// The closed-form peak of the executed METP schedule (None for TP).
+    pub formula_peak_bytes: Option<u64>,
+    /// Wall time of the parallel run (threads started to threads joined).
+    pub measured_time_s: f64,
+    /// Per device.
+    pub devices: Vec<DeviceReport>,
+}
+
+/// Runs one unit forward and backward on `spec.shape.p` virtual devices in f32, checks every
+/// output and gradient against the f64 reference, and reports errors, memory and time.
+pub fn run_unit(spec: &RunSpec) -> Result<RunReport> {
+    spec.check()?;
+    let sh = spec.shape;
+    let mut rng = rng::SplitMix64::new(spec.seed);
+    let (errors, runs, wall, predicted) = match spec.unit {
+        Unit::Attention => {
+            let data = attention::AttnData::random(&sh, &mut rng);
+            let cfg = attention::AttnCfg::from_spec(spec);
+            let (runs, wall) = match spec.method {
+                ExecMethod::Metp => {
+                    device::run_devices(sh.p, spec.link, |dev| attention::metp(dev, &cfg, &data))?
+                }
+                ExecMethod::Tp => {
+                    device::run_devices(sh.p, spec.link, |dev| attention::tp(dev, &cfg, &data))?
+                }
+            };
+            let outs: Vec<&attention::AttnOut> = runs.iter().map(|r| &r.output).collect();
+            let got = attention::assemble(&cfg, spec.method, &outs);
+            let r = reference::attention(
+                &to64(&data.x),
+                &to64(&data.wqkv),
+                &to64(&data.wo),
+                &to64(&data.dout),
+                sh.b,
+                sh.a,
+                spec.causal,
+            );
+            let errors = BTreeMap::from([
+                ("out".to_string(), rel_error(&got.out, &r.out)),
+                ("dx".to_string(), rel_error(&got.dx, &r.dx)),
+                ("dw_qkv".to_string(), rel_error(&got.dwqkv, &r.dwqkv)),
+                ("dw_o".to_string(), rel_error(&got.dwo, &r.dwo)),
+            ]);
+            let predicted = (spec.method == ExecMethod::Metp).then(|| attention::metp_peak(&cfg));
+            (
+                errors,
+                runs.into_iter().enumerate().map(strip).collect(),
+                wall,
+                predicted,
+            )
+        }
+        Unit::Mlp => {
+            let data = mlp::MlpData::random(&sh, &mut rng);
+            let cfg = mlp::MlpCfg::from_spec(spec);
+            let (runs, wall) = match spec.method {
+                ExecMethod::Metp => {
+                    device::run_devices(sh.p, spec.link, |dev| mlp::metp(dev, &cfg, &data))?
+                }
+                ExecMethod::Tp => {
+                    device::run_devices(sh.p, spec.link, |dev| mlp::tp(dev, &cfg, &data))?
+                }
+            };
+            let outs: Vec<&mlp::MlpOut> = runs.iter().map(|r| &r.output).collect();
+            let got = mlp::assemble(&cfg, spec.method, &outs);
+            let r = reference::mlp(
+                &to64(&data.x),
+                &to64(&data.w1),
+                &to64(&data.w2),
+                &to64(&data.dout),
+            );
+            let errors = BTreeMap::from([
+                ("out".to_string(), rel_error(&got.out, &r.out)),
+                ("dx".to_string(), rel_error(&got.dx, &r.dx)),
+                ("dw1".to_string(), rel_error(&got.dw1, &r.dw1)),
+                ("dw2".to_string(), rel_error(&got.dw2, &r.dw2)),
+            ]);
+            let predicted = (spec.method == ExecMethod::Metp).then(|| mlp::metp_peak(&cfg));
+            (
+                errors,
+                runs.into_iter().enumerate().map(strip).collect(),
+                wall,
+                predicted,
+            )
+        }
+    };
+    let devices: Vec<DeviceReport> = runs;
+    let max_rel_error = errors.values().cloned().fold(0.0, f64::max);
+    Ok(RunReport {
+        spec: *spec,
+        max_rel_error,
+        errors,
+        measured_peak_bytes: devices.iter().map(|d| d.peak_bytes).max().unwrap_or(0),
+        formula_peak_bytes: predicted,
+        measured_time_s: wall,
+        devices,
+    })
+}
+
+fn strip<T>((rank, r): (usize, DeviceRun<T>)) -> DeviceReport {
+    DeviceReport {
+        rank,
+        peak_bytes: r.mem.peak_bytes,
+        peak_breakdown: r.mem.peak_breakdown,
+        end_live_bytes: r.mem.end_live_bytes,
+        busy_s: r.busy_s,
+        comm: r.comm,
+    }
+}
+
+/// A matrix of uniform values in [-scale, scale), drawn row by row.
+pub(crate) fn random_mat(rows: usize, cols: usize, scale: f64, rng: &mut rng::SplitMix64) -> Mat {
+    let mut m = Mat::zeros(rows, cols);
+    for r in 0..rows {
+        for c in 0..cols {
+            m[(r, c)] = (rng.uniform() * scale) as f32;
+        }
+    }
+    m
+}
+
+/// The f64 copy of an f32 matrix (exactly the same values).
+pub(crate) fn to64(m: &Mat) -> M64 {
+    m.map(|x| x as f64)
+}
+
+/// ‖got − want‖_F / ‖want‖_F in f64 (‖got‖_F when `want` is zero; infinite on a shape
+/// mismatch or a non-finite value).
+pub fn rel_error(got: &Mat, want: &M64) -> f64 {
+    if got.shape() != want.shape() {
+        return f64::INFINITY;
+    }
+    let diff: f64 = got
+        .iter()
+        .zip(want.iter())
+        .map(|(&g, &w)| (g as f64 - w).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let norm = want.norm();
+    let e = if norm > 0.0 { diff / norm } else { diff };
+    if e.is_nan() {
+        f64::INFINITY
+    } else {
+        e
+    }
+}
+
+/// Rows of device `i` (sequence block `i` of every sample) from a (b·s) × n matrix.
+pub(crate) fn local_rows(m: &Mat, b: usize, s: usize, p: usize, i: usize) -> Mat {
+    let c = s / p;
+    let mut out = Mat::zeros(b * c, m.ncols());
+    for beta in 0..b {
+        out.rows_mut(beta * c, c)
+            .copy_from(&m.rows(beta * s + i * c, c));
+    }
+    out
+}
+
+/// The inverse of [`local_rows`]: the (b·s) × n matrix from every device's rows.
+pub(crate) fn gather_rows(parts: &[&Mat], b: usize, s: usize) -> Mat {
+    let p = parts.len();
+    let c = s / p;
+    let n = parts.first().map(|m| m.ncols()).unwrap_or(0);
+    let mut out = Mat::zeros(b * s, n);
+    for (i, part) in parts.iter().enumerate() {
+        for beta in 0..b {
+            out.rows_mut(beta * s + i * c, c)
+                .copy_from(&part.rows(beta * c, c));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
