@@ -306,6 +306,48 @@ fn points_that_cannot_be_drawn_name_their_series() {
 }
 
 #[test]
+fn step_time_on_a_log_axis_and_percentages() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut time = Chart::new("Step time, p = 8", "sequence length (tokens)", "step time")
+        .with_formats(AxisFormat::Tokens, AxisFormat::Seconds)
+        .with_log(true, true);
+    let mut share = Chart::new("Exposed communication", "sequence length (tokens)", "share")
+        .with_formats(AxisFormat::Tokens, AxisFormat::Percent)
+        .with_log(true, false);
+    for (i, m) in METHODS.iter().enumerate() {
+        let pts = |f: &dyn Fn(f64) -> f64| -> Vec<(f64, f64)> {
+            (12..=19)
+                .map(|e| f64::from(1u32 << e))
+                .map(|s| (s, f(s)))
+                .collect()
+        };
+        let c = 1.0 + i as f64 * 0.15;
+        time.series
+            .push(Series::new(*m, pts(&|s| c * (2e-7 * s + 4e-12 * s * s))));
+        share
+            .series
+            .push(Series::new(*m, pts(&|s| c * 0.3 * 4096.0 / s)));
+    }
+    let svg = dir.path().join("time.svg");
+    write_chart(&time, &svg).unwrap();
+    let texts = svg_texts(&String::from_utf8(read(&svg)).unwrap());
+    for want in ["1 ms", "10 ms", "100 ms", "1 s"] {
+        assert!(texts.iter().any(|t| t == want), "no {want} in {texts:?}");
+    }
+    let svg = dir.path().join("share.svg");
+    write_chart(&share, &svg).unwrap();
+    let texts = svg_texts(&String::from_utf8(read(&svg)).unwrap());
+    assert!(
+        texts.iter().any(|t| t == "0%") && texts.iter().any(|t| t == "20%"),
+        "{texts:?}"
+    );
+    if let Some(out) = samples_dir() {
+        write_chart(&time, &out.join("step-time.png")).unwrap();
+        write_chart(&share, &out.join("exposed.png")).unwrap();
+    }
+}
+
+#[test]
 fn max_seq_chart_groups_rows_by_method() {
     let chart = max_seq_chart(
         "m",
