@@ -73,6 +73,14 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A plot could not be drawn or its format is not supported.
+    #[error("{}: {message}", path.display())]
+    Plot {
+        /// The plot file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 impl Error {

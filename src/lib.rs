@@ -3,7 +3,8 @@
 //!
 //! Data flows one way (DESIGN §3): [`config`] loads models, hardware profiles and the workload;
 //! [`memory`] builds each method's per-device tensor inventory and peak; [`search`] finds the
-//! longest sequence that fits; [`report`] renders results; [`cli`] is the thin command-line layer.
+//! longest sequence that fits; [`report`] renders results and [`plot`] draws them (SVG/PNG);
+//! [`cli`] is the thin command-line layer.
 #![warn(missing_docs)]
 
 pub mod analytic;
@@ -13,6 +14,7 @@ pub mod cost;
 pub mod error;
 pub mod exec;
 pub mod memory;
+pub mod plot;
 pub mod report;
 pub mod schedule;
 pub mod search;

@@ -4,6 +4,7 @@ mod cli;
 mod common;
 mod data;
 mod korthikanti;
+mod plot;
 mod properties;
 mod scaling;
 mod schedules;
