@@ -14,5 +14,6 @@ pub mod memory;
 pub mod report;
 pub mod schedule;
 pub mod search;
+pub mod sim;
 
 pub use error::{Error, Result};
