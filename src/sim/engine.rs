@@ -79,7 +79,9 @@ pub enum Track {
     },
 }
 
-/// One interval of a trace.
+/// One interval of a trace. On a stream, a task's span runs from when it started (for a
+/// send, recv or collective this includes waiting for its peers) to when it finished; on a link,
+/// a flow's span runs from when its bytes started moving (after α) to when they arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Span {
     /// Where.
@@ -207,6 +209,70 @@ struct Dev {
     finish: SimTime,
 }
 
+/// What a task is, for the hot path (so it need not read the graph's `Work`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Compute,
+    Send,
+    Recv,
+    Collective,
+    Memory,
+}
+
+/// The engine's per-task state, kept together for locality.
+#[derive(Debug, Clone, Copy)]
+struct TaskState {
+    /// Compute: remaining full-speed work in ps as of `last`. Send: bytes.
+    work: u64,
+    last: SimTime,
+    device: u32,
+    /// Dense stream index.
+    stream: u32,
+    deps_left: u32,
+    /// Bumped whenever a compute completion is rescheduled; stale events carry an old value.
+    gen: u32,
+    /// Send/recv: the matching task. Collective: index into `colls`.
+    peer: u32,
+    kind: Kind,
+    state: u8,
+    slow: bool,
+}
+
+/// Memoises kernel durations: graphs repeat the same kernel shapes many times, and each
+/// [`CostModel::compute_s`] interpolates efficiency tables in log space. Direct-mapped.
+struct DurationCache<'h> {
+    cost: CostModel<'h>,
+    slots: Vec<Option<(KernelKey, SimTime)>>,
+}
+
+/// (op, flops bits, bytes bits).
+type KernelKey = (u8, u64, u64);
+
+impl<'h> DurationCache<'h> {
+    const SLOTS: usize = 1024;
+
+    fn new(cost: CostModel<'h>) -> Self {
+        DurationCache {
+            cost,
+            slots: vec![None; Self::SLOTS],
+        }
+    }
+
+    fn get(&mut self, op: crate::schedule::OpKind, flops: f64, bytes: f64) -> SimTime {
+        let key = (op as u8, flops.to_bits(), bytes.to_bits());
+        let h = (key.1 ^ key.2.rotate_left(29) ^ key.0 as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let slot = &mut self.slots[(h >> 54) as usize];
+        match slot {
+            Some((k, v)) if *k == key => *v,
+            _ => {
+                let v = secs_to_ps(self.cost.compute_s(op, flops, bytes));
+                *slot = Some((key, v));
+                v
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Engine<'g> {
     g: &'g TaskGraph,
@@ -215,18 +281,9 @@ struct Engine<'g> {
     q: EventQueue<Ev>,
     now: SimTime,
     // Per task.
-    deps_left: Vec<u32>,
+    ts: Vec<TaskState>,
     dependents_off: Vec<u32>,
     dependents: Vec<u32>,
-    stream_of: Vec<u32>,
-    /// Send/recv: the matching task. Collective: index into `colls`.
-    peer: Vec<u32>,
-    state: Vec<u8>,
-    gen: Vec<u32>,
-    /// Compute: remaining full-speed work in ps as of `last`.
-    work: Vec<SimTime>,
-    last: Vec<SimTime>,
-    slow: Vec<bool>,
     started_at: Vec<SimTime>,
     // Per stream.
     stream_off: Vec<u32>,
@@ -252,6 +309,11 @@ struct Engine<'g> {
     spans: Option<Vec<Span>>,
 }
 
+/// Send/recv rendezvous key `(from, to, tag)` packed for fast sorting.
+fn p2p_key(from: DeviceId, to: DeviceId, tag: u64) -> u128 {
+    (from as u128) << 96 | (to as u128) << 64 | tag as u128
+}
+
 fn invalid(message: String) -> Error {
     Error::InvalidGraph { message }
 }
@@ -272,15 +334,16 @@ impl<'g> Engine<'g> {
         let cost = CostModel::new(hw);
         let net = Network::new(hw, g.devices);
         let flows = FlowSet::new(&net, model);
+        let mut durations = DurationCache::new(cost);
 
-        // Streams: dense index per (device, stream), in order of first appearance.
+        // One pass over the graph: validate, index streams (dense, in order of first
+        // appearance), price kernels, flatten dependencies, collect rendezvous keys.
         let per_dev = 257usize;
         let mut stream_idx = vec![NONE; g.devices as usize * per_dev];
         let mut stream_key = Vec::new();
-        let mut stream_of = Vec::with_capacity(n);
-        let mut deps_left = Vec::with_capacity(n);
-        let mut dep_count = vec![0u32; n + 1];
-        let mut work = vec![0; n];
+        let mut ts = Vec::with_capacity(n);
+        let mut dep_count = vec![0u32; n];
+        let mut dep_flat: Vec<u32> = Vec::with_capacity(n);
         let mut sends = Vec::new();
         let mut recvs = Vec::new();
         let mut coll_keys = Vec::new();
@@ -300,69 +363,94 @@ impl<'g> Engine<'g> {
                 *slot = stream_key.len() as u32;
                 stream_key.push((t.device, t.stream));
             }
-            stream_of.push(*slot);
             for &d in &t.deps {
                 if d as usize >= i {
                     return Err(invalid(format!("task {i} depends on later task {d}")));
                 }
                 dep_count[d as usize] += 1;
             }
-            deps_left.push(t.deps.len() as u32);
-            match &t.work {
+            dep_flat.extend_from_slice(&t.deps);
+            let mut work = 0;
+            let kind = match &t.work {
                 Work::Compute { op, flops, bytes } => {
                     if !(flops.is_finite() && *flops >= 0.0 && bytes.is_finite() && *bytes >= 0.0) {
                         return Err(invalid(format!(
                             "task {i}: compute needs finite non-negative flops and bytes, got {flops} and {bytes}"
                         )));
                     }
-                    work[i] = secs_to_ps(cost.compute_s(*op, *flops, *bytes));
+                    work = durations.get(*op, *flops, *bytes);
+                    Kind::Compute
                 }
-                Work::Send { to, tag, .. } => sends.push(((t.device, *to, *tag), i as u32)),
-                Work::Recv { from, tag, .. } => recvs.push(((*from, t.device, *tag), i as u32)),
-                Work::Collective { id, .. } => coll_keys.push((*id, i as u32)),
-                Work::Alloc { .. } | Work::Free { .. } => {}
-            }
+                Work::Send { to, tag, bytes } => {
+                    work = *bytes;
+                    sends.push((p2p_key(t.device, *to, *tag), i as u32, *bytes));
+                    Kind::Send
+                }
+                Work::Recv { from, tag, bytes } => {
+                    recvs.push((p2p_key(*from, t.device, *tag), i as u32, *bytes));
+                    Kind::Recv
+                }
+                Work::Collective { id, .. } => {
+                    coll_keys.push((*id, i as u32));
+                    Kind::Collective
+                }
+                Work::Alloc { .. } | Work::Free { .. } => Kind::Memory,
+            };
+            ts.push(TaskState {
+                work,
+                last: 0,
+                device: t.device,
+                stream: *slot,
+                deps_left: t.deps.len() as u32,
+                gen: 0,
+                peer: NONE,
+                kind,
+                state: NOT_STARTED,
+                slow: false,
+            });
         }
 
-        // Dependents (CSR).
+        // Dependents (CSR), filled from the flattened dependency lists.
         let mut dependents_off = Vec::with_capacity(n + 1);
         let mut acc = 0u32;
-        for c in &dep_count[..n] {
+        for c in &dep_count {
             dependents_off.push(acc);
             acc += c;
         }
         dependents_off.push(acc);
         let mut fill = dependents_off.clone();
         let mut dependents = vec![0u32; acc as usize];
-        for (i, t) in g.tasks.iter().enumerate() {
-            for &d in &t.deps {
+        let mut k = 0;
+        for (i, st) in ts.iter().enumerate() {
+            for &d in &dep_flat[k..k + st.deps_left as usize] {
                 dependents[fill[d as usize] as usize] = i as u32;
                 fill[d as usize] += 1;
             }
+            k += st.deps_left as usize;
         }
+        drop(dep_flat);
 
         // Streams (CSR, tasks in insertion order).
         let ns = stream_key.len();
         let mut stream_off = vec![0u32; ns + 1];
-        for &s in &stream_of {
-            stream_off[s as usize + 1] += 1;
+        for st in &ts {
+            stream_off[st.stream as usize + 1] += 1;
         }
         for s in 0..ns {
             stream_off[s + 1] += stream_off[s];
         }
         let mut fill = stream_off.clone();
         let mut stream_tasks = vec![0u32; n];
-        for (i, &s) in stream_of.iter().enumerate() {
-            stream_tasks[fill[s as usize] as usize] = i as u32;
-            fill[s as usize] += 1;
+        for (i, st) in ts.iter().enumerate() {
+            stream_tasks[fill[st.stream as usize] as usize] = i as u32;
+            fill[st.stream as usize] += 1;
         }
         let cursor = stream_off[..ns].to_vec();
 
         // Send/recv matching: sort both sides by key and walk them together. Any mismatch is
         // reported with the graph's own check when it finds one.
-        let mut peer = vec![NONE; n];
-        sends.sort_unstable();
-        recvs.sort_unstable();
+        sends.sort_unstable_by_key(|x| x.0);
+        recvs.sort_unstable_by_key(|x| x.0);
         let mismatch = |fallback: String| invalid(g.check().err().unwrap_or(fallback));
         if sends.len() != recvs.len() {
             return Err(mismatch(format!(
@@ -379,19 +467,15 @@ impl<'g> Engine<'g> {
                     s.1, r.1
                 )));
             }
-            let (Work::Send { bytes: sb, .. }, Work::Recv { bytes: rb, .. }) =
-                (&g.tasks[s.1 as usize].work, &g.tasks[r.1 as usize].work)
-            else {
-                unreachable!("collected from sends and recvs")
-            };
+            let (sb, rb) = (s.2, r.2);
             if sb != rb {
                 return Err(mismatch(format!(
                     "send task {} carries {sb} bytes but recv task {} expects {rb}",
                     s.1, r.1
                 )));
             }
-            peer[s.1 as usize] = r.1;
-            peer[r.1 as usize] = s.1;
+            ts[s.1 as usize].peer = r.1;
+            ts[r.1 as usize].peer = s.1;
         }
 
         // Collectives: group member tasks by id and check them against the group.
@@ -404,7 +488,7 @@ impl<'g> Engine<'g> {
             let begin = coll_tasks.len() as u32;
             while k < coll_keys.len() && coll_keys[k].0 == id {
                 let t = coll_keys[k].1;
-                peer[t as usize] = colls.len() as u32;
+                ts[t as usize].peer = colls.len() as u32;
                 coll_tasks.push(t);
                 k += 1;
             }
@@ -423,16 +507,9 @@ impl<'g> Engine<'g> {
             flows,
             q: EventQueue::new(),
             now: 0,
-            deps_left,
+            ts,
             dependents_off,
             dependents,
-            stream_of,
-            peer,
-            state: vec![NOT_STARTED; n],
-            gen: vec![0; n],
-            work,
-            last: vec![0; n],
-            slow: vec![false; n],
             started_at: if opts.trace { vec![0; n] } else { Vec::new() },
             stream_off,
             stream_tasks,
@@ -516,7 +593,7 @@ impl<'g> Engine<'g> {
     fn run(&mut self) -> Result<(), Error> {
         for s in 0..self.stream_key.len() {
             let h = self.stream_tasks[self.cursor[s] as usize];
-            if self.deps_left[h as usize] == 0 {
+            if self.ts[h as usize].deps_left == 0 {
                 self.actions.push_back(Action::Start(h));
             }
         }
@@ -531,7 +608,7 @@ impl<'g> Engine<'g> {
             self.events += 1;
             match ev {
                 Ev::Compute { task, gen } => {
-                    if self.gen[task as usize] == gen {
+                    if self.ts[task as usize].gen == gen {
                         self.finish_compute(task);
                     }
                 }
@@ -596,14 +673,14 @@ impl<'g> Engine<'g> {
 
     fn start(&mut self, t: u32) -> Result<(), Error> {
         let ti = t as usize;
-        self.state[ti] = STARTED;
+        let st = &mut self.ts[ti];
+        st.state = STARTED;
+        let (d, kind) = (st.device, st.kind);
         if !self.started_at.is_empty() {
             self.started_at[ti] = self.now;
         }
-        let task = &self.g.tasks[ti];
-        let d = task.device;
-        match &task.work {
-            Work::Compute { .. } => {
+        match kind {
+            Kind::Compute => {
                 self.touch(d);
                 let dev = &mut self.dev[d as usize];
                 dev.running += 1;
@@ -611,46 +688,49 @@ impl<'g> Engine<'g> {
                 if self.slowdown {
                     self.running[d as usize].push(t);
                 }
-                self.slow[ti] = slow;
-                self.last[ti] = self.now;
+                let st = &mut self.ts[ti];
+                st.slow = slow;
+                st.last = self.now;
                 self.schedule_compute(t);
             }
-            Work::Send { .. } | Work::Recv { .. } => {
-                let p = self.peer[ti];
-                if self.state[p as usize] == STARTED {
-                    let (send, recv) = if matches!(task.work, Work::Send { .. }) {
-                        (t, p)
-                    } else {
-                        (p, t)
-                    };
+            Kind::Send | Kind::Recv => {
+                let p = self.ts[ti].peer;
+                if self.ts[p as usize].state == STARTED {
+                    let (send, recv) = if kind == Kind::Send { (t, p) } else { (p, t) };
                     self.begin_op(OpKind::P2p { send, recv }, 1, send);
                 }
             }
-            Work::Collective { op, group, .. } => {
-                let c = self.peer[ti];
+            Kind::Collective => {
+                let Work::Collective { op, ref group, .. } = self.g.tasks[ti].work else {
+                    unreachable!("kind follows work")
+                };
+                let c = self.ts[ti].peer;
                 let coll = &mut self.colls[c as usize];
                 coll.started += 1;
                 if coll.started == coll.members.end - coll.members.start {
-                    let steps = collective::steps(*op, group.len());
+                    let steps = collective::steps(op, group.len());
                     let rep = self.coll_tasks[coll.members.start as usize];
                     self.begin_op(OpKind::Coll { coll: c }, steps, rep);
                 }
             }
-            Work::Alloc { bytes, .. } => {
+            Kind::Memory => {
                 let dev = &mut self.dev[d as usize];
-                dev.live += bytes;
-                dev.high = dev.high.max(dev.live);
-                self.actions.push_back(Action::Complete(t));
-            }
-            Work::Free { bytes, tensor } => {
-                let dev = &mut self.dev[d as usize];
-                if *bytes > dev.live {
-                    return Err(invalid(format!(
-                        "task {t} frees {bytes} bytes of '{tensor}' on device {d}, which has only {} live",
-                        dev.live
-                    )));
+                match self.g.tasks[ti].work {
+                    Work::Alloc { bytes, .. } => {
+                        dev.live += bytes;
+                        dev.high = dev.high.max(dev.live);
+                    }
+                    Work::Free { bytes, tensor } => {
+                        if bytes > dev.live {
+                            return Err(invalid(format!(
+                                "task {t} frees {bytes} bytes of '{tensor}' on device {d}, which has only {} live",
+                                dev.live
+                            )));
+                        }
+                        dev.live -= bytes;
+                    }
+                    _ => unreachable!("kind follows work"),
                 }
-                dev.live -= bytes;
                 self.actions.push_back(Action::Complete(t));
             }
         }
@@ -659,17 +739,17 @@ impl<'g> Engine<'g> {
 
     fn schedule_compute(&mut self, t: u32) {
         let ti = t as usize;
-        let dur = if self.slow[ti] {
-            (self.work[ti] as f64 / self.slow_rate).ceil() as SimTime
+        let dur = if self.ts[ti].slow {
+            (self.ts[ti].work as f64 / self.slow_rate).ceil() as SimTime
         } else {
-            self.work[ti]
+            self.ts[ti].work
         };
-        self.gen[ti] = self.gen[ti].wrapping_add(1);
+        self.ts[ti].gen = self.ts[ti].gen.wrapping_add(1);
         self.q.push(
-            self.now + dur,
+            self.now.saturating_add(dur),
             Ev::Compute {
                 task: t,
-                gen: self.gen[ti],
+                gen: self.ts[ti].gen,
             },
         );
     }
@@ -679,24 +759,24 @@ impl<'g> Engine<'g> {
         let now = self.now;
         for i in 0..self.running[d as usize].len() {
             let t = self.running[d as usize][i] as usize;
-            if self.slow[t] == slow {
+            if self.ts[t].slow == slow {
                 continue;
             }
-            let elapsed = now - self.last[t];
-            let done = if self.slow[t] {
+            let elapsed = now - self.ts[t].last;
+            let done = if self.ts[t].slow {
                 (elapsed as f64 * self.slow_rate).round() as SimTime
             } else {
                 elapsed
             };
-            self.work[t] = self.work[t].saturating_sub(done);
-            self.last[t] = now;
-            self.slow[t] = slow;
+            self.ts[t].work = self.ts[t].work.saturating_sub(done);
+            self.ts[t].last = now;
+            self.ts[t].slow = slow;
             self.schedule_compute(t as u32);
         }
     }
 
     fn finish_compute(&mut self, t: u32) {
-        let d = self.g.tasks[t as usize].device;
+        let d = self.ts[t as usize].device;
         self.touch(d);
         self.dev[d as usize].running -= 1;
         if self.slowdown {
@@ -710,11 +790,11 @@ impl<'g> Engine<'g> {
 
     fn complete(&mut self, t: u32) {
         let ti = t as usize;
-        self.state[ti] = DONE;
+        self.ts[ti].state = DONE;
         self.done += 1;
-        let d = self.g.tasks[ti].device as usize;
+        let d = self.ts[ti].device as usize;
         self.dev[d].finish = self.now;
-        let s = self.stream_of[ti] as usize;
+        let s = self.ts[ti].stream as usize;
         if let Some(spans) = &mut self.spans {
             let task = &self.g.tasks[ti];
             spans.push(Span {
@@ -732,18 +812,18 @@ impl<'g> Engine<'g> {
         self.cursor[s] += 1;
         if self.cursor[s] < self.stream_off[s + 1] {
             let h = self.stream_tasks[self.cursor[s] as usize];
-            if self.deps_left[h as usize] == 0 {
+            if self.ts[h as usize].deps_left == 0 {
                 self.actions.push_back(Action::Start(h));
             }
         }
         for k in self.dependents_off[ti]..self.dependents_off[ti + 1] {
             let x = self.dependents[k as usize];
-            let left = &mut self.deps_left[x as usize];
+            let left = &mut self.ts[x as usize].deps_left;
             *left -= 1;
             if *left == 0 {
-                let sx = self.stream_of[x as usize] as usize;
+                let sx = self.ts[x as usize].stream as usize;
                 if self.stream_tasks[self.cursor[sx] as usize] == x
-                    && self.state[x as usize] == NOT_STARTED
+                    && self.ts[x as usize].state == NOT_STARTED
                 {
                     self.actions.push_back(Action::Start(x));
                 }
@@ -756,13 +836,13 @@ impl<'g> Engine<'g> {
         out.clear();
         match kind {
             OpKind::P2p { send, recv } => {
-                out.push(self.g.tasks[send as usize].device);
-                out.push(self.g.tasks[recv as usize].device);
+                out.push(self.ts[send as usize].device);
+                out.push(self.ts[recv as usize].device);
             }
             OpKind::Coll { coll } => {
                 let c = &self.colls[coll as usize];
                 for &m in &self.coll_tasks[c.members.start as usize..c.members.end as usize] {
-                    out.push(self.g.tasks[m as usize].device);
+                    out.push(self.ts[m as usize].device);
                 }
             }
         }
@@ -803,13 +883,10 @@ impl<'g> Engine<'g> {
         self.transfers.clear();
         let rule = match o.kind {
             OpKind::P2p { send, recv } => {
-                let Work::Send { bytes, .. } = self.g.tasks[send as usize].work else {
-                    unreachable!("p2p ops start from a send")
-                };
                 self.transfers.push(Transfer {
-                    src: self.g.tasks[send as usize].device,
-                    dst: self.g.tasks[recv as usize].device,
-                    bytes: bytes as f64,
+                    src: self.ts[send as usize].device,
+                    dst: self.ts[recv as usize].device,
+                    bytes: self.ts[send as usize].work as f64,
                 });
                 StepLatency::Parallel
             }
@@ -844,7 +921,8 @@ impl<'g> Engine<'g> {
         }
         let lat = self.step_transfers(op);
         if lat > 0 {
-            self.q.push(self.now + lat, Ev::Latency { op });
+            self.q
+                .push(self.now.saturating_add(lat), Ev::Latency { op });
         } else {
             self.start_flows(op);
         }
@@ -925,7 +1003,7 @@ impl<'g> Engine<'g> {
 
     /// Why a task that has not started cannot start.
     fn blocked_on(&self, t: u32) -> String {
-        let s = self.stream_of[t as usize] as usize;
+        let s = self.ts[t as usize].stream as usize;
         let head = self.stream_tasks[self.cursor[s] as usize];
         if head != t {
             return format!("is queued behind {} on its stream", self.describe(head));
@@ -933,7 +1011,7 @@ impl<'g> Engine<'g> {
         let waiting: Vec<String> = self.g.tasks[t as usize]
             .deps
             .iter()
-            .filter(|&&d| self.state[d as usize] != DONE)
+            .filter(|&&d| self.ts[d as usize].state != DONE)
             .take(3)
             .map(|&d| self.describe(d))
             .collect();
@@ -954,10 +1032,10 @@ impl<'g> Engine<'g> {
             }
             let h = self.stream_tasks[self.cursor[s] as usize];
             let task = &self.g.tasks[h as usize];
-            let what = if self.state[h as usize] == STARTED {
+            let what = if self.ts[h as usize].state == STARTED {
                 match &task.work {
                     Work::Send { to, tag, .. } => {
-                        let p = self.peer[h as usize];
+                        let p = self.ts[h as usize].peer;
                         format!(
                             "sends to device {to} (tag {tag}) and waits for its recv, {}, which {}",
                             self.describe(p),
@@ -965,7 +1043,7 @@ impl<'g> Engine<'g> {
                         )
                     }
                     Work::Recv { from, tag, .. } => {
-                        let p = self.peer[h as usize];
+                        let p = self.ts[h as usize].peer;
                         format!(
                             "receives from device {from} (tag {tag}) and waits for its send, {}, which {}",
                             self.describe(p),
@@ -973,12 +1051,12 @@ impl<'g> Engine<'g> {
                         )
                     }
                     Work::Collective { id, .. } => {
-                        let c = &self.colls[self.peer[h as usize] as usize];
+                        let c = &self.colls[self.ts[h as usize].peer as usize];
                         let missing: Vec<String> = c
                             .members
                             .clone()
                             .map(|k| self.coll_tasks[k as usize])
-                            .filter(|&m| self.state[m as usize] == NOT_STARTED)
+                            .filter(|&m| self.ts[m as usize].state == NOT_STARTED)
                             .take(2)
                             .map(|m| format!("{}, which {}", self.describe(m), self.blocked_on(m)))
                             .collect();
@@ -1086,6 +1164,26 @@ mod tests {
 
     fn sim(g: &TaskGraph, hw: &Hardware, model: LinkModel) -> SimResult {
         simulate(g, hw, model, SimOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn duration_cache_agrees_with_the_cost_model() {
+        // Many distinct shapes (more than the cache has slots, so slots collide and get
+        // replaced), each asked twice.
+        let hw = hw();
+        let cost = CostModel::new(&hw);
+        let mut cache = DurationCache::new(cost);
+        for round in 0..2 {
+            for i in 0..3000u32 {
+                let op = [OpKind::Gemm, OpKind::Attention, OpKind::Elementwise][i as usize % 3];
+                let (flops, bytes) = (1e9 * (1.0 + i as f64), 1e6 * (1 + i % 7) as f64);
+                assert_eq!(
+                    cache.get(op, flops, bytes),
+                    secs_to_ps(cost.compute_s(op, flops, bytes)),
+                    "round {round}, shape {i}"
+                );
+            }
+        }
     }
 
     #[test]
