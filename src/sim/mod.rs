@@ -43,3 +43,36 @@ pub use engine::{simulate, DeviceStats, SimOptions, SimResult, Span, Trace, Trac
 pub use network::{LinkModel, Network};
 pub use queue::{ps_to_secs, secs_to_ps, SimTime};
 pub use trace::{chrome_trace_json, write_chrome_trace};
+
+#[cfg(test)]
+mod tests {
+    /// The simulator must stay independent of the analytic model (so the two can check each
+    /// other) and of everything above it (DESIGN §3).
+    #[test]
+    fn depends_on_neither_analytic_nor_anything_above_it() {
+        let sources = [
+            ("mod.rs", include_str!("mod.rs")),
+            ("queue.rs", include_str!("queue.rs")),
+            ("maxmin.rs", include_str!("maxmin.rs")),
+            ("network.rs", include_str!("network.rs")),
+            ("collective.rs", include_str!("collective.rs")),
+            ("engine.rs", include_str!("engine.rs")),
+            ("trace.rs", include_str!("trace.rs")),
+        ];
+        let forbidden = ["analytic", "cli", "search", "sweep", "report", "plot"];
+        for (file, src) in sources {
+            for m in forbidden {
+                for prefix in ["crate::", "metp_sim::"] {
+                    let path = format!("{prefix}{m}");
+                    let hit = src
+                        .lines()
+                        .filter(|l| !l.trim_start().starts_with("//"))
+                        .any(|l| {
+                            l.contains(&format!("{path}::")) || l.contains(&format!("{path};"))
+                        });
+                    assert!(!hit, "src/sim/{file} uses {path}");
+                }
+            }
+        }
+    }
+}
