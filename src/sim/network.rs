@@ -13,7 +13,7 @@
 //!   non-blocking. An inter-node message goes `src NIC egress -> dst NIC ingress`.
 //!
 //! A message costs α (the point-to-point latency of its link class, [`CostModel::p2p_latency_s`])
-//! and then moves its bytes at the rate the [`LinkModel`] gives it. [`FlowSet`] holds the flows
+//! and then moves its bytes at the rate the [`LinkModel`] gives it. `FlowSet` (crate-internal) holds the flows
 //! in flight and recomputes rates: with [`LinkModel::Ideal`] a flow always gets the bandwidth of
 //! the narrowest link on its route, whatever else is in flight; with [`LinkModel::MaxMin`]
 //! concurrent flows share links max-min fairly ([`super::maxmin`]), and rates are recomputed
