@@ -216,13 +216,14 @@ enum Kind {
     Send,
     Recv,
     Collective,
-    Memory,
+    Alloc,
+    Free,
 }
 
 /// The engine's per-task state, kept together for locality.
 #[derive(Debug, Clone, Copy)]
 struct TaskState {
-    /// Compute: remaining full-speed work in ps as of `last`. Send: bytes.
+    /// Compute: remaining full-speed work in ps as of `last`. Send, alloc, free: bytes.
     work: u64,
     last: SimTime,
     device: u32,
@@ -394,7 +395,16 @@ impl<'g> Engine<'g> {
                     coll_keys.push((*id, i as u32));
                     Kind::Collective
                 }
-                Work::Alloc { .. } | Work::Free { .. } => Kind::Memory,
+                Work::Alloc { bytes, .. } | Work::Free { bytes, .. } => {
+                    work = u64::try_from(*bytes).map_err(|_| {
+                        invalid(format!("task {i}: {bytes} bytes is more than 2^64"))
+                    })?;
+                    if matches!(t.work, Work::Alloc { .. }) {
+                        Kind::Alloc
+                    } else {
+                        Kind::Free
+                    }
+                }
             };
             ts.push(TaskState {
                 work,
@@ -713,24 +723,25 @@ impl<'g> Engine<'g> {
                     self.begin_op(OpKind::Coll { coll: c }, steps, rep);
                 }
             }
-            Kind::Memory => {
+            Kind::Alloc => {
                 let dev = &mut self.dev[d as usize];
-                match self.g.tasks[ti].work {
-                    Work::Alloc { bytes, .. } => {
-                        dev.live += bytes;
-                        dev.high = dev.high.max(dev.live);
-                    }
-                    Work::Free { bytes, tensor } => {
-                        if bytes > dev.live {
-                            return Err(invalid(format!(
-                                "task {t} frees {bytes} bytes of '{tensor}' on device {d}, which has only {} live",
-                                dev.live
-                            )));
-                        }
-                        dev.live -= bytes;
-                    }
-                    _ => unreachable!("kind follows work"),
+                dev.live += self.ts[ti].work as u128;
+                dev.high = dev.high.max(dev.live);
+                self.actions.push_back(Action::Complete(t));
+            }
+            Kind::Free => {
+                let dev = &mut self.dev[d as usize];
+                let bytes = self.ts[ti].work as u128;
+                if bytes > dev.live {
+                    let Work::Free { tensor, .. } = self.g.tasks[ti].work else {
+                        unreachable!("kind follows work")
+                    };
+                    return Err(invalid(format!(
+                        "task {t} frees {bytes} bytes of '{tensor}' on device {d}, which has only {} live",
+                        dev.live
+                    )));
                 }
+                dev.live -= bytes;
                 self.actions.push_back(Action::Complete(t));
             }
         }
