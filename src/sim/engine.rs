@@ -159,6 +159,8 @@ const NOT_STARTED: u8 = 0;
 const STARTED: u8 = 1;
 const DONE: u8 = 2;
 const NONE: u32 = u32::MAX;
+/// Largest device count accepted (the per-device tables stay small).
+const MAX_DEVICES: u32 = 1 << 20;
 
 #[derive(Debug, Clone, Copy)]
 enum Ev {
@@ -332,6 +334,12 @@ impl<'g> Engine<'g> {
                 "{n} tasks is more than the simulator handles"
             )));
         }
+        if g.devices > MAX_DEVICES {
+            return Err(invalid(format!(
+                "{} devices is more than the simulator handles ({MAX_DEVICES})",
+                g.devices
+            )));
+        }
         let cost = CostModel::new(hw);
         let net = Network::new(hw, g.devices);
         let flows = FlowSet::new(&net, model);
@@ -339,8 +347,8 @@ impl<'g> Engine<'g> {
 
         // One pass over the graph: validate, index streams (dense, in order of first
         // appearance), price kernels, flatten dependencies, collect rendezvous keys.
-        let per_dev = 257usize;
-        let mut stream_idx = vec![NONE; g.devices as usize * per_dev];
+        // Per device, its streams seen so far as (stream code, dense index); a device has few.
+        let mut stream_idx: Vec<Vec<(u16, u32)>> = vec![Vec::new(); g.devices as usize];
         let mut stream_key = Vec::new();
         let mut ts = Vec::with_capacity(n);
         let mut dep_count = vec![0u32; n];
@@ -355,15 +363,20 @@ impl<'g> Engine<'g> {
                     t.device, g.devices
                 )));
             }
-            let s = match t.stream {
+            let code = match t.stream {
                 Stream::Compute => 0,
-                Stream::Comm(c) => 1 + c as usize,
+                Stream::Comm(c) => 1 + c as u16,
             };
-            let slot = &mut stream_idx[t.device as usize * per_dev + s];
-            if *slot == NONE {
-                *slot = stream_key.len() as u32;
-                stream_key.push((t.device, t.stream));
-            }
+            let known = &mut stream_idx[t.device as usize];
+            let stream = match known.iter().find(|e| e.0 == code) {
+                Some(e) => e.1,
+                None => {
+                    let idx = stream_key.len() as u32;
+                    known.push((code, idx));
+                    stream_key.push((t.device, t.stream));
+                    idx
+                }
+            };
             for &d in &t.deps {
                 if d as usize >= i {
                     return Err(invalid(format!("task {i} depends on later task {d}")));
@@ -410,7 +423,7 @@ impl<'g> Engine<'g> {
                 work,
                 last: 0,
                 device: t.device,
-                stream: *slot,
+                stream,
                 deps_left: t.deps.len() as u32,
                 gen: 0,
                 peer: NONE,

@@ -123,6 +123,16 @@ impl MaxMinSolver {
                     self.saturated.push(l as u32);
                 }
             }
+            if self.saturated.is_empty() {
+                // Only with capacities that are NaN: give up on fairness rather than loop.
+                for (f, fixed) in self.fixed.iter_mut().enumerate() {
+                    if !*fixed {
+                        *fixed = true;
+                        rates[f] = share;
+                    }
+                }
+                break;
+            }
             for i in 0..self.saturated.len() {
                 let l = self.saturated[i] as usize;
                 let (a, b) = (
@@ -216,6 +226,13 @@ mod tests {
         let rates = max_min_fair(&[4.0], &[vec![], vec![0]]);
         assert!(rates[0].is_infinite());
         assert_rates(&rates[1..], &[4.0]);
+    }
+
+    #[test]
+    fn nan_capacities_terminate() {
+        // Not a valid input (profiles are validated), but the solver must not loop forever.
+        let rates = max_min_fair(&[f64::NAN, 1.0], &[vec![0], vec![0, 1], vec![1]]);
+        assert_eq!(rates.len(), 3);
     }
 
     #[test]
