@@ -1711,6 +1711,17 @@ mod tests {
             err.to_string().contains("root 1 is not in its group"),
             "{err}"
         );
+        let err = simulate(
+            &TaskGraph::new(u32::MAX),
+            &hw,
+            LinkModel::MaxMin,
+            SimOptions::default(),
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("more than the simulator handles"),
+            "{err}"
+        );
     }
 
     #[test]
