@@ -1311,6 +1311,33 @@ mod tests {
     }
 
     #[test]
+    fn gpus_on_one_rail_share_their_nic() {
+        // 2 nodes of 8 GPUs. GPUs 0 and 1 of node 0 send 240 MB each to node 1 (GPUs 8, 9).
+        // With 8 NICs they use NICs 0 and 1: 14 µs + 10 ms each. With 1 NIC per node both go
+        // through NIC 0 at 12 GB/s each under max-min: 14 µs + 20 ms.
+        let mut hw = hw();
+        let b = 240_000_000;
+        let mut g = TaskGraph::new(16);
+        for (src, dst) in [(0, 8), (1, 9)] {
+            g.add(src, Stream::Comm(0), send(dst, b, 0), vec![], label("s"));
+            g.add(dst, Stream::Comm(0), recv(src, b, 0), vec![], label("r"));
+        }
+        assert_eq!(
+            sim(&g, &hw, LinkModel::MaxMin).makespan_ps,
+            14_000_000 + 10_000_000_000
+        );
+        hw.inter_node.nics_per_node = 1;
+        assert_eq!(
+            sim(&g, &hw, LinkModel::MaxMin).makespan_ps,
+            14_000_000 + 20_000_000_000
+        );
+        assert_eq!(
+            sim(&g, &hw, LinkModel::Ideal).makespan_ps,
+            14_000_000 + 10_000_000_000
+        );
+    }
+
+    #[test]
     fn collective_traffic_shares_links_with_point_to_point() {
         // All-gather of M over [0, 1] (one step: each rank sends M/2 to the other) while
         // device 0 also sends M/2 to device 1. MaxMin: the two 0 -> 1 flows share gpu0's egress

@@ -495,6 +495,16 @@ mod tests {
     }
 
     #[test]
+    fn pcie_profile_uses_its_own_port_figures() {
+        // a100-80gb-pcie: 20 GB/s per direction, α = 2.5 µs.
+        let hw = load_hardware("a100-80gb-pcie").unwrap();
+        let net = Network::new(&hw, 8);
+        let r = net.route(0, 7);
+        assert_eq!(net.narrowest(&r), 20e9);
+        assert_eq!(net.latency_ps(0, 7), 2_500_000);
+    }
+
+    #[test]
     fn inter_node_routes_are_rail_optimised() {
         // 16 GPUs on 2 nodes, 4 NICs per node: local rank 6 uses NIC 6 % 4 = 2.
         let mut hw = load_hardware("dgx-a100-80gb").unwrap();
