@@ -7,7 +7,9 @@
 //!   of the same device is in flight, the device's compute runs at rate `1 − overlap_slowdown`
 //!   (fluid model): each running kernel keeps its remaining work in full-speed picoseconds,
 //!   which is settled (`elapsed × rate`, rounded to the nearest ps) and its completion
-//!   rescheduled whenever the device's communication switches between idle and busy.
+//!   rescheduled whenever the device's communication switches between idle and busy. Kernels
+//!   on different streams of one device run side by side without sharing the GPU (a graph that
+//!   puts compute on several streams of a device gets no contention between them).
 //! - **Communication is in flight** on a device from the moment a send/recv pair has met (or a
 //!   collective has gathered every rank) until its last byte arrives, on the sending and the
 //!   receiving device (every group member for a collective). A send or recv waiting for its
