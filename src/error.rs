@@ -81,6 +81,19 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A task graph breaks the rules the simulator relies on (unmatched send/recv, collective
+    /// members that disagree, freeing more memory than is live, …).
+    #[error("invalid task graph: {message}")]
+    InvalidGraph {
+        /// What is wrong, naming the task(s).
+        message: String,
+    },
+    /// A task graph deadlocked in the simulator: tasks remained but nothing could progress.
+    #[error("deadlock: {message}")]
+    Deadlock {
+        /// How many tasks were left and which stream heads were stuck on what.
+        message: String,
+    },
 }
 
 impl Error {

@@ -18,5 +18,6 @@ pub mod plot;
 pub mod report;
 pub mod schedule;
 pub mod search;
+pub mod sim;
 
 pub use error::{Error, Result};
