@@ -19,5 +19,6 @@ pub mod report;
 pub mod schedule;
 pub mod search;
 pub mod sim;
+pub mod sweep;
 
 pub use error::{Error, Result};

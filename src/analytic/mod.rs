@@ -28,7 +28,9 @@ use crate::config::Workload;
 use crate::cost::{collective_steps, CostModel, LinkClass};
 use crate::error::Result;
 use crate::memory;
-use crate::schedule::{self, CollectiveOp, Exchange, Kernel, Outer, Ring, Stage, StepPlan};
+use crate::schedule::{
+    self, CollectiveOp, Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan,
+};
 
 /// Closed-form estimate of one training step.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -40,8 +42,12 @@ pub struct Estimate {
     /// Communication time (sum of transfer and collective durations on the critical path's
     /// device, overlapped or not).
     pub communication_s: f64,
-    /// `step_time − compute`: time the step is longer than its compute.
+    /// Wall time with the compute stream idle: `step time − compute busy time` (compute slowed
+    /// by overlapped communication counts as busy). The simulator's definition, on the
+    /// critical device.
     pub exposed_communication_s: f64,
+    /// Share of communication hidden behind compute: `1 − exposed / communication`.
+    pub overlap_efficiency: f64,
     /// Peak bytes per device (the memory inventory's).
     pub peak_bytes: u128,
     /// Tokens per second over all devices.
@@ -54,7 +60,10 @@ pub struct Estimate {
 #[derive(Debug, Clone, Copy, Default)]
 struct T {
     wall: f64,
+    /// Kernel time at full speed.
     compute: f64,
+    /// Wall time with compute running (kernels slowed by overlapped communication last longer).
+    busy: f64,
     comm: f64,
 }
 
@@ -62,6 +71,7 @@ impl std::ops::AddAssign for T {
     fn add_assign(&mut self, o: T) {
         self.wall += o.wall;
         self.compute += o.compute;
+        self.busy += o.busy;
         self.comm += o.comm;
     }
 }
@@ -97,98 +107,105 @@ impl Pricer<'_> {
             * (self.cost.p2p_latency_s(class) + chunk as f64 / self.cost.link_bytes_per_s(class))
     }
 
-    /// A step of compute `c` overlapped with a transfer `m` that starts with it.
-    fn overlapped(&self, c: f64, m: f64) -> f64 {
-        if m <= 0.0 {
-            c
-        } else if c <= m * (1.0 - self.sigma) {
-            m
-        } else {
-            c + self.sigma * m
-        }
-    }
-
     fn stages(&self, stages: &[Stage]) -> T {
-        let mut t = T::default();
+        let mut c = Clock::default();
         for s in stages {
-            t += self.stage(s);
+            self.stage(&mut c, s);
         }
-        t
+        c.total()
     }
 
-    fn stage(&self, s: &Stage) -> T {
+    fn stage(&self, c: &mut Clock, s: &Stage) {
         match s {
             Stage::Compute(ks) => {
-                let c = self.kernels(ks, 1.0);
-                T {
-                    wall: c,
-                    compute: c,
-                    comm: 0.0,
+                for k in ks {
+                    let d = self.cost.compute_s(k.op, k.flops, k.bytes);
+                    c.t = c.run(c.t, d, self.sigma);
                 }
             }
             Stage::Collective { op, bytes, .. } => {
-                if self.p <= 1 {
-                    return T::default();
-                }
-                let m = self.collective(*op, self.p, *bytes, self.class);
-                T {
-                    wall: m,
-                    compute: 0.0,
-                    comm: m,
+                if self.p > 1 {
+                    let m = self.collective(*op, self.p, *bytes, self.class);
+                    c.transfer(c.t, m);
+                    c.t += m;
                 }
             }
-            Stage::Ring(r) => self.ring(r),
-            Stage::Outer(o) => self.outer(o),
+            Stage::Ring(r) => self.ring(c, r),
+            Stage::Outer(o) => self.outer(c, o),
         }
     }
 
-    fn ring(&self, r: &Ring) -> T {
+    /// A ring, step by step, with the same dependencies as its lowering: step k's kernels wait
+    /// for the previous step and for the prefetch of hop k−1; hop k's prefetch starts when hop
+    /// k−1 has landed and a receive buffer is free (after step k−1 with two buffers, after
+    /// step k with one); the accumulate of step k waits for the accumulator hop k−1; each
+    /// accumulator hop follows its accumulate, and the last one returns to the owner.
+    fn ring(&self, c: &mut Clock, r: &Ring) {
         let steps = r.steps.len();
+        let comm = self.p > 1;
         let m = self.message(r.prefetch_bytes);
         let ma = if r.accumulator_bytes > 0 {
             self.message(r.accumulator_bytes)
         } else {
             0.0
         };
-        let mut t = T::default();
-        // Times relative to the ring's start: end of the previous step's work, and when the
-        // previous accumulator hop landed.
-        let mut acc_arrival = 0.0f64;
+        let t0 = c.t;
+        let (mut prev_main_end, mut prev_end) = (t0, t0);
+        let mut pre_arrival: Option<f64> = None;
+        let mut acc_arrival: Option<f64> = None;
         for (k, step) in r.steps.iter().enumerate() {
             // The critical device: the one with the most work at this step.
             let scale = step.fraction.iter().copied().fold(f64::NAN, f64::max);
             let scale = if scale.is_nan() { 1.0 } else { scale };
-            let c = self.kernels(&step.kernels, scale);
-            let a = self.kernels(&step.accumulate, 1.0);
-            let transfer = k + 1 < steps && self.p > 1;
-            let main = if !transfer {
-                c
-            } else if r.buffers >= 2 {
-                self.overlapped(c, m)
+            let hop = comm && k + 1 < steps;
+            let pre_ready = pre_arrival.unwrap_or(t0);
+            if hop && r.buffers >= 2 {
+                let start = pre_ready.max(prev_main_end);
+                c.transfer(start, m);
+            }
+            let mut t = prev_end.max(pre_arrival.unwrap_or(t0));
+            if scale > 0.0 {
+                for kern in &step.kernels {
+                    let d = self
+                        .cost
+                        .compute_s(kern.op, kern.flops * scale, kern.bytes * scale);
+                    t = c.run(t, d, self.sigma);
+                }
+            }
+            let main_end = t;
+            let this_pre = if hop {
+                let start = if r.buffers >= 2 {
+                    pre_ready.max(prev_main_end)
+                } else {
+                    let s = pre_ready.max(main_end);
+                    c.transfer(s, m);
+                    s
+                };
+                Some(start + m)
             } else {
-                c + m
+                None
             };
-            let start = t.wall;
-            let mut end = start + main;
-            if a > 0.0 || ma > 0.0 {
-                // The accumulator of the previous step must have arrived.
-                end = end.max(acc_arrival) + a;
-                acc_arrival = end + ma;
+            if !step.accumulate.is_empty() || (ma > 0.0 && comm) {
+                t = t.max(acc_arrival.unwrap_or(t0));
+                for kern in &step.accumulate {
+                    let d = self.cost.compute_s(kern.op, kern.flops, kern.bytes);
+                    t = c.run(t, d, self.sigma);
+                }
+                if ma > 0.0 && comm {
+                    c.transfer(t, ma);
+                    acc_arrival = Some(t + ma);
+                }
             }
-            t.wall = end;
-            t.compute += c + a;
-            if transfer {
-                t.comm += m;
+            prev_main_end = main_end;
+            prev_end = t;
+            if this_pre.is_some() {
+                pre_arrival = this_pre;
             }
-            t.comm += ma;
         }
-        if ma > 0.0 && self.p > 1 {
-            // Final hop of the accumulator back to its owner.
-            t.wall = t.wall.max(acc_arrival);
-        }
-        t
+        c.t = prev_end.max(acc_arrival.unwrap_or(prev_end));
     }
 
+    /// Time to bring one group's weights (or gradients) to every device.
     fn fetch(&self, o: &Outer, bytes: u64) -> f64 {
         if self.p <= 1 {
             return 0.0;
@@ -204,41 +221,134 @@ impl Pricer<'_> {
         }
     }
 
-    fn outer(&self, o: &Outer) -> T {
-        let body = self.stages(&o.body);
+    /// METP's outer loop with the lowering's dependencies: group g+1's weights start moving
+    /// when group g starts (two buffers) or ends (one); group g+1 starts when both its weights
+    /// and group g are done; weight gradients go back to their owner after each group.
+    ///
+    /// A broadcast is a collective: every device takes part for its whole duration. A chain is
+    /// a relay along the ring, so successive chains pipeline one hop apart: the first group's
+    /// weights take the whole chain, later ones arrive one hop `h` after the previous, and each
+    /// device has communication in flight only while it receives and forwards (2h per group).
+    /// Gradient returns pipeline the same way, one hop apart, the last one exposed.
+    fn outer(&self, c: &mut Clock, o: &Outer) {
+        let chain = o.exchange == Exchange::Chain;
+        let p = self.p;
         let w = self.fetch(o, o.weight_bytes);
         let g = if o.grad_bytes > 0 {
             self.fetch(o, o.grad_bytes)
         } else {
             0.0
         };
-        let mut t = T {
-            wall: w,
-            compute: 0.0,
-            comm: w,
+        let (hw, hg) = if chain && p > 1 {
+            (self.message(o.weight_bytes), self.message(o.grad_bytes))
+        } else {
+            (w, g)
         };
-        let mut grad_done = 0.0f64;
+        let in_flight = |h: f64| if chain && p > 2 { 2.0 * h } else { h };
+        c.transfer(c.t, in_flight(hw).min(w));
+        let mut ready = c.t + w;
+        let mut grad_end = f64::NEG_INFINITY;
         for gi in 0..o.groups {
             let more = gi + 1 < o.groups;
-            let dur = if more && o.buffers >= 2 {
-                // The next group's weights move during this body.
-                body.wall.max(w)
-            } else if more {
-                body.wall + w
-            } else {
-                body.wall
+            let start = c.t.max(ready);
+            c.t = start;
+            let mut next_ready = None;
+            if more && o.buffers >= 2 && p > 1 {
+                c.transfer(start, in_flight(hw));
+                next_ready = Some(start + hw);
+            }
+            for s in &o.body {
+                self.stage(c, s);
+            }
+            if g > 0.0 && p > 1 {
+                c.transfer(c.t, in_flight(hg).min(g));
+                grad_end = (c.t + g).max(grad_end + hg);
+            }
+            ready = match next_ready {
+                Some(r) => r,
+                None if more && p > 1 => {
+                    c.transfer(c.t, in_flight(hw).min(w));
+                    c.t + w
+                }
+                None => c.t,
             };
-            let body_end = t.wall + body.wall;
-            t.wall += dur;
-            t.compute += body.compute;
-            t.comm += body.comm + if more { w } else { 0.0 };
-            if g > 0.0 {
-                grad_done = grad_done.max(body_end) + g;
-                t.comm += g;
+        }
+        c.t = c.t.max(grad_end);
+    }
+}
+
+/// The timeline of one phase on the representative device: the current time, the intervals
+/// during which it has communication in flight (compute runs at 1 − σ of its speed inside
+/// them), and running totals.
+#[derive(Debug, Default)]
+struct Clock {
+    t: f64,
+    slow: Vec<(f64, f64)>,
+    compute: f64,
+    busy: f64,
+    comm: f64,
+    last_end: f64,
+}
+
+impl Clock {
+    /// Records a transfer in flight over `[start, start + d)`.
+    fn transfer(&mut self, start: f64, d: f64) {
+        if d > 0.0 {
+            self.slow.push((start, start + d));
+            self.comm += d;
+            self.last_end = self.last_end.max(start + d);
+        }
+    }
+
+    /// Runs `work` seconds of full-speed compute from `start`; returns when it ends.
+    fn run(&mut self, start: f64, work: f64, sigma: f64) -> f64 {
+        self.compute += work;
+        let mut spans: Vec<(f64, f64)> = self
+            .slow
+            .iter()
+            .copied()
+            .filter(|&(_, b)| b > start)
+            .collect();
+        spans.sort_by(|x, y| x.0.total_cmp(&y.0));
+        let mut merged: Vec<(f64, f64)> = Vec::new();
+        for (a, b) in spans {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a.max(start), b)),
             }
         }
-        t.wall = t.wall.max(grad_done);
-        t
+        let (mut t, mut left) = (start, work);
+        for (a, b) in merged {
+            if a > t {
+                let free = a - t;
+                if left <= free {
+                    break;
+                }
+                left -= free;
+                t = a;
+            }
+            let slow_cap = (b - t) * (1.0 - sigma);
+            if left <= slow_cap {
+                t += left / (1.0 - sigma);
+                left = 0.0;
+                break;
+            }
+            left -= slow_cap;
+            t = b;
+        }
+        let end = t + left;
+        self.busy += end - start;
+        self.last_end = self.last_end.max(end);
+        end
+    }
+
+    fn total(&self) -> T {
+        T {
+            wall: self.t.max(self.last_end),
+            compute: self.compute,
+            busy: self.busy,
+            comm: self.comm,
+        }
     }
 }
 
@@ -311,20 +421,16 @@ pub fn price(w: &Workload, plan: &StepPlan, peak_bytes: u128) -> Estimate {
     } else {
         0.0
     };
-    let fwd_layer = pr.stages(
-        &plan
-            .layer_fwd
-            .iter()
-            .flat_map(|b| b.stages.clone())
-            .collect::<Vec<_>>(),
-    );
-    let bwd_layer = pr.stages(
-        &plan
-            .layer_bwd
-            .iter()
-            .flat_map(|b| b.stages.clone())
-            .collect::<Vec<_>>(),
-    );
+    // Phases end when all their work has (lowering joins them), so each is priced on its own.
+    let blocks = |bs: &[PhaseBlock]| {
+        let mut t = T::default();
+        for b in bs {
+            t += pr.stages(&b.stages);
+        }
+        t
+    };
+    let fwd_layer = blocks(&plan.layer_fwd);
+    let bwd_layer = blocks(&plan.layer_bwd);
     let head = pr.stages(&plan.head.stages);
     let layers = plan.layers as f64;
     for mb in 0..plan.micro_batches {
@@ -332,38 +438,56 @@ pub fn price(w: &Workload, plan: &StepPlan, peak_bytes: u128) -> Estimate {
         step += T {
             wall: emb_f,
             compute: emb_f,
+            busy: emb_f,
             comm: 0.0,
         };
         for _ in 0..plan.layers {
             step += T {
                 wall: gather,
                 compute: 0.0,
+                busy: 0.0,
                 comm: gather,
             };
             step += fwd_layer;
         }
         step += head;
         if last && sync > 0.0 {
-            // Each layer's gradients are synchronised on their own stream while the layers
-            // below run their backward; compute slows by σ while that traffic flows, and
-            // whatever has not finished when the backward ends is exposed.
-            let per_layer = gather + bwd_layer.wall;
-            let mut queue_end = 0.0f64;
-            let mut now = 0.0f64;
-            let mut slowed = 0.0;
+            // Each layer's gradients are synchronised on their own stream as soon as its
+            // backward ends, one collective after the other, while the layers below gather
+            // their weights and run their backward; compute slows by σ while that traffic
+            // flows (in proportion to how busy the layer's compute stream is), and whatever is
+            // still queued when the embedding's backward ends is waited for by the optimizer.
+            let busy_ratio = if bwd_layer.wall > 0.0 {
+                bwd_layer.busy / bwd_layer.wall
+            } else {
+                0.0
+            };
+            let overlap = |a0: f64, a1: f64, b0: f64, b1: f64| (a1.min(b1) - a0.max(b0)).max(0.0);
+            let (mut now, mut queue_end, mut slowed) = (0.0f64, 0.0f64, 0.0f64);
+            let mut syncs: Vec<(f64, f64)> = Vec::new();
             for _ in 0..plan.layers {
-                now += per_layer;
+                let c0 = now + gather;
+                let c1 = c0 + bwd_layer.wall;
+                let hidden: f64 = syncs.iter().map(|&(s0, s1)| overlap(s0, s1, c0, c1)).sum();
+                let ext = pr.sigma * hidden.min(bwd_layer.wall) * busy_ratio;
+                slowed += ext;
+                now = c1 + ext;
                 let start = queue_end.max(now);
                 queue_end = start + sync;
-                slowed += pr.sigma * sync.min(per_layer);
+                syncs.push((start, queue_end));
             }
-            // The last layer's synchronisation has no backward left to hide behind.
-            slowed -= pr.sigma * sync.min(per_layer);
-            let bwd_end = now + slowed;
-            let exposed = (queue_end + slowed - bwd_end).max(0.0);
+            let hidden: f64 = syncs
+                .iter()
+                .map(|&(s0, s1)| overlap(s0, s1, now, now + emb_b))
+                .sum();
+            let ext = pr.sigma * hidden.min(emb_b);
+            slowed += ext;
+            let emb_end = now + emb_b + ext;
+            let exposed = (queue_end - emb_end).max(0.0);
             step += T {
-                wall: layers * gather + layers * bwd_layer.wall + slowed + exposed + emb_b,
+                wall: emb_end + exposed,
                 compute: layers * bwd_layer.compute + emb_b,
+                busy: layers * bwd_layer.busy + slowed + emb_b,
                 comm: layers * (gather + bwd_layer.comm + sync),
             };
         } else {
@@ -371,6 +495,7 @@ pub fn price(w: &Workload, plan: &StepPlan, peak_bytes: u128) -> Estimate {
                 step += T {
                     wall: gather,
                     compute: 0.0,
+                    busy: 0.0,
                     comm: gather,
                 };
                 step += bwd_layer;
@@ -378,6 +503,7 @@ pub fn price(w: &Workload, plan: &StepPlan, peak_bytes: u128) -> Estimate {
             step += T {
                 wall: emb_b,
                 compute: emb_b,
+                busy: emb_b,
                 comm: 0.0,
             };
         }
@@ -386,6 +512,7 @@ pub fn price(w: &Workload, plan: &StepPlan, peak_bytes: u128) -> Estimate {
     step += T {
         wall: opt,
         compute: opt,
+        busy: opt,
         comm: 0.0,
     };
     let tokens = (w.seq * w.micro_batch * w.micro_batches * w.dp) as f64;
@@ -395,11 +522,39 @@ pub fn price(w: &Workload, plan: &StepPlan, peak_bytes: u128) -> Estimate {
         step_time_s: step.wall,
         compute_s: step.compute,
         communication_s: step.comm,
-        exposed_communication_s: (step.wall - step.compute).max(0.0),
+        exposed_communication_s: (step.wall - step.busy).max(0.0),
+        overlap_efficiency: if step.comm > 0.0 {
+            (1.0 - (step.wall - step.busy).max(0.0) / step.comm).clamp(0.0, 1.0)
+        } else {
+            1.0
+        },
         peak_bytes,
         tokens_per_s: tokens / step.wall,
         mfu: model_flops(w) / (step.wall * peak * devices),
     }
+}
+
+/// Wall, compute-busy and communication time of each phase block of one layer (forward blocks,
+/// then the head, then backward blocks), priced on its own.
+pub fn phase_times(w: &Workload) -> Result<Vec<(crate::memory::Phase, f64, f64, f64)>> {
+    let plan = schedule::plan(w)?;
+    let cost = CostModel::new(&w.hardware);
+    let pr = Pricer {
+        cost,
+        p: w.p,
+        class: cost.group_class(&(0..w.p as u32).collect::<Vec<_>>()),
+        sigma: cost.overlap_slowdown(),
+    };
+    Ok(plan
+        .layer_fwd
+        .iter()
+        .chain(std::iter::once(&plan.head))
+        .chain(&plan.layer_bwd)
+        .map(|b| {
+            let t = pr.stages(&b.stages);
+            (b.phase, t.wall, t.busy, t.comm)
+        })
+        .collect())
 }
 
 /// Estimates a workload: its plan, priced in closed form.

@@ -112,7 +112,7 @@ pub struct CommonArgs {
     #[arg(long)]
     pub metp_head_groups: Option<u64>,
     /// METP: how attention weight shards move.
-    #[arg(long, value_enum, default_value = "ring")]
+    #[arg(long, value_enum, default_value = "broadcast")]
     pub metp_weight_exchange: ExchangeArg,
     /// METP: receive buffers per traveling tensor (1 or 2).
     #[arg(long, default_value = "2", value_parser = clap::value_parser!(u64).range(1..=2))]

@@ -5,6 +5,9 @@
 mod args;
 mod maxseq;
 mod memory;
+mod simulate;
+mod sweep;
+mod sweep_plots;
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +28,10 @@ enum Command {
     Memory(memory::MemoryArgs),
     /// Longest sequence that fits, per method and degree.
     Maxseq(maxseq::MaxseqArgs),
+    /// Simulate one training step: time, overlap, memory high-water; trace and timeline.
+    Simulate(simulate::SimulateArgs),
+    /// Every method × degree × sequence length: CSV, JSON and plots.
+    Sweep(sweep::SweepArgs),
     /// List the bundled models and hardware profiles.
     List,
 }
@@ -51,6 +58,8 @@ fn run(cli: Cli) -> Result<()> {
     let text = match cli.command {
         Command::Memory(a) => memory::run(a)?,
         Command::Maxseq(a) => maxseq::run(a)?,
+        Command::Simulate(a) => simulate::run(a)?,
+        Command::Sweep(a) => sweep::run(a)?,
         Command::List => list(),
     };
     print(&text);
@@ -64,6 +73,17 @@ fn list() -> String {
         list_names(DataKind::Model).join(", "),
         list_names(DataKind::Hardware).join(", ")
     )
+}
+
+/// Token counts as on the command line: 4096 → `4k`, 100000 → `100000`.
+fn fmt_tokens(n: u64) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{}m", n >> 20)
+    } else if n >= 1024 && n.is_multiple_of(1024) {
+        format!("{}k", n >> 10)
+    } else {
+        n.to_string()
+    }
 }
 
 /// Prints to stdout, ignoring a closed pipe (`metp-sim … | head`).

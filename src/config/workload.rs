@@ -127,14 +127,16 @@ pub enum ZeroStage {
     Zero3,
 }
 
-/// How METP moves attention weight shards between head-group owners.
+/// How METP brings head group g's attention weights to every device: all devices work on the
+/// same group at once (the inner K/V ring needs every device's K/V of that group), so the
+/// owner's shard must reach all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum WeightExchange {
-    /// Shards travel the ring, one hop per outer step.
-    #[default]
+    /// Relayed along the ring, owner → owner+1 → …, each device forwarding what it received.
     Ring,
-    /// The owner of group g broadcasts its shard (as ParaDySe's implementation does).
+    /// An NCCL broadcast from the owner, as ParaDySe's implementation does (the default).
+    #[default]
     Broadcast,
 }
 
@@ -157,7 +159,7 @@ impl Default for MetpOptions {
     fn default() -> Self {
         MetpOptions {
             head_groups: None,
-            weight_exchange: WeightExchange::Ring,
+            weight_exchange: WeightExchange::Broadcast,
             recv_buffers: 2,
             store_qkv: false,
             store_mlp_act: false,

@@ -3,10 +3,14 @@
 //! computes a number.
 
 mod memory;
+mod sweep;
 mod table;
+mod timeline;
 
 pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json, memory_table};
+pub use sweep::{sweep_csv, sweep_csv_header, sweep_csv_row, sweep_json};
 pub use table::{fmt_bytes, Table};
+pub use timeline::timeline_spans;
 
 use std::io::Write;
 use std::path::Path;

@@ -38,11 +38,13 @@ pub mod maxmin;
 pub mod network;
 pub mod queue;
 pub mod trace;
+mod workload;
 
 pub use engine::{simulate, DeviceStats, SimOptions, SimResult, Span, Trace, Track};
 pub use network::{LinkModel, Network};
 pub use queue::{ps_to_secs, secs_to_ps, SimTime};
 pub use trace::{chrome_trace_json, write_chrome_trace};
+pub use workload::{simulate_workload, WorkloadSim};
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,237 @@
+//! `metp-sim sweep`.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use clap::{Args, ValueEnum};
+
+use super::args::CommonArgs;
+use super::simulate::LinkModelArg;
+use crate::config::{load_hardware, load_model, parse_list, parse_seq_spec, MethodId};
+use crate::error::{Error, Result};
+use crate::report::{self, Table};
+use crate::sweep::{self, Engine, Point, Status, SweepResult, SweepSpec};
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum EngineArg {
+    /// The discrete-event simulator (the analytic estimate is reported beside it).
+    Sim,
+    /// The closed-form model only.
+    Analytic,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Sequence lengths: 4k..512k (doubling), 4k..64k:+4k (linear) or 4k,6k,100000.
+    #[arg(long, default_value = "4k..512k")]
+    seq: String,
+    /// Methods: a comma-separated list or `all`.
+    #[arg(long, alias = "method", default_value = "all")]
+    methods: String,
+    /// Degrees, comma-separated.
+    #[arg(long, default_value = "1,2,4,8")]
+    p: String,
+    /// How step times are obtained.
+    #[arg(long, value_enum, default_value = "sim")]
+    engine: EngineArg,
+    /// Link model for the simulator.
+    #[arg(long, value_enum, default_value = "maxmin")]
+    link_model: LinkModelArg,
+    /// Output folder (default reports/<model>-<hardware>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Write SVG plots only (no PNG).
+    #[arg(long)]
+    svg_only: bool,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+/// A file-name-safe form of a name.
+pub fn slug_pub(s: &str) -> String {
+    slug(s)
+}
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+pub fn run(a: SweepArgs) -> Result<String> {
+    let methods = MethodId::parse_list("--methods", &a.methods)?;
+    let degrees = parse_list("--p", &a.p)?;
+    let seqs = parse_seq_spec("--seq", &a.seq)?;
+    let model_names: Vec<&str> = a.common.model.split(',').map(str::trim).collect();
+    let hw_names: Vec<&str> = a.common.hw.split(',').map(str::trim).collect();
+    let models = model_names
+        .iter()
+        .map(|m| load_model(m))
+        .collect::<Result<Vec<_>>>()?;
+    let mut hardware = hw_names
+        .iter()
+        .map(|h| load_hardware(h))
+        .collect::<Result<Vec<_>>>()?;
+    if let Some(n) = a.common.nodes {
+        if n == 0 {
+            return Err(Error::arg("--nodes", "must be positive"));
+        }
+        for hw in &mut hardware {
+            hw.nodes = n;
+        }
+    }
+    let template = a.common.workload(methods[0], degrees[0], seqs[0])?;
+    let spec = SweepSpec {
+        models,
+        hardware,
+        methods,
+        degrees,
+        seqs,
+        micro_batch: template.micro_batch,
+        options: template.options,
+        engine: match a.engine {
+            EngineArg::Sim => Engine::Simulate(a.link_model.into()),
+            EngineArg::Analytic => Engine::Analytic,
+        },
+    };
+    let out = a.out.clone().unwrap_or_else(|| {
+        let name = if model_names.len() == 1 && hw_names.len() == 1 {
+            format!("{}-{}", slug(model_names[0]), slug(hw_names[0]))
+        } else {
+            "sweep".into()
+        };
+        PathBuf::from("reports").join(name)
+    });
+    std::fs::create_dir_all(&out).map_err(|source| Error::Io {
+        path: out.clone(),
+        source,
+    })?;
+
+    // Rows are appended to a partial file as they complete, so an interrupted sweep keeps what
+    // it computed; the final files are written atomically in spec order.
+    let partial_path = out.join("sweep.csv.partial");
+    let partial = std::fs::File::create(&partial_path).map_err(|source| Error::Io {
+        path: partial_path.clone(),
+        source,
+    })?;
+    let partial = Mutex::new(std::io::BufWriter::new(partial));
+    if let Ok(mut f) = partial.lock() {
+        let _ = f.write_all(report::sweep_csv_header().as_bytes());
+    }
+    let total = spec.models.len()
+        * spec.hardware.len()
+        * spec.methods.len()
+        * spec.degrees.len()
+        * spec.seqs.len();
+    let bar = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new(total as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} points  {elapsed_precise}  {msg}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let on_point = |pt: &Point| {
+        if let Ok(mut f) = partial.lock() {
+            let _ = f.write_all(report::sweep_csv_row(pt).as_bytes());
+            let _ = f.flush();
+        }
+        bar.set_message(format!("{} p={} s={}", pt.method, pt.p, pt.seq));
+        bar.inc(1);
+    };
+    let result = sweep::run(&spec, &on_point);
+    bar.finish_and_clear();
+    drop(partial);
+    report::write_atomic(
+        &out.join("sweep.csv"),
+        report::sweep_csv(&result).as_bytes(),
+    )?;
+    report::write_atomic(
+        &out.join("sweep.json"),
+        report::sweep_json(&result).as_bytes(),
+    )?;
+    let _ = std::fs::remove_file(&partial_path);
+    let exts: &[&str] = if a.svg_only {
+        &["svg"]
+    } else {
+        &["svg", "png"]
+    };
+    let plots = super::sweep_plots::write(&result, &spec, &out, exts)?;
+    Ok(summary(&result, &spec, &out, &plots))
+}
+
+fn summary(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathBuf]) -> String {
+    let mut s = String::new();
+    for m in &spec.models {
+        for hw in &spec.hardware {
+            s.push_str(&format!(
+                "{} on {} — step time per sequence length (OOM: does not fit; -: invalid)\n\n",
+                m.name, hw.name
+            ));
+            let mut header = vec!["method".to_string(), "p".into(), "max_seq".into()];
+            header.extend(spec.seqs.iter().map(|&q| super::fmt_tokens(q)));
+            let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
+            let mut right = vec![false, true, true];
+            right.extend(spec.seqs.iter().map(|_| true));
+            let mut t = Table::new(&hdr, &right);
+            for &method in &spec.methods {
+                for &p in &spec.degrees {
+                    let max = r
+                        .maxseq
+                        .iter()
+                        .find(|x| {
+                            x.model == m.name
+                                && x.hardware == hw.name
+                                && x.row.method == method
+                                && x.row.p == p
+                        })
+                        .and_then(|x| x.row.max_seq)
+                        .map(super::fmt_tokens)
+                        .unwrap_or_else(|| "-".into());
+                    let mut row = vec![method.id().to_string(), p.to_string(), max];
+                    for &q in &spec.seqs {
+                        let pt = r.points.iter().find(|x| {
+                            x.model == m.name
+                                && x.hardware == hw.name
+                                && x.method == method
+                                && x.p == p
+                                && x.seq == q
+                        });
+                        row.push(match pt {
+                            Some(x) if x.status == Status::Ok => {
+                                format!("{:.3} s", x.step_time_s.unwrap_or(0.0))
+                            }
+                            Some(x) if x.status == Status::OutOfMemory => "OOM".into(),
+                            _ => "-".into(),
+                        });
+                    }
+                    t.row(row);
+                }
+            }
+            s.push_str(&t.render());
+            s.push('\n');
+        }
+    }
+    s.push_str(&format!("wrote {}/sweep.csv, sweep.json", out.display()));
+    for p in plots {
+        if let Some(n) = p.file_name() {
+            s.push_str(&format!(", {}", n.to_string_lossy()));
+        }
+    }
+    s.push('\n');
+    s
+}

@@ -1,0 +1,136 @@
+//! The plots a sweep writes: memory per device, step time, throughput and exposed-communication
+//! share against sequence length (one file per degree, one line per method), and the longest
+//! sequence against degree.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::Result;
+use crate::plot::{self, AxisFormat, Chart, Series};
+use crate::sweep::{Point, Status, SweepResult, SweepSpec};
+
+type Metric = fn(&Point) -> Option<f64>;
+
+pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    let multi = spec.models.len() * spec.hardware.len() > 1;
+    for m in &spec.models {
+        for hw in &spec.hardware {
+            let dir = if multi {
+                out.join(format!(
+                    "{}-{}",
+                    super::sweep::slug_pub(&m.name),
+                    super::sweep::slug_pub(&hw.name)
+                ))
+            } else {
+                out.to_path_buf()
+            };
+            let pts: Vec<&Point> = r
+                .points
+                .iter()
+                .filter(|p| p.model == m.name && p.hardware == hw.name)
+                .collect();
+            let capacity = hw.memory_bytes() as f64;
+            let charts: [(&str, &str, AxisFormat, bool, Metric, bool); 4] = [
+                (
+                    "memory",
+                    "peak memory per device",
+                    AxisFormat::Bytes,
+                    true,
+                    |p| p.peak_bytes.map(|b| b as f64),
+                    true,
+                ),
+                (
+                    "step-time",
+                    "step time",
+                    AxisFormat::Seconds,
+                    true,
+                    |p| p.step_time_s,
+                    false,
+                ),
+                (
+                    "tokens-per-s",
+                    "throughput (tokens/s, all devices)",
+                    AxisFormat::TokensPerSecond,
+                    true,
+                    |p| p.tokens_per_s,
+                    false,
+                ),
+                (
+                    "exposed-comm",
+                    "exposed communication (share of step)",
+                    AxisFormat::Percent,
+                    false,
+                    |p| p.exposed_share,
+                    false,
+                ),
+            ];
+            for &p in &spec.degrees {
+                for (file, ylabel, yfmt, ylog, metric, is_memory) in charts {
+                    let mut chart = Chart::new(
+                        format!("{} — {}, {} on {}", ylabel, m.name, format_p(p), hw.name),
+                        "sequence length (tokens)",
+                        ylabel,
+                    )
+                    .with_formats(AxisFormat::Tokens, yfmt)
+                    .with_log(true, ylog);
+                    if is_memory {
+                        chart = chart.with_reference(
+                            capacity,
+                            format!(
+                                "device memory {}",
+                                crate::report::fmt_bytes(hw.memory_bytes())
+                            ),
+                        );
+                        chart.infeasible_label = Some("invalid degree".into());
+                    } else {
+                        chart.infeasible_label = Some("out of memory or invalid".into());
+                    }
+                    for &method in &spec.methods {
+                        let mut points = Vec::new();
+                        let mut bad = Vec::new();
+                        for pt in pts.iter().filter(|x| x.method == method && x.p == p) {
+                            let show = if is_memory {
+                                pt.status != Status::Invalid
+                            } else {
+                                pt.status == Status::Ok
+                            };
+                            match (show, metric(pt)) {
+                                (true, Some(v)) if v > 0.0 || !ylog => {
+                                    points.push((pt.seq as f64, v))
+                                }
+                                _ => bad.push(pt.seq as f64),
+                            }
+                        }
+                        chart = chart
+                            .with_series(Series::new(method.id(), points).with_infeasible(bad));
+                    }
+                    for ext in exts {
+                        let path = dir.join(format!("{file}-p{p}.{ext}"));
+                        plot::write_chart(&chart, &path)?;
+                        written.push(path);
+                    }
+                }
+            }
+            let rows: Vec<(&str, u64, Option<u64>)> = r
+                .maxseq
+                .iter()
+                .filter(|x| x.model == m.name && x.hardware == hw.name)
+                .map(|x| (x.row.method.id(), x.row.p, x.row.max_seq))
+                .collect();
+            let chart = plot::max_seq_chart(
+                format!("longest sequence that fits — {} on {}", m.name, hw.name),
+                rows,
+            );
+            for ext in exts {
+                let path = dir.join(format!("maxseq.{ext}"));
+                plot::write_chart(&chart, &path)?;
+                written.push(path);
+            }
+        }
+    }
+    Ok(written)
+}
+
+fn format_p(p: u64) -> String {
+    format!("p = {p}")
+}
