@@ -20,7 +20,7 @@
 
 mod overlap;
 
-pub use overlap::{thresholds, Thresholds};
+pub use overlap::{solve_thresholds, thresholds, SolvedThresholds, Thresholds};
 
 use serde::Serialize;
 

@@ -131,3 +131,102 @@ mod tests {
         assert!((t.mlp_local_seq / expect - 1.0).abs() < 1e-12);
     }
 }
+
+/// The same thresholds solved with the profile's own kernel timings: the smallest local
+/// sequence c at which one ring step's kernels (priced by the cost model, with its efficiency
+/// tables and launch overhead, slowed by σ while the transfer runs) last at least as long as
+/// the step's transfer `α + bytes / B`. This is the condition the simulator obeys; the closed
+/// forms above assume every kernel runs at the best efficiency.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SolvedThresholds {
+    /// Attention ring (non-causal, or causal contiguous for the pacing device).
+    pub attention_local_seq: u64,
+    /// Attention ring, causal zig-zag.
+    pub attention_causal_zigzag_local_seq: u64,
+    /// MLP weight ring.
+    pub mlp_local_seq: u64,
+}
+
+/// Solves the thresholds for a workload's model, hardware, degree and micro-batch by bisection
+/// on c (step compute grows faster in c than the transfer, so the predicate is monotone).
+pub fn solve_thresholds(w: &Workload) -> SolvedThresholds {
+    use crate::schedule::{Kernel, OpKind};
+    let cost = CostModel::new(&w.hardware);
+    let sigma = cost.overlap_slowdown();
+    let m = &w.model;
+    let devices: Vec<u32> = (0..w.p as u32).collect();
+    let class = cost.group_class(&devices);
+    let msg = |bytes: f64| match class {
+        crate::cost::LinkClass::Local => 0.0,
+        c => cost.p2p_latency_s(c) + bytes / cost.link_bytes_per_s(c),
+    };
+    let (b, h, d) = (w.micro_batch as f64, m.hidden as f64, m.head_dim() as f64);
+    let g = w.options.metp.head_groups.unwrap_or(w.p) as f64;
+    let heads = m.heads as f64 / g;
+    let kv = (m.kv_heads as f64 / g).max(1.0);
+    let flash = w.options.flash;
+    let attn_step = |c: f64, frac: f64| -> (f64, f64) {
+        let flops = 4.0 * b * c * c * heads * d * frac;
+        let io = 2.0 * b * d * (2.0 * c * heads + 2.0 * c * kv) * frac;
+        let compute = if flash {
+            cost.compute_s(OpKind::Attention, flops, io)
+        } else {
+            2.0 * cost.compute_s(
+                OpKind::Gemm,
+                flops / 2.0,
+                io / 2.0 + 2.0 * b * heads * c * c * frac,
+            ) + cost.compute_s(OpKind::Elementwise, 0.0, 4.0 * b * heads * c * c * frac)
+        } + cost.compute_s(OpKind::Elementwise, 0.0, 4.0 * b * c * heads * d);
+        (compute, msg(2.0 * 2.0 * b * c * kv * d))
+    };
+    let f_p = m.ffn_hidden as f64 / w.p as f64;
+    let mats = match m.activation {
+        Activation::Gelu => 2.0,
+        Activation::Swiglu => 3.0,
+    };
+    let mlp_step = |c: f64| -> (f64, f64) {
+        let rows = b * c;
+        let up = (mats - 1.0) * f_p;
+        let ks = [
+            Kernel::gemm("fc1", rows, up, h),
+            Kernel::elementwise("act", rows * up, 1.0),
+            Kernel::gemm("fc2", rows, h, f_p),
+        ];
+        let compute: f64 = ks
+            .iter()
+            .map(|k| cost.compute_s(k.op, k.flops, k.bytes))
+            .sum();
+        (compute, msg(2.0 * mats * h * f_p))
+    };
+    let solve = |step: &dyn Fn(f64) -> (f64, f64)| -> u64 {
+        let hides = |c: u64| {
+            let (comp, comm) = step(c as f64);
+            comp / (1.0 - sigma) >= comm
+        };
+        if hides(1) {
+            return 1;
+        }
+        let (mut lo, mut hi) = (1u64, 2u64);
+        while !hides(hi) {
+            lo = hi;
+            hi *= 2;
+            if hi > 1 << 40 {
+                return u64::MAX;
+            }
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if hides(mid) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        hi
+    };
+    SolvedThresholds {
+        attention_local_seq: solve(&|c| attn_step(c, 1.0)),
+        attention_causal_zigzag_local_seq: solve(&|c| attn_step(c, 0.5)),
+        mlp_local_seq: solve(&mlp_step),
+    }
+}

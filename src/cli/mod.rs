@@ -5,6 +5,7 @@
 mod args;
 mod maxseq;
 mod memory;
+mod overlap;
 mod simulate;
 mod sweep;
 mod sweep_plots;
@@ -32,6 +33,8 @@ enum Command {
     Simulate(simulate::SimulateArgs),
     /// Every method × degree × sequence length: CSV, JSON and plots.
     Sweep(sweep::SweepArgs),
+    /// METP's full-overlap condition and the simulated exposed communication around it.
+    Overlap(overlap::OverlapArgs),
     /// List the bundled models and hardware profiles.
     List,
 }
@@ -60,6 +63,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Maxseq(a) => maxseq::run(a)?,
         Command::Simulate(a) => simulate::run(a)?,
         Command::Sweep(a) => sweep::run(a)?,
+        Command::Overlap(a) => overlap::run(a)?,
         Command::List => list(),
     };
     print(&text);

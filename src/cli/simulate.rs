@@ -128,11 +128,15 @@ pub fn run(a: SimulateArgs) -> Result<String> {
     }
     if let (Some(path), Some(trace)) = (&a.timeline, &s.result.trace) {
         let spans = report::timeline_spans(trace, a.timeline_ms.map(|ms| ms / 1e3));
+        let opts = plot::TimelineOptions {
+            window_s: a.timeline_ms.map(|ms| (0.0, ms / 1e3)),
+            ..Default::default()
+        };
         let title = format!(
             "{} — {} on {}, p = {}, s = {}",
             w.method, w.model.name, w.hardware.name, w.p, w.seq
         );
-        plot::write_timeline(&title, &spans, path)?;
+        plot::write_timeline_with(&title, &spans, &opts, path)?;
     }
     let link = match a.link_model {
         LinkModelArg::Ideal => "ideal",

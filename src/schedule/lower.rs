@@ -255,8 +255,10 @@ impl<'a> Lower<'a> {
                             },
                             send_deps,
                         );
+                        // Posted once the ring has started (two buffers) or once this step's
+                        // accumulator has left its buffer (one).
                         let recv_deps = if ring.buffers >= 2 {
-                            Vec::new()
+                            start[d].clone()
                         } else {
                             self.frontier[d].clone()
                         };

@@ -2,6 +2,7 @@
 
 mod analytic_vs_sim;
 mod cli;
+mod commands;
 mod common;
 mod data;
 mod korthikanti;
