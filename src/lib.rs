@@ -20,5 +20,6 @@ pub mod schedule;
 pub mod search;
 pub mod sim;
 pub mod sweep;
+pub mod validate;
 
 pub use error::{Error, Result};

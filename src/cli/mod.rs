@@ -9,6 +9,7 @@ mod overlap;
 mod simulate;
 mod sweep;
 mod sweep_plots;
+mod validate;
 
 use clap::{Parser, Subcommand};
 
@@ -35,6 +36,8 @@ enum Command {
     Sweep(sweep::SweepArgs),
     /// METP's full-overlap condition and the simulated exposed communication around it.
     Overlap(overlap::OverlapArgs),
+    /// Check METP's published claims C1–C4; writes reports/claims/.
+    Validate(validate::ValidateArgs),
     /// List the bundled models and hardware profiles.
     List,
 }
@@ -64,6 +67,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Simulate(a) => simulate::run(a)?,
         Command::Sweep(a) => sweep::run(a)?,
         Command::Overlap(a) => overlap::run(a)?,
+        Command::Validate(a) => validate::run(a)?,
         Command::List => list(),
     };
     print(&text);

@@ -2,11 +2,13 @@
 //! writes. Input: result types from `memory` and `search`; output: strings or files. Nothing here
 //! computes a number.
 
+mod claims;
 mod memory;
 mod sweep;
 mod table;
 mod timeline;
 
+pub use claims::{claims_json, claims_markdown};
 pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json, memory_table};
 pub use sweep::{sweep_csv, sweep_csv_header, sweep_csv_row, sweep_json};
 pub use table::{fmt_bytes, Table};

@@ -10,4 +10,5 @@ mod plot;
 mod properties;
 mod scaling;
 mod schedules;
+mod validate;
 mod zero;

@@ -1,0 +1,179 @@
+//! METP's overlap condition checked against the simulator: for a range of local sequence
+//! lengths, the exposed communication inside the forward attention and MLP rings (from the
+//! simulator's trace), beside the thresholds solved from the same cost model.
+
+use serde::Serialize;
+
+use crate::analytic::{self, SolvedThresholds, Thresholds};
+use crate::config::Workload;
+use crate::error::Result;
+use crate::schedule::{Pass, Stream};
+use crate::sim::{self, LinkModel, Track};
+
+/// One simulated point.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// Sequence length s.
+    pub seq: u64,
+    /// Degree.
+    pub p: u64,
+    /// Local tokens s/p.
+    pub local_seq: u64,
+    /// Whether s/p is at or above the attention ring's solved threshold (the one that applies
+    /// to the chosen causal mode).
+    pub condition_holds: bool,
+    /// Whether s/p is at or above the MLP ring's solved threshold.
+    pub mlp_condition_holds: bool,
+    /// Exposed communication of the whole simulated layer step (critical device).
+    pub exposed_communication_s: f64,
+    /// Compute-stream time lost waiting inside the forward attention ring (device 0).
+    pub attention_ring_exposed_s: f64,
+    /// The same as a share of the forward attention ring's duration.
+    pub attention_ring_exposed_share: f64,
+    /// Compute-stream time lost waiting inside the forward MLP ring (device 0).
+    pub mlp_ring_exposed_s: f64,
+    /// The same as a share of the forward MLP ring's duration.
+    pub mlp_ring_exposed_share: f64,
+    /// Whether the attention ring's simulated exposure agrees with its condition: share below
+    /// 2% when it holds, above 2% when it does not; `None` within 25% of the threshold.
+    pub attention_agrees: Option<bool>,
+    /// The same for the MLP ring.
+    pub mlp_agrees: Option<bool>,
+    /// Both rings agree (`None` when neither can be judged, `false` if either disagrees).
+    pub agrees: Option<bool>,
+}
+
+/// Compute-stream waiting inside forward ring steps of `block` on device 0: gaps before kernels
+/// of ring steps k ≥ 1 and the span of those rings.
+pub fn ring_exposure(trace: &sim::Trace, block: &str) -> (f64, f64) {
+    let mut spans: Vec<&sim::Span> = trace
+        .spans
+        .iter()
+        .filter(|s| {
+            matches!(
+                s.track,
+                Track::Stream {
+                    device: 0,
+                    stream: Stream::Compute
+                }
+            )
+        })
+        .collect();
+    spans.sort_by_key(|s| (s.start_ps, s.end_ps));
+    let (mut exposed, mut first, mut last) = (0u64, u64::MAX, 0u64);
+    let mut prev_end: Option<u64> = None;
+    for s in spans {
+        let in_ring = s.label.pass == Pass::Fwd && s.label.block == block && s.label.step.is_some();
+        if in_ring {
+            first = first.min(s.start_ps);
+            last = last.max(s.end_ps);
+            if s.label.step.unwrap_or(0) > 0 {
+                if let Some(pe) = prev_end {
+                    exposed += s.start_ps.saturating_sub(pe);
+                }
+            }
+        }
+        prev_end = Some(s.end_ps);
+    }
+    let span = last.saturating_sub(first);
+    (sim::ps_to_secs(exposed), sim::ps_to_secs(span))
+}
+
+/// The kernels the closed form assumes: no launch overhead, the best GEMM efficiency for every
+/// GEMM and attention kernel, full HBM bandwidth for element-wise kernels.
+pub fn idealise(w: &mut Workload) {
+    let e = &mut w.hardware.efficiency;
+    let best = e.gemm.points.iter().map(|&(_, f)| f).fold(0.0, f64::max);
+    let note = "idealised by `metp-sim overlap --ideal-kernels`".to_string();
+    e.gemm.points = vec![(1.0, best)];
+    e.gemm.source = note.clone();
+    e.attention.points = vec![(1.0, best)];
+    e.attention.source = note.clone();
+    e.elementwise.points = vec![(1.0, 1.0)];
+    e.elementwise.source = note.clone();
+    w.hardware.gpu.kernel_launch_s.value = 0.0;
+    w.hardware.gpu.kernel_launch_s.source = note;
+}
+
+/// Whether a ring's exposed share agrees with its condition: below 2% at ≥ 1.25× the
+/// threshold, above 2% at ≤ 0.8×, `None` in between.
+pub fn classify(c: u64, threshold: u64, share: f64) -> Option<bool> {
+    let (c, t) = (c as f64, threshold as f64);
+    if c >= 1.25 * t {
+        Some(share < 0.02)
+    } else if c <= 0.8 * t {
+        Some(share > 0.02)
+    } else {
+        None
+    }
+}
+
+/// The overlap study of a METP workload (its `seq` is ignored; `local_seqs` are s/p).
+#[derive(Debug, Clone, Serialize)]
+pub struct Study {
+    /// Closed-form thresholds.
+    pub closed_form: Thresholds,
+    /// Thresholds solved with the profile's kernel timings.
+    pub solved: SolvedThresholds,
+    /// The attention threshold that applies to the workload's causal mode.
+    pub attention_threshold: u64,
+    /// Simulated points.
+    pub rows: Vec<Row>,
+}
+
+/// Runs the study: one simulated layer per local length.
+pub fn study(base: &Workload, local_seqs: &[u64], link: LinkModel) -> Result<Study> {
+    let p = base.p;
+    let closed = analytic::thresholds(base);
+    let solved = analytic::solve_thresholds(base);
+    let o = &base.options;
+    let attn_threshold = if o.causal && o.causal_zigzag {
+        solved.attention_causal_zigzag_local_seq
+    } else {
+        solved.attention_local_seq
+    };
+    let mut rows = Vec::new();
+    for &c in local_seqs {
+        let mut w = base.clone();
+        w.seq = c * p;
+        // One layer: every layer repeats the same rings, so one shows the condition.
+        w.model.layers = 1;
+        let s = sim::simulate_workload(&w, link, true)?;
+        let Some(trace) = s.result.trace.as_ref() else {
+            continue;
+        };
+        let (ae, aspan) = ring_exposure(trace, "attention");
+        let (me, mspan) = ring_exposure(trace, "mlp");
+        let share = |e: f64, s: f64| if s > 0.0 { e / s } else { 0.0 };
+        let a_share = share(ae, aspan);
+        let m_share = share(me, mspan);
+        let attention_agrees = classify(c, attn_threshold, a_share);
+        let mlp_agrees = classify(c * w.micro_batch, solved.mlp_local_seq, m_share);
+        let agrees = match (attention_agrees, mlp_agrees) {
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            (None, None) => None,
+            _ => Some(true),
+        };
+        rows.push(Row {
+            seq: w.seq,
+            p,
+            local_seq: c,
+            condition_holds: c >= attn_threshold,
+            mlp_condition_holds: c * w.micro_batch >= solved.mlp_local_seq,
+            exposed_communication_s: s.critical().exposed_comm_s,
+            attention_ring_exposed_s: ae,
+            attention_ring_exposed_share: a_share,
+            mlp_ring_exposed_s: me,
+            mlp_ring_exposed_share: m_share,
+            attention_agrees,
+            mlp_agrees,
+            agrees,
+        });
+    }
+    Ok(Study {
+        closed_form: closed,
+        solved,
+        attention_threshold: attn_threshold,
+        rows,
+    })
+}
