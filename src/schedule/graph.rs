@@ -190,6 +190,14 @@ impl TaskGraph {
         }
     }
 
+    /// An empty graph with room for `tasks` tasks.
+    pub fn with_capacity(devices: u32, tasks: usize) -> TaskGraph {
+        TaskGraph {
+            devices,
+            tasks: Vec::with_capacity(tasks),
+        }
+    }
+
     /// Appends a task and returns its id. Dependencies must already exist (debug-asserted;
     /// [`TaskGraph::check`] reports violations as errors).
     pub fn add(

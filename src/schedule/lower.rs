@@ -37,6 +37,15 @@ const G_SEND: Stream = Stream::Comm(6);
 const G_RECV: Stream = Stream::Comm(7);
 const BLOCKING: Stream = Stream::Comm(8);
 const ASYNC: Stream = Stream::Comm(9);
+/// The compute stream and communication streams 0–9.
+const STREAMS: usize = 11;
+
+fn stream_slot(s: Stream) -> usize {
+    match s {
+        Stream::Compute => 0,
+        Stream::Comm(n) => 1 + (n as usize).min(STREAMS - 2),
+    }
+}
 
 struct Lower<'a> {
     g: TaskGraph,
@@ -48,8 +57,9 @@ struct Lower<'a> {
     label: Label,
     /// Per device: what the next compute task must wait for.
     frontier: Vec<Vec<TaskId>>,
-    /// Per device: tasks of the current phase (the phase's free waits for them).
-    phase_tasks: Vec<Vec<TaskId>>,
+    /// Per device and stream: the last task of the current phase on that stream. Streams run in
+    /// order, so the phase's end waits for these and thereby for every task of the phase.
+    phase_tasks: Vec<[Option<TaskId>; STREAMS]>,
 }
 
 impl<'a> Lower<'a> {
@@ -64,7 +74,7 @@ impl<'a> Lower<'a> {
 
     fn add(&mut self, dev: DeviceId, stream: Stream, work: Work, deps: Vec<TaskId>) -> TaskId {
         let id = self.g.add(dev, stream, work, deps, self.label);
-        self.phase_tasks[dev as usize].push(id);
+        self.phase_tasks[dev as usize][stream_slot(stream)] = Some(id);
         id
     }
 
@@ -460,7 +470,7 @@ impl<'a> Lower<'a> {
         self.label.block = b.block;
         let bytes = self.inv.transient_bytes(b.phase);
         for dev in 0..self.devices() {
-            self.phase_tasks[dev as usize].clear();
+            self.phase_tasks[dev as usize] = [None; STREAMS];
             self.label.name = b.phase.name();
             self.mem(dev, true, bytes, b.phase.name());
         }
@@ -469,7 +479,11 @@ impl<'a> Lower<'a> {
         }
         for dev in 0..self.devices() {
             let d = dev as usize;
-            let mut deps = std::mem::take(&mut self.phase_tasks[d]);
+            let mut deps: Vec<TaskId> =
+                std::mem::replace(&mut self.phase_tasks[d], [None; STREAMS])
+                    .into_iter()
+                    .flatten()
+                    .collect();
             deps.extend(self.frontier[d].iter().copied());
             deps.sort_unstable();
             deps.dedup();
@@ -496,7 +510,7 @@ impl<'a> Lower<'a> {
 pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> TaskGraph {
     let n = (p * opts.dp) as usize;
     let mut l = Lower {
-        g: TaskGraph::new(p * opts.dp),
+        g: TaskGraph::with_capacity(p * opts.dp, estimate_tasks(plan, p * opts.dp)),
         p,
         dp: opts.dp,
         inv,
@@ -512,7 +526,7 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
             micro_batch: 0,
         },
         frontier: vec![Vec::new(); n],
-        phase_tasks: vec![Vec::new(); n],
+        phase_tasks: vec![[None; STREAMS]; n],
     };
     let per_layer = inv.activation_bytes_per_layer;
     let model_scope: u128 = inv
@@ -599,6 +613,33 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
         );
     }
     l.g
+}
+
+/// An upper estimate of the tasks `lower` creates, so the graph is allocated once (large graphs
+/// otherwise spend a noticeable share of their build time growing and copying the task list).
+fn estimate_tasks(plan: &StepPlan, devices: u32) -> usize {
+    fn stages(ss: &[Stage]) -> usize {
+        ss.iter()
+            .map(|s| match s {
+                Stage::Compute(k) => k.len(),
+                Stage::Collective { .. } => 1,
+                Stage::Ring(r) => r
+                    .steps
+                    .iter()
+                    .map(|st| st.kernels.len() + st.accumulate.len() + 4)
+                    .sum(),
+                Stage::Outer(o) => o.groups as usize * (stages(&o.body) + 4) + 2,
+            })
+            .sum()
+    }
+    let blocks = |bs: &[PhaseBlock]| bs.iter().map(|b| stages(&b.stages) + 2).sum::<usize>();
+    let layer = blocks(&plan.layer_fwd) + blocks(&plan.layer_bwd) + 6;
+    let step = plan.layers as usize * layer
+        + stages(&plan.head.stages)
+        + plan.embedding_fwd.len()
+        + plan.embedding_bwd.len()
+        + 8;
+    (plan.micro_batches as usize * step + plan.optimizer.len() + 4) * devices as usize
 }
 
 /// The devices that hold the same weights: all p·dp for replicated-weight plans (detected by a
