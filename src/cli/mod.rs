@@ -6,6 +6,7 @@ mod args;
 mod maxseq;
 mod memory;
 mod overlap;
+mod plan;
 mod simulate;
 mod sweep;
 mod sweep_plots;
@@ -35,6 +36,8 @@ enum Command {
     Sweep(sweep::SweepArgs),
     /// METP's full-overlap condition and the simulated exposed communication around it.
     Overlap(overlap::OverlapArgs),
+    /// Rank the configurations that fit N GPUs by simulated throughput, with memory headroom.
+    Plan(plan::PlanArgs),
     /// List the bundled models and hardware profiles.
     List,
 }
@@ -64,6 +67,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Simulate(a) => simulate::run(a)?,
         Command::Sweep(a) => sweep::run(a)?,
         Command::Overlap(a) => overlap::run(a)?,
+        Command::Plan(a) => plan::run(a)?,
         Command::List => list(),
     };
     print(&text);
