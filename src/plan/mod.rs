@@ -864,6 +864,25 @@ mod tests {
         assert_eq!(cands.len(), 2 * 4 * 3 * 4 - skipped);
     }
 
+    /// The planner sits below the command line (DESIGN §3).
+    #[test]
+    fn does_not_depend_on_the_cli() {
+        for (file, src) in [
+            ("mod.rs", include_str!("mod.rs")),
+            ("sim.rs", include_str!("sim.rs")),
+        ] {
+            // The code above the tests only.
+            let code = src.split("#[cfg(test)]").next().unwrap_or(src);
+            for path in ["crate::cli", "metp_sim::cli", "clap::"] {
+                let hit = code
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .any(|l| l.contains(path));
+                assert!(!hit, "src/plan/{file} uses {path}");
+            }
+        }
+    }
+
     #[test]
     fn flash_off_only_on_request() {
         let mut s = spec("llama2-7b", 2, 4096);
