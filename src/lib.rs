@@ -14,6 +14,7 @@ pub mod cost;
 pub mod error;
 pub mod exec;
 pub mod memory;
+pub mod plan;
 pub mod plot;
 pub mod report;
 pub mod schedule;

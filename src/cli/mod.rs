@@ -6,6 +6,7 @@ mod args;
 mod maxseq;
 mod memory;
 mod overlap;
+mod plan;
 mod simulate;
 mod sweep;
 mod sweep_plots;
@@ -38,6 +39,8 @@ enum Command {
     Overlap(overlap::OverlapArgs),
     /// Check METP's published claims C1–C4; writes reports/claims/.
     Validate(validate::ValidateArgs),
+    /// Rank the configurations that fit N GPUs by simulated throughput, with memory headroom.
+    Plan(plan::PlanArgs),
     /// List the bundled models and hardware profiles.
     List,
 }
@@ -68,6 +71,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Sweep(a) => sweep::run(a)?,
         Command::Overlap(a) => overlap::run(a)?,
         Command::Validate(a) => validate::run(a)?,
+        Command::Plan(a) => plan::run(a)?,
         Command::List => list(),
     };
     print(&text);

@@ -6,6 +6,7 @@ mod commands;
 mod common;
 mod data;
 mod korthikanti;
+mod plan;
 mod plot;
 mod properties;
 mod scaling;
