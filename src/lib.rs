@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod analytic;
+pub mod atomic;
 pub mod cli;
 pub mod config;
 pub mod cost;

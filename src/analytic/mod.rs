@@ -84,7 +84,18 @@ struct Pricer<'a> {
     sigma: f64,
 }
 
-impl Pricer<'_> {
+impl<'a> Pricer<'a> {
+    /// A pricer for the p devices of `w`'s group.
+    fn new(w: &'a Workload) -> Self {
+        let cost = CostModel::new(&w.hardware);
+        Pricer {
+            cost,
+            p: w.p,
+            class: cost.group_class(&(0..w.p as u32).collect::<Vec<_>>()),
+            sigma: cost.overlap_slowdown(),
+        }
+    }
+
     fn kernels(&self, ks: &[Kernel], scale: f64) -> f64 {
         if scale == 0.0 {
             return 0.0;
@@ -386,12 +397,7 @@ pub fn sync_group(w: &Workload, over_p: bool) -> Vec<u32> {
 /// Prices a plan.
 pub fn price(w: &Workload, plan: &StepPlan, peak_bytes: u128) -> Estimate {
     let cost = CostModel::new(&w.hardware);
-    let pr = Pricer {
-        cost,
-        p: w.p,
-        class: cost.group_class(&(0..w.p as u32).collect::<Vec<_>>()),
-        sigma: cost.overlap_slowdown(),
-    };
+    let pr = Pricer::new(w);
     let mut step = T::default();
     let emb_f = pr.kernels(&plan.embedding_fwd, 1.0);
     let emb_b = pr.kernels(&plan.embedding_bwd, 1.0);
@@ -538,13 +544,7 @@ pub fn price(w: &Workload, plan: &StepPlan, peak_bytes: u128) -> Estimate {
 /// then the head, then backward blocks), priced on its own.
 pub fn phase_times(w: &Workload) -> Result<Vec<(crate::memory::Phase, f64, f64, f64)>> {
     let plan = schedule::plan(w)?;
-    let cost = CostModel::new(&w.hardware);
-    let pr = Pricer {
-        cost,
-        p: w.p,
-        class: cost.group_class(&(0..w.p as u32).collect::<Vec<_>>()),
-        sigma: cost.overlap_slowdown(),
-    };
+    let pr = Pricer::new(w);
     Ok(plan
         .layer_fwd
         .iter()

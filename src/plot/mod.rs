@@ -1,7 +1,7 @@
 //! Plots: line charts of sweep results and Gantt timelines of simulated spans, as SVG or PNG.
 //!
 //! Plain data in, files out. This module depends on nothing in the crate except [`crate::error`]
-//! (DESIGN §3; style §8 lets `plot` use more, but taking plain data keeps it usable from `report`,
+//! and [`crate::atomic`] (DESIGN §3; style §8 lets `plot` use more, but taking plain data keeps it usable from `report`,
 //! `sweep` and `cli` alike and testable on its own).
 //!
 //! - [`curves`]: [`Chart`] of named [`Series`] (memory vs sequence, step time vs sequence,
@@ -28,7 +28,6 @@ pub use curves::{max_seq_chart, write_chart, Chart, Series};
 pub use palette::{category_color, method_color};
 pub use timeline::{write_timeline, write_timeline_with, Span, TimelineOptions};
 
-use std::io::Write;
 use std::path::Path;
 
 use plotters::coord::Shift;
@@ -104,7 +103,7 @@ pub(crate) fn render(drawing: &impl Drawing, path: &Path) -> Result<()> {
             encode_png(&rgb, w, h).map_err(|m| plot_error(path, m))?
         }
     };
-    write_atomic(path, &bytes)
+    crate::atomic::write_atomic(path, &bytes)
 }
 
 fn draw_on<DB: DrawingBackend>(
@@ -130,36 +129,6 @@ fn encode_png(rgb: &[u8], w: u32, h: u32) -> Result<Vec<u8>, String> {
         writer.finish().map_err(|e| e.to_string())?;
     }
     Ok(out)
-}
-
-/// Writes `contents` to a temporary file beside `path` and renames it into place (the same
-/// scheme as `report::write_atomic`, kept local so that `plot` does not depend on `report`).
-fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "plot".into());
-    let tmp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(contents)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(e));
-    }
-    Ok(())
 }
 
 /// Text style in the embedded font.

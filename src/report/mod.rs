@@ -12,12 +12,9 @@ pub use claims::{claims_json, claims_markdown};
 pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json, memory_table};
 pub use sweep::{sweep_csv, sweep_csv_header, sweep_csv_row, sweep_json};
 pub use table::{fmt_bytes, Table};
+
+pub use crate::atomic::write_atomic;
 pub use timeline::timeline_spans;
-
-use std::io::Write;
-use std::path::Path;
-
-use crate::error::{Error, Result};
 
 /// Output format of a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,36 +25,6 @@ pub enum Format {
     Json,
     /// CSV with a header row.
     Csv,
-}
-
-/// Writes `contents` to `path` through a temporary file in the same folder and a rename, so a
-/// failed or interrupted run never leaves a half-written file.
-pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    let tmp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(contents)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(e));
-    }
-    Ok(())
 }
 
 /// Serialises to pretty JSON with a trailing newline. Serialisation of our own types cannot fail

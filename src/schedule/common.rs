@@ -142,3 +142,45 @@ pub fn finish(
         micro_batches: w.micro_batches as u32,
     }
 }
+
+/// The plan of a method whose MLP, norms and head run on its `local` tokens with full weights
+/// (Ulysses, ring attention, RSA): only the attention stages differ between them.
+pub fn sequence_split_plan(
+    w: &Workload,
+    d: &D,
+    local: f64,
+    attn_fwd: Vec<Stage>,
+    attn_bwd: Vec<Stage>,
+) -> StepPlan {
+    use super::kernels::{linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm};
+    let act = w.model.activation;
+    let mut mlp_k = vec![norm("ln2", local, d.h)];
+    mlp_k.extend(mlp_fwd(local, d.h, d.f, act));
+    let mut mlp_b = Vec::new();
+    if w.options.recompute == Recompute::Full {
+        mlp_b.push(Stage::Compute(mlp_k.clone()));
+    }
+    let mut k = mlp_bwd(local, d.h, d.f, act);
+    k.push(norm("ln2-bwd", local, d.h));
+    mlp_b.push(Stage::Compute(k));
+    let mut head_k = vec![
+        norm("final-ln", local, d.h),
+        linear_fwd("head", local, d.v, d.h),
+    ];
+    head_k.push(Kernel::elementwise("cross-entropy", local * d.v, 2.0));
+    head_k.extend(linear_bwd("head-bwd", local, d.v, d.h));
+    finish(
+        w,
+        embedding(local, d.h),
+        vec![
+            block(Phase::FwdAttention, "attention", attn_fwd),
+            block(Phase::FwdMlp, "mlp", vec![Stage::Compute(mlp_k)]),
+        ],
+        block(Phase::Loss, "head", vec![Stage::Compute(head_k)]),
+        vec![
+            block(Phase::BwdMlp, "mlp", mlp_b),
+            block(Phase::BwdAttention, "attention", attn_bwd),
+        ],
+        embedding(local, d.h),
+    )
+}

@@ -3,13 +3,12 @@
 //! block is computed (two receive buffers). Backward passes K/V again and fp32 dK/dV
 //! accumulators that make a final hop back to their owner.
 
-use super::common::{attn, block, embedding, finish, recompute_kernels, D};
+use super::common::{attn, recompute_kernels, sequence_split_plan, D};
 use super::kernels::{
-    attention_bwd, attention_fwd, causal_fractions, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm,
+    attention_bwd, attention_fwd, causal_fractions, linear_bwd, linear_fwd, norm,
 };
 use super::stage::{Kernel, Ring, RingStep, Stage, StepPlan};
 use crate::config::{Recompute, Workload};
-use crate::memory::Phase;
 
 /// Per-step causal fractions for a ring of p steps (empty when not causal).
 pub fn fractions(w: &Workload, k: usize) -> Vec<f64> {
@@ -67,7 +66,7 @@ pub fn plan(w: &Workload) -> StepPlan {
     let d = D::new(w);
     let c = d.s / d.p;
     let local = d.b * c;
-    let act = w.model.activation;
+    let _act = w.model.activation;
     let pre = vec![
         norm("ln1", local, d.h),
         linear_fwd("qkv", local, d.h + 2.0 * d.a_kv * d.d, d.h),
@@ -78,16 +77,7 @@ pub fn plan(w: &Workload) -> StepPlan {
         Stage::Ring(kv_ring(w, &d, c, d.a, d.a_kv, 2, false)),
         Stage::Compute(post),
     ];
-    let mut mlp_k = vec![norm("ln2", local, d.h)];
-    mlp_k.extend(mlp_fwd(local, d.h, d.f, act));
     let full = w.options.recompute == Recompute::Full;
-    let mut mlp_b = Vec::new();
-    if full {
-        mlp_b.push(Stage::Compute(mlp_k.clone()));
-    }
-    let mut k = mlp_bwd(local, d.h, d.f, act);
-    k.push(norm("ln2-bwd", local, d.h));
-    mlp_b.push(Stage::Compute(k));
     let mut attn_b = Vec::new();
     if full {
         attn_b.extend(attn_f.iter().cloned());
@@ -105,24 +95,5 @@ pub fn plan(w: &Workload) -> StepPlan {
     k.push(norm("ln1-bwd", local, d.h));
     attn_b.push(Stage::Compute(k));
 
-    let mut head_k = vec![
-        norm("final-ln", local, d.h),
-        linear_fwd("head", local, d.v, d.h),
-    ];
-    head_k.push(Kernel::elementwise("cross-entropy", local * d.v, 2.0));
-    head_k.extend(linear_bwd("head-bwd", local, d.v, d.h));
-    finish(
-        w,
-        embedding(local, d.h),
-        vec![
-            block(Phase::FwdAttention, "attention", attn_f),
-            block(Phase::FwdMlp, "mlp", vec![Stage::Compute(mlp_k)]),
-        ],
-        block(Phase::Loss, "head", vec![Stage::Compute(head_k)]),
-        vec![
-            block(Phase::BwdMlp, "mlp", mlp_b),
-            block(Phase::BwdAttention, "attention", attn_b),
-        ],
-        embedding(local, d.h),
-    )
+    sequence_split_plan(w, &d, local, attn_f, attn_b)
 }

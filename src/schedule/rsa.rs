@@ -3,13 +3,12 @@
 //! implementation's ring passes are synchronous (one buffer, no overlap) and its kernels are
 //! unfused. Backward repeats both rings and all-reduces full-length dK and dV.
 
-use super::common::{block, embedding, finish, D};
-use super::kernels::{linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm};
+use super::common::{sequence_split_plan, D};
+use super::kernels::{linear_bwd, linear_fwd, norm};
 use super::ring::fractions;
 use super::stage::{Kernel, Ring, RingStep, Stage, StepPlan};
 use super::CollectiveOp;
 use crate::config::{Recompute, Workload};
-use crate::memory::Phase;
 
 fn chunk_ring(w: &Workload, name: &'static str, gemm: Kernel, chunk_bytes: u64) -> Ring {
     Ring {
@@ -32,7 +31,7 @@ pub fn plan(w: &Workload) -> StepPlan {
     let d = D::new(w);
     let c = d.s / d.p;
     let local = d.b * c;
-    let act = w.model.activation;
+    let _act = w.model.activation;
     let kv_w = d.a_kv * d.d;
     let chunk = (2.0 * local * kv_w) as u64;
     // One (c × c) score block for all heads: QKᵀ or P·V, 2·b·c·c·h FLOPs.
@@ -58,16 +57,7 @@ pub fn plan(w: &Workload) -> StepPlan {
         Stage::Ring(chunk_ring(w, "ring-av", block_gemm("av-block"), chunk)),
         Stage::Compute(vec![linear_fwd("out-proj", local, d.h, d.h)]),
     ];
-    let mut mlp_k = vec![norm("ln2", local, d.h)];
-    mlp_k.extend(mlp_fwd(local, d.h, d.f, act));
     let full = w.options.recompute == Recompute::Full;
-    let mut mlp_b = Vec::new();
-    if full {
-        mlp_b.push(Stage::Compute(mlp_k.clone()));
-    }
-    let mut k = mlp_bwd(local, d.h, d.f, act);
-    k.push(norm("ln2-bwd", local, d.h));
-    mlp_b.push(Stage::Compute(k));
     let mut attn_b = Vec::new();
     if full || w.options.recompute == Recompute::Selective {
         attn_b.extend(attn_f.iter().cloned());
@@ -107,24 +97,5 @@ pub fn plan(w: &Workload) -> StepPlan {
     k.push(norm("ln1-bwd", local, d.h));
     attn_b.push(Stage::Compute(k));
 
-    let mut head_k = vec![
-        norm("final-ln", local, d.h),
-        linear_fwd("head", local, d.v, d.h),
-    ];
-    head_k.push(Kernel::elementwise("cross-entropy", local * d.v, 2.0));
-    head_k.extend(linear_bwd("head-bwd", local, d.v, d.h));
-    finish(
-        w,
-        embedding(local, d.h),
-        vec![
-            block(Phase::FwdAttention, "attention", attn_f),
-            block(Phase::FwdMlp, "mlp", vec![Stage::Compute(mlp_k)]),
-        ],
-        block(Phase::Loss, "head", vec![Stage::Compute(head_k)]),
-        vec![
-            block(Phase::BwdMlp, "mlp", mlp_b),
-            block(Phase::BwdAttention, "attention", attn_b),
-        ],
-        embedding(local, d.h),
-    )
+    sequence_split_plan(w, &d, local, attn_f, attn_b)
 }

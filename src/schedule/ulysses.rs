@@ -2,14 +2,11 @@
 //! attention core, which an all-to-all gives a/p heads over the full sequence; a second
 //! all-to-all returns the output. Backward mirrors both. Compute waits for each all-to-all.
 
-use super::common::{attn, block, causal_factor, embedding, finish, recompute_kernels, D};
-use super::kernels::{
-    attention_bwd, attention_fwd, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm,
-};
+use super::common::{attn, causal_factor, recompute_kernels, sequence_split_plan, D};
+use super::kernels::{attention_bwd, attention_fwd, linear_bwd, linear_fwd, norm};
 use super::stage::{Kernel, Stage, StepPlan};
 use super::CollectiveOp;
 use crate::config::{Recompute, Workload};
-use crate::memory::Phase;
 
 /// The step plan of DeepSpeed-Ulysses.
 pub fn plan(w: &Workload) -> StepPlan {
@@ -17,7 +14,7 @@ pub fn plan(w: &Workload) -> StepPlan {
     let local = d.b * d.s / d.p;
     let heads = d.a / d.p;
     let kv = d.kv_per(d.p);
-    let act = w.model.activation;
+    let _act = w.model.activation;
     // Local buffers of the all-to-alls: Q, K, V of the local tokens (K/V replicated to p heads
     // when there are fewer KV heads than devices), then the attention output.
     let qkv_bytes = (2.0 * local * (d.a + 2.0 * kv * d.p) * d.d) as u64;
@@ -41,16 +38,7 @@ pub fn plan(w: &Workload) -> StepPlan {
         a2a("all-to-all-out", out_bytes),
         Stage::Compute(post.clone()),
     ];
-    let mut mlp_k = vec![norm("ln2", local, d.h)];
-    mlp_k.extend(mlp_fwd(local, d.h, d.f, act));
     let full = w.options.recompute == Recompute::Full;
-    let mut mlp_b = Vec::new();
-    if full {
-        mlp_b.push(Stage::Compute(mlp_k.clone()));
-    }
-    let mut k = mlp_bwd(local, d.h, d.f, act);
-    k.push(norm("ln2-bwd", local, d.h));
-    mlp_b.push(Stage::Compute(k));
 
     let mut attn_b = Vec::new();
     if full {
@@ -71,24 +59,5 @@ pub fn plan(w: &Workload) -> StepPlan {
     k.push(norm("ln1-bwd", local, d.h));
     attn_b.push(Stage::Compute(k));
 
-    let mut head_k = vec![
-        norm("final-ln", local, d.h),
-        linear_fwd("head", local, d.v, d.h),
-    ];
-    head_k.push(Kernel::elementwise("cross-entropy", local * d.v, 2.0));
-    head_k.extend(linear_bwd("head-bwd", local, d.v, d.h));
-    finish(
-        w,
-        embedding(local, d.h),
-        vec![
-            block(Phase::FwdAttention, "attention", attn_f),
-            block(Phase::FwdMlp, "mlp", vec![Stage::Compute(mlp_k)]),
-        ],
-        block(Phase::Loss, "head", vec![Stage::Compute(head_k)]),
-        vec![
-            block(Phase::BwdMlp, "mlp", mlp_b),
-            block(Phase::BwdAttention, "attention", attn_b),
-        ],
-        embedding(local, d.h),
-    )
+    sequence_split_plan(w, &d, local, attn_f, attn_b)
 }
