@@ -3,8 +3,11 @@
 //! on this module, and clap is used nowhere else.
 
 mod args;
+mod calibrate;
+mod link;
 mod maxseq;
 mod memory;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +28,12 @@ enum Command {
     Memory(memory::MemoryArgs),
     /// Longest sequence that fits, per method and degree.
     Maxseq(maxseq::MaxseqArgs),
+    /// Execute one unit (attention or MLP, METP or TP) on a backend: error against an f64
+    /// reference, measured and predicted memory and time.
+    Run(run::RunArgs),
+    /// Measure this machine (CPU or CUDA), fit and write a hardware profile, and compare METP
+    /// units' predicted and measured times.
+    Calibrate(calibrate::CalibrateArgs),
     /// List the bundled models and hardware profiles.
     List,
 }
@@ -51,6 +60,8 @@ fn run(cli: Cli) -> Result<()> {
     let text = match cli.command {
         Command::Memory(a) => memory::run(a)?,
         Command::Maxseq(a) => maxseq::run(a)?,
+        Command::Run(a) => run::run(a)?,
+        Command::Calibrate(a) => calibrate::run(a)?,
         Command::List => list(),
     };
     print(&text);

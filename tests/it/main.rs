@@ -1,5 +1,6 @@
 //! Integration tests: one binary, one module per concern.
 
+mod calib;
 mod cli;
 mod common;
 mod data;
