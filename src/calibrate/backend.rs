@@ -118,4 +118,9 @@ pub trait Backend {
     fn compute_scale(&self, _p: usize, _profile_devices: usize) -> f64 {
         1.0
     }
+    /// How much longer each message of `p` devices takes than one measured alone (devices
+    /// whose transfers share one copy engine or stream).
+    fn transfer_scale(&self, _p: usize) -> f64 {
+        1.0
+    }
 }

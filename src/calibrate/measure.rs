@@ -51,6 +51,31 @@ pub fn default_units(p: usize, quick: bool) -> Vec<RunSpec> {
     ]
 }
 
+/// The units `calibrate` runs on a backend: [`default_units`] on the CPU; on a GPU, head
+/// dimension 64 and c = 512 (quick) or 1024 local tokens — large enough to keep the GPU busy,
+/// small enough for the f64 reference check on the host.
+pub fn default_units_for(backend: &str, p: usize, quick: bool) -> Vec<RunSpec> {
+    if backend != "cuda" {
+        return default_units(p, quick);
+    }
+    let p = p.max(1);
+    let (d, c) = (64, if quick { 512 } else { 1024 });
+    let a = 2 * p;
+    let h = a * d;
+    let shape = Shape {
+        b: 1,
+        s: c * p,
+        h,
+        a,
+        f: 4 * h,
+        p,
+    };
+    vec![
+        RunSpec::new(Unit::Attention, ExecMethod::Metp, shape),
+        RunSpec::new(Unit::Mlp, ExecMethod::Metp, shape),
+    ]
+}
+
 impl Plan {
     /// A plan measuring a generic ladder of sizes plus every kernel of `units` (so that the
     /// profile's tables hold the units' exact sizes). `link`: the throttle, which bounds the

@@ -119,6 +119,7 @@ pub fn calibrate(
         ));
         let popts = PredictOptions {
             compute_scale: backend.compute_scale(spec.shape.p, backend.devices()),
+            transfer_scale: backend.transfer_scale(spec.shape.p),
             ..PredictOptions::default()
         };
         units.push(compare_unit(backend, spec, &hw, popts, opts.unit_runs)?);

@@ -120,6 +120,8 @@ pub struct PredictOptions {
     pub compute_scale: f64,
     /// Price the forward pass only (backends that run forward units).
     pub forward_only: bool,
+    /// Multiplies every message time (emulated devices sharing one copy stream).
+    pub transfer_scale: f64,
 }
 
 impl Default for PredictOptions {
@@ -128,6 +130,7 @@ impl Default for PredictOptions {
             link: None,
             compute_scale: 1.0,
             forward_only: false,
+            transfer_scale: 1.0,
         }
     }
 }
@@ -392,6 +395,7 @@ pub struct Pricer<'a> {
     link: Link,
     sigma: f64,
     scale: f64,
+    transfer_scale: f64,
 }
 
 impl<'a> Pricer<'a> {
@@ -406,6 +410,7 @@ impl<'a> Pricer<'a> {
             link,
             sigma: hw.overlap_compute_slowdown_fraction.value,
             scale: opts.compute_scale,
+            transfer_scale: opts.transfer_scale,
         }
     }
 
@@ -423,7 +428,7 @@ impl<'a> Pricer<'a> {
 
     /// Seconds of one message.
     pub fn message_s(&self, bytes: u64) -> f64 {
-        self.link.latency_s + bytes as f64 / self.link.bandwidth_bytes_per_s
+        (self.link.latency_s + bytes as f64 / self.link.bandwidth_bytes_per_s) * self.transfer_scale
     }
 }
 

@@ -70,7 +70,8 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
             calibrate::cuda::open(a.devices, a.quick)?
         }
     };
-    let plan = Plan::for_units(calibrate::default_units(a.devices, a.quick), a.quick, link);
+    let units = calibrate::measure::default_units_for(backend.name(), a.devices, a.quick);
+    let plan = Plan::for_units(units, a.quick, link);
     let opts = Options {
         quick: a.quick,
         out,

@@ -195,6 +195,7 @@ pub fn run(a: RunArgs) -> Result<String> {
             let opts = PredictOptions {
                 link,
                 compute_scale: backend.compute_scale(shape.p, hw.gpus_per_node as usize),
+                transfer_scale: backend.transfer_scale(shape.p),
                 ..Default::default()
             };
             if opts.compute_scale != 1.0 {
@@ -228,6 +229,7 @@ pub fn run(a: RunArgs) -> Result<String> {
                 hw,
                 PredictOptions {
                     compute_scale: backend.compute_scale(shape.p, backend.devices()),
+                    transfer_scale: backend.transfer_scale(shape.p),
                     ..Default::default()
                 },
                 format!(

@@ -4,6 +4,7 @@ mod calib;
 mod cli;
 mod common;
 mod data;
+mod gpu;
 mod korthikanti;
 mod plot;
 mod properties;
