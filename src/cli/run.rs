@@ -3,7 +3,7 @@
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use super::args::{ExchangeArg, OnOff};
+use super::args::ExchangeArg;
 use super::link::{BackendArg, LinkArgs, OutFormat};
 use crate::calibrate::compare::{compare_unit, PhaseComparison};
 use crate::calibrate::cpu::CpuBackend;
@@ -88,9 +88,9 @@ pub struct RunArgs {
     hw: Option<String>,
     #[command(flatten)]
     link: LinkArgs,
-    /// Print the per-device step timestamps too (json).
-    #[arg(long, value_enum)]
-    steps: Option<OnOff>,
+    /// Also print every ring step of the slowest device, predicted and measured (json).
+    #[arg(long)]
+    steps: bool,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: OutFormat,
@@ -268,7 +268,7 @@ pub fn run(a: RunArgs) -> Result<String> {
         predicted_from: from,
         phases: cmp.phases.clone(),
         notes,
-        steps: matches!(a.steps, Some(OnOff::On)).then(|| cmp.steps.clone()),
+        steps: a.steps.then(|| cmp.steps.clone()),
     };
     Ok(match a.format {
         OutFormat::Json => to_json(&out),
