@@ -180,7 +180,11 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
             let dkv_bytes = (2 * 4 * r * hg) as u64;
             let w_bytes = (2 * (h * 3 * hg + hg * h)) as u64;
             let gs_bytes = 2 * w_bytes;
-            v.push(serial(vec![ew(r * h), ew(4 * h * hg)]));
+            v.push(serial(vec![
+                ew(r * h),
+                ew(4 * h * hg),
+                cp(4 * h * hg + r * h),
+            ]));
             for bwd in [false, true] {
                 for g in 0..p {
                     let hops = weight_wait_hops(i, g, p, rb, spec.weight_exchange);
@@ -190,7 +194,12 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
                         pre.push(Work::Gemm(GemmShape::new(r, hg, h)));
                     }
                     pre.push(Work::Gemm(GemmShape::new(r, 3 * hg, h)));
-                    pre.push(ew(if bwd { 4 * r * hg } else { r * hg + r * ag }));
+                    if bwd {
+                        pre.push(ew(r * hg));
+                        pre.push(cp(3 * r * hg));
+                    } else {
+                        pre.push(cp(r * hg + r * ag));
+                    }
                     v.push(Seg::Serial {
                         work: pre,
                         exposed: vec![(hops, w_bytes)],
@@ -247,7 +256,7 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
                 }
                 if !bwd {
                     v.push(Seg::EndForward);
-                    v.push(serial(vec![ew(r * h), ew(r * h)]));
+                    v.push(serial(vec![ew(r * h), cp(r * h)]));
                 }
             }
         }
@@ -256,7 +265,11 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
             let r = b * c;
             let ws = (2 * 2 * h * fp) as u64;
             let gsb = 2 * ws;
-            v.push(serial(vec![ew(r * h), ew(2 * h * fp), ew(r * h)]));
+            v.push(serial(vec![
+                ew(r * h),
+                ew(2 * h * fp),
+                cp(r * h + 2 * h * fp),
+            ]));
             for bwd in [false, true] {
                 for t in 0..p {
                     let mut work = vec![];
@@ -294,7 +307,7 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
                 }
                 if !bwd {
                     v.push(Seg::EndForward);
-                    v.push(serial(vec![ew(r * h), ew(r * h)]));
+                    v.push(serial(vec![ew(r * h), cp(r * h)]));
                 }
             }
             v.push(serial(vec![ew(2 * h * fp)]));
@@ -312,7 +325,7 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
                 cp(r * h),
                 ew(4 * h * hg),
                 Work::Gemm(GemmShape::new(r, 3 * hg, h)),
-                ew(r * hg + r * ag),
+                cp(r * hg + r * ag),
                 Work::Attention(blk, Pass::Forward),
                 ew(r * hg),
                 Work::Gemm(GemmShape::new(r, h, hg)),
@@ -326,7 +339,8 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
                 cp(r * h),
                 Work::Gemm(GemmShape::new(r, hg, h)),
                 Work::Gemm(GemmShape::new(hg, h, r)),
-                ew(4 * r * hg),
+                ew(r * hg),
+                cp(3 * r * hg),
                 Work::Attention(blk, Pass::Backward),
                 ew(3 * r * hg),
                 Work::Gemm(GemmShape::new(h, 3 * hg, r)),
