@@ -417,3 +417,37 @@ fn calib_overlap_threshold_on_a_throttled_link() {
         s.threshold_local_seq
     );
 }
+
+/// The CPU backend's transfers through a throttled exec channel fit back to the throttle:
+/// least squares over ping-pong messages gives B within 25% and α within a factor 2 (sleeps
+/// overshoot by tens of microseconds; the copies add a little).
+#[test]
+fn calib_cpu_link_fit_recovers_the_throttle() {
+    use metp_sim::calibrate::cpu::CpuBackend;
+    use metp_sim::calibrate::{fit_all, measure, Plan};
+    let link = Link {
+        bandwidth_bytes_per_s: 2e7,
+        latency_s: 1e-3,
+    };
+    let mut cpu = CpuBackend::new(2, Some(link), true).unwrap();
+    let mut plan = Plan::for_units(vec![], true, Some(link));
+    // Only the links matter here: one small kernel of each kind.
+    plan.gemms.truncate(1);
+    plan.attention.truncate(1);
+    plan.elementwise_bytes.truncate(1);
+    plan.copy_bytes.truncate(1);
+    assert!(
+        *plan.transfer_bytes.last().unwrap() <= 400_000,
+        "{:?}",
+        plan.transfer_bytes
+    );
+    let m = measure(&mut cpu, &plan, &mut |_| {}).unwrap();
+    let f = fit_all(&m).unwrap();
+    eprintln!("{:?}", f.link);
+    assert!(
+        (f.link.bytes_per_s / 2e7 - 1.0).abs() < 0.25,
+        "{:?}",
+        f.link
+    );
+    assert!((0.5e-3..2e-3).contains(&f.link.latency_s), "{:?}", f.link);
+}
