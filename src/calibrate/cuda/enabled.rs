@@ -508,23 +508,25 @@ pub struct CudaBackend {
     reps: usize,
     /// Communicators over GPUs 0 and 1 (two GPUs and NCCL present).
     nccl: Option<Vec<Comm>>,
+    /// Why NCCL is not used, when there are two GPUs.
+    nccl_note: String,
 }
 
 impl CudaBackend {
     fn new(devices: usize, quick: bool) -> Result<CudaBackend> {
         let found = find()?;
         let gpu = Gpu::new()?;
-        let nccl = if found.devices >= 2 && found.nccl {
-            let streams = (0..2)
-                .map(|o| {
-                    CudaContext::new(o)
-                        .map(|c| c.default_stream())
-                        .map_err(|e| gpu_err(&format!("context on GPU {o}"), e))
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Some(Comm::from_devices(streams).map_err(|e| nccl_err("ncclCommInitAll", e))?)
+        // NCCL between GPUs 0 and 1 when there are two and the library is there; if its
+        // set-up fails, transfers fall back to the one-GPU emulation (and `device()` says why).
+        let (nccl, nccl_note) = if found.devices >= 2 && found.nccl {
+            match Self::nccl_pair() {
+                Ok(c) => (Some(c), String::new()),
+                Err(e) => (None, format!(" (NCCL unusable: {e})")),
+            }
+        } else if found.devices >= 2 {
+            (None, " (libnccl.so not found)".to_string())
         } else {
-            None
+            (None, String::new())
         };
         Ok(CudaBackend {
             gpu,
@@ -532,7 +534,19 @@ impl CudaBackend {
             devices: devices.max(1),
             reps: if quick { 5 } else { 20 },
             nccl,
+            nccl_note,
         })
+    }
+
+    fn nccl_pair() -> Result<Vec<Comm>> {
+        let streams = (0..2)
+            .map(|o| {
+                CudaContext::new(o)
+                    .map(|c| c.default_stream())
+                    .map_err(|e| gpu_err(&format!("context on GPU {o}"), e))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Comm::from_devices(streams).map_err(|e| nccl_err("ncclCommInitAll", e))
     }
 
     /// Median seconds of `f` over the repetitions (one warm-up first).
@@ -624,9 +638,12 @@ impl Backend for CudaBackend {
             self.found.devices,
             self.devices,
             if self.nccl.is_some() {
-                "NCCL send/recv GPU 0 -> GPU 1"
+                "NCCL send/recv GPU 0 -> GPU 1".to_string()
             } else {
-                "emulated by device-to-device copies on a second stream"
+                format!(
+                    "emulated by device-to-device copies on a second stream{}",
+                    self.nccl_note
+                )
             }
         )
     }
