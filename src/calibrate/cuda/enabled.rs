@@ -241,8 +241,9 @@ fn cfg1d(n: usize) -> LaunchConfig {
 impl Gpu {
     fn new() -> Result<Gpu> {
         let ctx = CudaContext::new(0).map_err(|e| gpu_err("context on GPU 0", e))?;
-        let compute = ctx.default_stream();
-        let comm = ctx.new_stream().map_err(|e| gpu_err("second stream", e))?;
+        // Two non-blocking streams (the legacy default stream would serialise with others).
+        let compute = ctx.new_stream().map_err(|e| gpu_err("compute stream", e))?;
+        let comm = ctx.new_stream().map_err(|e| gpu_err("copy stream", e))?;
         let blas = CudaBlas::new(compute.clone()).map_err(|e| gpu_err("cuBLAS handle", e))?;
         let ptx = cudarc::nvrtc::compile_ptx(KERNELS).map_err(|e| gpu_err("NVRTC", e))?;
         let module = ctx.load_module(ptx).map_err(|e| gpu_err("module", e))?;
