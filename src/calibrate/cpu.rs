@@ -30,6 +30,16 @@ pub struct CpuBackend {
     min_reps: usize,
 }
 
+/// The host's 1-minute load average (Linux), if readable.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Cores this process may use.
 pub fn cores() -> usize {
     std::thread::available_parallelism()

@@ -80,6 +80,8 @@ pub struct Report {
     pub units: Vec<UnitComparison>,
     /// The profile.
     pub profile: Hardware,
+    /// Remarks on the conditions (e.g. the host's load while measuring).
+    pub notes: Vec<String>,
 }
 
 /// Measures, fits, writes the profile (atomically; refused before measuring if it exists and
@@ -134,5 +136,6 @@ pub fn calibrate(
         measurements: m,
         units,
         profile: hw,
+        notes: vec![],
     })
 }

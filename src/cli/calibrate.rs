@@ -86,7 +86,21 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
             eprintln!("calibrate: {msg}");
         }
     };
-    let report = calibrate::calibrate(backend.as_mut(), &plan, &opts, &mut progress)?;
+    let load_before = calibrate::cpu::load_average();
+    let mut report = calibrate::calibrate(backend.as_mut(), &plan, &opts, &mut progress)?;
+    if let (Some(before), Some(after)) = (load_before, calibrate::cpu::load_average()) {
+        let cores = calibrate::cpu::cores();
+        report.notes.push(format!(
+            "host load average {before:.2} before, {after:.2} after, on {cores} cores"
+        ));
+        if a.backend == BackendArg::Cpu && before.max(after) > cores as f64 * 0.75 {
+            report.notes.push(
+                "other processes were using the cores: CPU timings, and so the unit errors, \
+                 are unreliable — calibrate on a quiet machine"
+                    .into(),
+            );
+        }
+    }
     Ok(match a.format {
         OutFormat::Json => to_json(&report),
         OutFormat::Table => table(&report),
@@ -178,5 +192,8 @@ fn table(r: &Report) -> String {
         100.0 * worst,
         if worst <= 0.10 { "" } else { " — not met" }
     ));
+    for n in &r.notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
     s
 }

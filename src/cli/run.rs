@@ -246,6 +246,17 @@ pub fn run(a: RunArgs) -> Result<String> {
         }
     };
     let cmp = compare_unit(backend.as_mut(), &spec, &hw, opts, a.runs)?;
+    if a.backend == BackendArg::Cpu {
+        if let Some(load) = crate::calibrate::cpu::load_average() {
+            let cores = crate::calibrate::cpu::cores();
+            if load > 0.75 * cores as f64 {
+                notes.push(format!(
+                    "host load average {load:.2} on {cores} cores: other processes share the \
+                     cores, so measured times (and the prediction's error) are unreliable"
+                ));
+            }
+        }
+    }
     let out = RunOutput {
         backend: backend.name(),
         unit,
