@@ -73,6 +73,26 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// An output file exists and the command was not told to overwrite it.
+    #[error("{} exists; pass --force to overwrite it", path.display())]
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A backend cannot run here (no driver, a missing library, built without its feature).
+    #[error("backend {backend}: {message}")]
+    Unavailable {
+        /// Backend name (`cuda`).
+        backend: &'static str,
+        /// Why, and what to do.
+        message: String,
+    },
+    /// A calibration measurement or fit failed.
+    #[error("calibration: {message}")]
+    Calibration {
+        /// What went wrong.
+        message: String,
+    },
     /// A plot could not be drawn or its format is not supported.
     #[error("{}: {message}", path.display())]
     Plot {

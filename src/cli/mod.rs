@@ -3,10 +3,13 @@
 //! on this module, and clap is used nowhere else.
 
 mod args;
+mod calibrate;
+mod link;
 mod maxseq;
 mod memory;
 mod overlap;
 mod plan;
+mod run;
 mod simulate;
 mod sweep;
 mod sweep_plots;
@@ -41,6 +44,12 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Rank the configurations that fit N GPUs by simulated throughput, with memory headroom.
     Plan(plan::PlanArgs),
+    /// Execute one unit (attention or MLP, METP or TP) on a backend: error against an f64
+    /// reference, measured and predicted memory and time.
+    Run(run::RunArgs),
+    /// Measure this machine (CPU or CUDA), fit and write a hardware profile, and compare METP
+    /// units' predicted and measured times.
+    Calibrate(calibrate::CalibrateArgs),
     /// List the bundled models and hardware profiles.
     List,
 }
@@ -72,6 +81,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Overlap(a) => overlap::run(a)?,
         Command::Validate(a) => validate::run(a)?,
         Command::Plan(a) => plan::run(a)?,
+        Command::Run(a) => run::run(a)?,
+        Command::Calibrate(a) => calibrate::run(a)?,
         Command::List => list(),
     };
     print(&text);

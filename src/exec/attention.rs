@@ -33,7 +33,7 @@ use std::collections::VecDeque;
 
 use nalgebra::DMatrixView;
 
-use super::device::{Device, Dtype, Mat, Pending, Tag, Tracked};
+use super::device::{gemm_tn, tr_mul, Device, Dtype, Mat, Pending, Phase, Tag, Tracked};
 use super::rng::SplitMix64;
 use super::{gather_rows, local_rows, random_mat, ExecMethod, RunSpec, Shape, WeightExchange};
 use crate::error::Result;
@@ -371,10 +371,20 @@ fn head_accumulate(
     let (at, size) = geo.at(beta, hd);
     dq.view_mut(at, size)
         .gemm(geo.scale, ds, &x.k.view(at, size), 1.0);
-    dk.view_mut(at, size)
-        .gemm_tr(geo.scale, ds, &x.q.view(at, size), 1.0);
-    dv.view_mut(at, size)
-        .gemm_tr(1.0, p, &x.dout.view(at, size), 1.0);
+    gemm_tn(
+        &mut dk.view_mut(at, size),
+        geo.scale,
+        ds,
+        &x.q.view(at, size),
+        1.0,
+    );
+    gemm_tn(
+        &mut dv.view_mut(at, size),
+        1.0,
+        p,
+        &x.dout.view(at, size),
+        1.0,
+    );
 }
 
 fn bwd_fused(geo: &Geo, x: &BwdIn, vis: Vis, dq: &mut Mat, dk: &mut Mat, dv: &mut Mat) {
@@ -605,6 +615,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
         );
         let mut cur: Option<Vec<Tracked<Mat>>> = None;
         for t in 0..p {
+            let step_start = dev.now_s();
             let j = (i + p - t) % p;
             let (next, prev) = (dev.next(), dev.prev());
             let tag = Tag::Kv {
@@ -631,6 +642,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
                     fwd_unfused(dev, &geo, &q, &k, &v, vis, &mut acc, &mut lse);
                 }
             }
+            let compute_end = dev.now_s();
             if t + 1 < p {
                 let got = match pending {
                     Some(pd) => dev.wait(pd)?,
@@ -642,6 +654,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
                 };
                 cur = Some(got);
             }
+            dev.record_step(Phase::FwdAttention, g, t, step_start, compute_end);
         }
         drop(cur);
         let o = dev.track("attn.group_outputs", BF16, acc.clone_owned());
@@ -683,6 +696,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
             dev.zeros("attn.dkv_acc_fp32", FP32, rows, hg),
         ];
         for t in 0..p {
+            let step_start = dev.now_s();
             let j = (i + p - t) % p;
             let (next, prev) = (dev.next(), dev.prev());
             let kv_tag = Tag::Kv {
@@ -724,6 +738,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
                     bwd_unfused(dev, &geo, &input, vis, &mut dq, &mut dk[0], &mut dv[0]);
                 }
             }
+            let compute_end = dev.now_s();
             if p > 1 {
                 let parts = vec![
                     (cur_dkv[0].clone_owned(), FP32),
@@ -750,6 +765,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
                 }
                 cur_dkv = dkv;
             }
+            dev.record_step(Phase::BwdAttention, g, t, step_start, compute_end);
         }
         // cur_dkv now holds the accumulated dK, dV of the device's own block.
         let mut dqkv_m = Mat::zeros(rows, 3 * hg);
@@ -764,8 +780,8 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
         dx.gemm(1.0, &*dqkv, &wqkv.transpose(), 1.0);
         let wgrad_tag = Tag::AttnWeightGrad { g: g as u32 };
         if i == g {
-            grad_wqkv.gemm_tr(1.0, &*x, &*dqkv, 1.0);
-            grad_wo.gemm_tr(1.0, o_g, &*dout, 1.0);
+            gemm_tn(&mut grad_wqkv, 1.0, &x, &*dqkv, 1.0);
+            gemm_tn(&mut grad_wo, 1.0, o_g, &*dout, 1.0);
             // Reduce to the owner: contributions arrive in `rb` receive buffers, the next
             // receive posted before the current one is added.
             let others: Vec<usize> = (0..p).filter(|&j| j != i).collect();
@@ -789,8 +805,8 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
                 }
             }
         } else {
-            let cq = dev.track("attn.weight_grad_contrib_fp32", FP32, x.tr_mul(&*dqkv));
-            let co = dev.track("attn.weight_grad_contrib_fp32", FP32, o_g.tr_mul(&*dout));
+            let cq = dev.track("attn.weight_grad_contrib_fp32", FP32, tr_mul(&x, &dqkv));
+            let co = dev.track("attn.weight_grad_contrib_fp32", FP32, tr_mul(o_g, &dout));
             dev.send(
                 g,
                 wgrad_tag,
@@ -814,6 +830,107 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
         dwqkv: grad_wqkv.into_inner(),
         dwo: grad_wo.into_inner(),
     })
+}
+
+/// One fused attention block on random data, forward and backward separately: what a METP
+/// ring step computes (`b·heads` tiles of c × c, head dimension d). For calibration
+/// (`crate::calibrate`), which times the very kernels the units run.
+pub struct BlockBench {
+    geo: Geo,
+    q: Mat,
+    k: Mat,
+    v: Mat,
+    dout: Mat,
+    acc: Mat,
+    lse: Mat,
+    delta: Mat,
+    dq: Mat,
+    dk: Mat,
+    dv: Mat,
+}
+
+impl BlockBench {
+    /// Random inputs for `b` samples × `heads` heads, `c` query and key rows, head dim `d`.
+    pub fn new(b: usize, c: usize, heads: usize, d: usize, seed: u64) -> BlockBench {
+        let mut rng = SplitMix64::new(seed);
+        let geo = Geo {
+            b,
+            c,
+            ag: heads,
+            d,
+            scale: 1.0 / (d.max(1) as f32).sqrt(),
+        };
+        let (rows, w) = (b * c, heads * d);
+        let mut m = |r, c| random_mat(r, c, 1.0, &mut rng);
+        let (q, k, v, dout) = (m(rows, w), m(rows, w), m(rows, w), m(rows, w));
+        let mut bench = BlockBench {
+            geo,
+            q,
+            k,
+            v,
+            dout,
+            acc: Mat::zeros(rows, w),
+            lse: Mat::from_element(rows, heads, f32::NEG_INFINITY),
+            delta: Mat::zeros(rows, heads),
+            dq: Mat::zeros(rows, w),
+            dk: Mat::zeros(rows, w),
+            dv: Mat::zeros(rows, w),
+        };
+        bench.forward();
+        bench.delta = row_dot_per_head(&bench.dout, &bench.acc, heads, d);
+        bench
+    }
+
+    /// Forward FLOPs of one block as the cost model counts them: 4·b·c²·heads·d.
+    pub fn forward_flops(&self) -> f64 {
+        let g = &self.geo;
+        4.0 * (g.b * g.c * g.c * g.ag * g.d) as f64
+    }
+
+    /// One forward block (fused: online softmax, merged into a running output).
+    pub fn forward(&mut self) {
+        self.acc.fill(0.0);
+        self.lse.fill(f32::NEG_INFINITY);
+        let (q, k, v) = (
+            self.q.columns(0, self.q.ncols()),
+            self.k.columns(0, self.k.ncols()),
+            self.v.columns(0, self.v.ncols()),
+        );
+        fwd_fused(
+            &self.geo,
+            &q,
+            &k,
+            &v,
+            Vis::Full,
+            &mut self.acc,
+            &mut self.lse,
+        );
+    }
+
+    /// One backward block (fused: probabilities recomputed from the log-sum-exp).
+    pub fn backward(&mut self) {
+        let x = BwdIn {
+            q: self.q.columns(0, self.q.ncols()),
+            k: self.k.columns(0, self.k.ncols()),
+            v: self.v.columns(0, self.v.ncols()),
+            dout: &self.dout,
+            lse: &self.lse,
+            delta: &self.delta,
+        };
+        bwd_fused(
+            &self.geo,
+            &x,
+            Vis::Full,
+            &mut self.dq,
+            &mut self.dk,
+            &mut self.dv,
+        );
+    }
+
+    /// A checksum of the outputs (keeps the work observable).
+    pub fn checksum(&self) -> f64 {
+        (self.acc.sum() + self.dq.sum() + self.dk.sum() + self.dv.sum()) as f64
+    }
 }
 
 /// Megatron-TP attention forward and backward on one device (see the module docs).
@@ -858,7 +975,7 @@ pub fn tp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut> {
 
     let dout = dev.track("grad.layer_output", BF16, data.dout.clone());
     let dog = dev.track("attn.grad_output_local", BF16, &*dout * wo.transpose());
-    grad_wo.gemm_tr(1.0, &*o, &*dout, 1.0);
+    gemm_tn(&mut grad_wo, 1.0, &o, &*dout, 1.0);
     let delta = dev.track(
         "attn.delta_fp32",
         FP32,
@@ -888,7 +1005,7 @@ pub fn tp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut> {
     dqkv_m.columns_mut(2 * hg, hg).copy_from(&*dv);
     let dqkv = dev.track("grad.qkv", BF16, dqkv_m);
     drop((dq, dk, dv, delta, dog));
-    grad_wqkv.gemm_tr(1.0, &*x, &*dqkv, 1.0);
+    gemm_tn(&mut grad_wqkv, 1.0, &x, &*dqkv, 1.0);
     let mut dx = dev.track("grad.layer_input", BF16, &*dqkv * wqkv.transpose());
     drop(dqkv);
     dev.all_reduce_sum(&mut dx, BF16, 1)?;

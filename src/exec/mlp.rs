@@ -19,7 +19,7 @@
 //! input and output stored for backward, ring all-reduce of the output (forward) and of dX
 //! (backward); weight gradients stay local.
 
-use super::device::{Device, Dtype, Mat, Tag, Tracked};
+use super::device::{gemm_tn, Device, Dtype, Mat, Phase, Tag, Tracked};
 use super::rng::SplitMix64;
 use super::{gather_rows, local_rows, random_mat, ExecMethod, RunSpec, Shape};
 use crate::error::Result;
@@ -160,6 +160,7 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
     let mut out = dev.zeros("mlp.output_sum", BF16, rows, h);
     let mut cur: Option<Vec<Tracked<Mat>>> = None;
     for t in 0..p {
+        let step_start = dev.now_s();
         let (next, prev) = (dev.next(), dev.prev());
         let tag = Tag::MlpWeights {
             bwd: false,
@@ -181,6 +182,7 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
             drop(hpre);
             out.gemm(1.0, &*act, w2, 1.0);
         }
+        let compute_end = dev.now_s();
         if t + 1 < p {
             let got = match pending {
                 Some(pd) => dev.wait(pd)?,
@@ -191,6 +193,7 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
             };
             cur = Some(got);
         }
+        dev.record_step(Phase::FwdMlp, 0, t, step_start, compute_end);
     }
     drop(cur);
     let out = out.into_inner();
@@ -208,6 +211,7 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
         dev.zeros("mlp.weight_grad_acc_fp32", FP32, fp, h),
     ];
     for t in 0..p {
+        let step_start = dev.now_s();
         let (next, prev) = (dev.next(), dev.prev());
         let w_tag = Tag::MlpWeights {
             bwd: true,
@@ -233,11 +237,12 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
             let mut dh = dev.track("grad.mlp_act_block", BF16, &*dout * w2.transpose());
             dh.zip_apply(&*hpre, |g, z| *g *= gelu_grad_f32(z));
             drop(hpre);
-            cur_dw[1].gemm_tr(1.0, &*act, &*dout, 1.0);
+            gemm_tn(&mut cur_dw[1], 1.0, &act, &*dout, 1.0);
             drop(act);
-            cur_dw[0].gemm_tr(1.0, &*x, &*dh, 1.0);
+            gemm_tn(&mut cur_dw[0], 1.0, &x, &*dh, 1.0);
             dx.gemm(1.0, &*dh, &w1.transpose(), 1.0);
         }
+        let compute_end = dev.now_s();
         if p > 1 {
             let parts = vec![
                 (cur_dw[0].clone_owned(), FP32),
@@ -264,6 +269,7 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
             }
             cur_dw = dw;
         }
+        dev.record_step(Phase::BwdMlp, 0, t, step_start, compute_end);
     }
     // cur_dw: the accumulator of the own pair, back from its trip around the ring.
     *grad_w1 += &*cur_dw[0];
@@ -303,8 +309,8 @@ pub fn tp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
     let dout = dev.track("grad.layer_output", BF16, data.dout.clone());
     let mut dh = dev.track("grad.mlp_act", BF16, &*dout * w2.transpose());
     dh.zip_apply(&*hpre, |g, z| *g *= gelu_grad_f32(z));
-    grad_w2.gemm_tr(1.0, &*act, &*dout, 1.0);
-    grad_w1.gemm_tr(1.0, &*x, &*dh, 1.0);
+    gemm_tn(&mut grad_w2, 1.0, &act, &*dout, 1.0);
+    gemm_tn(&mut grad_w1, 1.0, &x, &*dh, 1.0);
     let mut dx = dev.track("grad.layer_input", BF16, &*dh * w1.transpose());
     drop((dh, act, hpre));
     dev.all_reduce_sum(&mut dx, BF16, 1)?;

@@ -70,7 +70,7 @@ use serde::Serialize;
 
 pub use crate::config::WeightExchange;
 use crate::error::{Error, Result};
-use device::{CommStats, DeviceRun, Link, Mat};
+use device::{CommStats, DeviceRun, Link, Mat, StepTime};
 use reference::M64;
 
 /// Which computing unit to run.
@@ -299,6 +299,8 @@ pub struct DeviceReport {
     pub busy_s: f64,
     /// Communication counters.
     pub comm: CommStats,
+    /// Ring-step timestamps (METP only; TP has no ring steps).
+    pub steps: Vec<StepTime>,
 }
 
 /// What a run measured.
@@ -418,6 +420,7 @@ fn strip<T>((rank, r): (usize, DeviceRun<T>)) -> DeviceReport {
         end_live_bytes: r.mem.end_live_bytes,
         busy_s: r.busy_s,
         comm: r.comm,
+        steps: r.steps,
     }
 }
 

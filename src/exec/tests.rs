@@ -523,3 +523,37 @@ fn exec_reconcile_with_inventory() {
         assert_eq!(inv_transient + exec_only, exec_transient + inv_only);
     }
 }
+
+/// Every METP ring step leaves one timestamp record per device, in program order, inside the
+/// device's busy time: p² forward and p² backward attention steps, p and p MLP steps; TP
+/// records none.
+#[test]
+fn exec_records_ring_step_timestamps() {
+    let p = 2;
+    let sh = shape(1, 16, 16, 2, 32, p);
+    for (unit, per_phase) in [(Unit::Attention, p * p), (Unit::Mlp, p)] {
+        let r = run(&RunSpec::new(unit, ExecMethod::Metp, sh));
+        for d in &r.devices {
+            assert_eq!(d.steps.len(), 2 * per_phase, "{unit:?}");
+            for st in &d.steps {
+                assert!(st.start_s <= st.compute_end_s && st.compute_end_s <= st.end_s);
+                assert!(st.end_s <= d.busy_s + 1e-9);
+            }
+            for w in d.steps.windows(2) {
+                assert!(w[0].end_s <= w[1].start_s);
+            }
+            let fwd = d.steps[..per_phase]
+                .iter()
+                .map(|s| s.step)
+                .collect::<Vec<_>>();
+            assert_eq!(
+                fwd,
+                (0..per_phase as u32)
+                    .map(|k| k % p as u32)
+                    .collect::<Vec<_>>()
+            );
+        }
+        let r = run(&RunSpec::new(unit, ExecMethod::Tp, sh));
+        assert!(r.devices.iter().all(|d| d.steps.is_empty()));
+    }
+}

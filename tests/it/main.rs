@@ -1,10 +1,12 @@
 //! Integration tests: one binary, one module per concern.
 
 mod analytic_vs_sim;
+mod calib;
 mod cli;
 mod commands;
 mod common;
 mod data;
+mod gpu;
 mod korthikanti;
 mod plan;
 mod plot;

@@ -1,0 +1,126 @@
+//! The [`Backend`] trait: what a machine must be able to measure for `calibrate` and `run`, and
+//! the shapes it is asked about. Implemented by [`super::cpu`] (always), [`super::mock`]
+//! (tests) and [`super::cuda`] (feature `cuda`).
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::exec::device::Link;
+use crate::exec::{RunReport, RunSpec};
+
+/// An m×k by k×n matrix product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct GemmShape {
+    /// Rows of the product.
+    pub m: usize,
+    /// Columns of the product.
+    pub n: usize,
+    /// Inner dimension.
+    pub k: usize,
+}
+
+impl GemmShape {
+    /// A shape.
+    pub fn new(m: usize, n: usize, k: usize) -> GemmShape {
+        GemmShape { m, n, k }
+    }
+    /// 2·m·n·k.
+    pub fn flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64
+    }
+}
+
+/// One attention block of a ring step: `b` samples × `heads` heads, `c` query rows against
+/// `c` key rows, head dimension `d`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct AttnBlock {
+    /// Samples.
+    pub b: usize,
+    /// Rows (tokens) of the query and key blocks.
+    pub c: usize,
+    /// Heads in the block.
+    pub heads: usize,
+    /// Head dimension.
+    pub d: usize,
+}
+
+impl AttnBlock {
+    /// Forward FLOPs as the cost model counts them: 4·b·c²·heads·d (QKᵀ and P·V).
+    pub fn forward_flops(&self) -> f64 {
+        4.0 * self.b as f64 * (self.c as f64).powi(2) * self.heads as f64 * self.d as f64
+    }
+    /// FLOPs of a pass: backward of a fused kernel counts 2.5 × forward (it recomputes QKᵀ;
+    /// the convention of `schedule::kernels`).
+    pub fn flops(&self, pass: Pass) -> f64 {
+        match pass {
+            Pass::Forward => self.forward_flops(),
+            Pass::Backward => 2.5 * self.forward_flops(),
+        }
+    }
+}
+
+/// Forward or backward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pass {
+    /// Forward.
+    Forward,
+    /// Backward.
+    Backward,
+}
+
+/// A GEMM timed alone and while a transfer into the same device runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SlowdownSample {
+    /// Seconds per GEMM alone.
+    pub alone_s: f64,
+    /// Seconds per GEMM with the transfer running.
+    pub with_transfer_s: f64,
+}
+
+/// A machine that can be measured. All times are seconds per call, robust statistics (medians)
+/// over repetitions chosen by the backend.
+pub trait Backend {
+    /// `cpu`, `cuda` or `mock`.
+    fn name(&self) -> &'static str;
+    /// What is measured, in words (the CPU, the GPU and its count, the link throttle).
+    fn device(&self) -> String;
+    /// Virtual devices (CPU threads, GPUs) the measurements run on at once.
+    fn devices(&self) -> usize;
+    /// Memory of one device, in bytes.
+    fn memory_bytes(&self) -> u64;
+    /// The CPU link throttle the transfers run through, if any.
+    fn link(&self) -> Option<Link> {
+        None
+    }
+    /// One GEMM.
+    fn gemm_s(&mut self, shape: GemmShape) -> Result<f64>;
+    /// One fused attention block, forward or backward.
+    fn attention_s(&mut self, block: AttnBlock, pass: Pass) -> Result<f64>;
+    /// One element-wise kernel (GeLU) moving `bytes` (bf16 in and out: 4 bytes per element).
+    fn elementwise_s(&mut self, bytes: u64) -> Result<f64>;
+    /// One device-local copy of a buffer moving `bytes` (4 per bf16 element: read and write):
+    /// the memory bandwidth the profile's `hbm_bytes_per_s` holds.
+    fn copy_s(&mut self, bytes: u64) -> Result<f64>;
+    /// One point-to-point message of `bytes` between two devices.
+    fn transfer_s(&mut self, bytes: u64) -> Result<f64>;
+    /// A GEMM alone and while a stream of `bytes` messages arrives at its device.
+    fn slowdown(&mut self, gemm: GemmShape, bytes: u64) -> Result<SlowdownSample>;
+    /// Executes one unit (METP or TP, attention or MLP) and reports error, memory and time.
+    fn run_unit(&mut self, spec: &RunSpec) -> Result<RunReport>;
+    /// Whether `run_unit` and `attention_s` run forward passes only (then predictions and
+    /// measurements leave the backward pass out).
+    fn forward_only(&self) -> bool {
+        false
+    }
+    /// How much slower each of `p` devices computes than in a profile measured with
+    /// `profile_devices` devices at once (devices sharing cores or one GPU).
+    fn compute_scale(&self, _p: usize, _profile_devices: usize) -> f64 {
+        1.0
+    }
+    /// How much longer each message of `p` devices takes than one measured alone (devices
+    /// whose transfers share one copy engine or stream).
+    fn transfer_scale(&self, _p: usize) -> f64 {
+        1.0
+    }
+}
