@@ -70,18 +70,10 @@ use serde::Serialize;
 
 pub use crate::config::WeightExchange;
 use crate::error::{Error, Result};
+/// Which computing unit to run (the memory layer's unit inventory describes the same units).
+pub use crate::memory::unit::Unit;
 use device::{CommStats, DeviceRun, Link, Mat};
 use reference::M64;
-
-/// Which computing unit to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Unit {
-    /// Self-attention with QKV and output projections: `O = softmax(QKᵀ)V`, then `O·W_o`.
-    Attention,
-    /// MLP: `GeLU(X·W1)·W2`.
-    Mlp,
-}
 
 /// How the unit is parallelised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
