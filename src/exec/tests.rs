@@ -1,5 +1,5 @@
-//! Tests of the executed units: correctness against the f64 reference, the memory formula,
-//! errors, the link throttle. Shapes are small so that the whole set runs in seconds in debug.
+//! Tests of the executed units: correctness against the f64 reference, the measured bytes
+//! against the memory layer's unit inventory, errors, the link throttle. Shapes are small so that the whole set runs in seconds in debug.
 
 use super::*;
 use proptest::prelude::*;
@@ -17,8 +17,9 @@ fn run(spec: &RunSpec) -> RunReport {
     }
 }
 
-/// Checks accuracy, and for METP that the measured high-water mark is exactly the formula and
-/// that no device leaked a tracked buffer.
+/// Checks accuracy, and for METP that every device's measured high-water mark is exactly its
+/// peak in the unit inventory, with the same bytes per buffer name, and that no device leaked a
+/// tracked buffer.
 fn check(spec: &RunSpec) -> RunReport {
     let r = run(spec);
     assert!(
@@ -28,15 +29,26 @@ fn check(spec: &RunSpec) -> RunReport {
         r.errors
     );
     if spec.method == ExecMethod::Metp {
+        let inv = crate::memory::unit_inventory(&unit_spec(spec)).unwrap();
         assert_eq!(
             Some(r.measured_peak_bytes),
-            r.formula_peak_bytes,
-            "{spec:?}: measured peak differs from the formula; devices: {:#?}",
-            r.devices
-                .iter()
-                .map(|d| (d.peak_bytes, &d.peak_breakdown))
-                .collect::<Vec<_>>()
+            r.inventory_peak_bytes,
+            "{spec:?}"
         );
+        for d in &r.devices {
+            let moment = &inv.devices[d.rank];
+            let want: BTreeMap<String, u64> = moment
+                .by_name()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v as u64))
+                .collect();
+            assert_eq!(
+                (Some(d.peak_bytes), &d.peak_breakdown),
+                (d.inventory_peak_bytes, &want),
+                "{spec:?}: device {} measured vs the unit inventory at {moment}",
+                d.rank
+            );
+        }
     }
     for d in &r.devices {
         assert_eq!(
@@ -85,10 +97,10 @@ fn exec_units_match_reference_for_all_degrees() {
     }
 }
 
-/// The formula term by term on shapes where the blocks dominate (s/p ≫ d), where the weights
+/// The unit inventory on shapes where the blocks dominate (s/p ≫ d), where the weights
 /// dominate (h ≫ s/p), with b > 1, for both buffer counts, both exchanges and causal masks.
 #[test]
-fn exec_metp_attention_peak_equals_formula() {
+fn exec_metp_attention_peak_equals_unit_inventory() {
     let shapes = [
         shape(2, 24, 8, 4, 16, 2),  // c = 12 > d = 2: blocks dominate
         shape(1, 6, 48, 6, 16, 3),  // c = 2, h = 48: weight shards and gradients dominate
@@ -194,7 +206,7 @@ fn exec_double_buffering_holds_two_buffers_each() {
 }
 
 #[test]
-fn exec_mlp_peak_equals_formula() {
+fn exec_mlp_peak_equals_unit_inventory() {
     for sh in [
         shape(2, 12, 8, 2, 24, 3),
         shape(1, 4, 16, 2, 64, 2),
@@ -351,7 +363,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
 
     /// Random small shapes, degrees, options and seeds: accurate, and the METP peak is the
-    /// formula.
+    /// unit inventory's.
     #[test]
     fn exec_prop_random_shapes(
         p in 1usize..=5,
@@ -381,7 +393,10 @@ proptest! {
         let r = run(&spec);
         prop_assert!(r.max_rel_error < TOL, "{:?}", r.errors);
         if method == ExecMethod::Metp {
-            prop_assert_eq!(Some(r.measured_peak_bytes), r.formula_peak_bytes);
+            prop_assert_eq!(Some(r.measured_peak_bytes), r.inventory_peak_bytes);
+            for d in &r.devices {
+                prop_assert_eq!(Some(d.peak_bytes), d.inventory_peak_bytes);
+            }
         }
     }
 
@@ -396,9 +411,10 @@ proptest! {
     }
 }
 
-/// The inventory of `crate::memory` for the same single-layer METP workload, per tensor name,
-/// and the measured breakdown at the peak, side by side (see the report in the module docs of
-/// `attention::metp_peak`).
+/// The layer inventory of `crate::memory` for the same single-layer METP workload, per tensor
+/// name, and the measured breakdown at the peak, side by side: the layer inventory adds every
+/// transient of a phase as if simultaneous, the runtime (and the unit inventory) peak at one
+/// moment of the backward ring.
 #[test]
 fn exec_reconcile_with_inventory() {
     use crate::config::{
