@@ -34,10 +34,13 @@
 //! every run (p = 1…8, causal or not, fused or unfused, one or two receive buffers, ring or
 //! broadcast), that the measured high-water mark equals the inventory's peak of that device
 //! byte for byte and that the breakdown by name at the high-water mark is the inventory's
-//! peak moment. The layer inventory ([`crate::memory::inventory`]) still adds every transient
-//! of a phase as if they were live at once (test `exec_reconcile_with_inventory` lists the
-//! differences at p = 3); it counts stored activations whole, for every layer, in every phase
-//! (the runtime's stored O and log-sum-exp grow group by group in forward).
+//! peak moment. The layer inventory ([`crate::memory::inventory`]) takes its METP transients,
+//! phase by phase, from the same unit inventory (the moment with the most transient bytes),
+//! so the runtime, the unit inventory and the layer inventory agree on every transient tensor
+//! (test `exec_reconcile_with_inventory`). What remains different between a one-layer run and
+//! the layer inventory is by construction: the layer counts stored activations whole, for
+//! every layer, in every phase (the runtime's stored O and log-sum-exp grow group by group in
+//! forward), and its static part holds every layer's weights and optimizer state.
 
 pub mod attention;
 pub mod device;
@@ -51,6 +54,7 @@ use serde::Serialize;
 
 pub use crate::config::WeightExchange;
 use crate::error::{Error, Result};
+/// Which computing unit to run (the memory layer's unit inventory describes the same units).
 pub use crate::memory::unit::Unit;
 use crate::memory::unit::{unit_inventory, UnitShape, UnitSpec};
 use device::{CommStats, DeviceRun, Link, Mat};

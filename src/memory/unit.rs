@@ -8,8 +8,8 @@
 //! bytes reach a local maximum — the tensors the device holds (named, with bytes and kind), and
 //! takes the peak as the largest moment. It is the single source of truth for a unit's memory:
 //! the executed runtime (`crate::exec`) measures exactly these peaks, byte for byte, on every
-//! device; per phase, the moment with the most transient bytes is the working set a layer
-//! inventory can take as the phase's transients.
+//! device, and the layer inventory's METP transients are, per phase, the transients of the
+//! moment with the most transient bytes here.
 //!
 //! # What a device holds (device i of p; c = s/p local tokens, R = b·c local rows)
 //!
@@ -85,8 +85,9 @@
 //!
 //! [`unit_inventory`] reports each device's peak moment (the first in program order that
 //! reaches its high-water mark) and, per phase, the moment with the most transient bytes over
-//! all devices — the working set of a layer's phase (a layer inventory counts stored tensors
-//! whole, for every layer, so the transient part is what a phase adds). Only moments that can be the largest of their kind are visited. The make-up of a
+//! all devices — the moment the layer inventory takes its METP transients from (stored
+//! tensors are counted whole there, for every layer, so the transient part is what a phase
+//! adds). Only moments that can be the largest of their kind are visited. The make-up of a
 //! moment depends on the group only through whether the current and next shards are foreign
 //! or own (and through the stored outputs, which grow with g), and on the step only through
 //! t = 0, 0 < t < p−1, t = p−1 and visibility (t ≤ i): for a device's peak the first and last

@@ -1,11 +1,18 @@
 //! The unit inventory (`memory::unit`) is the one source of a METP unit's memory: the executed
 //! runtime's measured high-water mark equals it on every device, byte for byte; leaving out any
-//! of its tensors breaks that; its fast peak search agrees with the full list of moments.
+//! of its tensors breaks that; its fast peak search agrees with the full list of moments; and the
+//! layer inventory's METP transient phases are its phase peaks.
 
-use metp_sim::config::{Activation, WeightExchange};
+use metp_sim::config::{
+    Activation, MethodId, MetpOptions, Model, Norm, Options, Recompute, WeightExchange,
+};
 use metp_sim::exec::{run_unit, ExecMethod, RunSpec, Shape};
 use metp_sim::memory::unit::moments;
-use metp_sim::memory::{phase_peaks, unit_inventory, Kind, Unit, UnitShape, UnitSpec};
+use metp_sim::memory::{
+    inventory, phase_peaks, unit_inventory, Kind, Phase, Unit, UnitShape, UnitSpec,
+};
+
+use crate::common::workload;
 
 fn ushape(b: u64, s: u64, h: u64, a: u64, f: u64, p: u64) -> UnitShape {
     UnitShape { b, s, h, a, f, p }
@@ -211,4 +218,139 @@ fn peak_search_agrees_with_every_moment() {
         }
     }
     assert!(cases > 100);
+}
+
+fn model(h: u64, a: u64, kv: u64, f: u64, activation: Activation) -> Model {
+    Model {
+        name: "unit".into(),
+        layers: 3,
+        hidden: h,
+        heads: a,
+        kv_heads: kv,
+        ffn_hidden: f,
+        vocab: 1000,
+        activation,
+        norm: Norm::Layernorm,
+        dropout: true,
+        tied_embeddings: true,
+        source: "test".into(),
+    }
+}
+
+/// The layer inventory's METP transients, phase by phase, are the unit inventory's phase
+/// peaks: the same tensors (names and bytes) and so the same sums — attention and MLP, forward
+/// and backward, for every degree, flash or not, causal, one or two buffers, head groups,
+/// grouped-query attention, SwiGLU, stored Q/K/V and activation input. Full recomputation adds
+/// the re-materialised activations to both backward phases; nothing else differs.
+#[test]
+fn layer_inventory_metp_phases_are_the_unit_phase_peaks() {
+    let mut checked = 0;
+    for p in [1u64, 2, 3, 4, 8, 16] {
+        for (h, a, kv, act) in [
+            (1024, 16, 16, Activation::Gelu),
+            (2048, 32, 8, Activation::Swiglu),
+        ] {
+            for (flash, causal, zigzag, rb, groups, store, rec) in [
+                (true, false, false, 2, 1, false, Recompute::None),
+                (false, false, false, 2, 1, false, Recompute::None),
+                (false, true, false, 1, 1, false, Recompute::Selective),
+                (false, true, true, 2, 2, true, Recompute::None),
+                (true, true, true, 1, 2, false, Recompute::None),
+                (false, false, false, 2, 1, false, Recompute::Full),
+            ] {
+                let options = Options {
+                    flash,
+                    causal,
+                    causal_zigzag: zigzag,
+                    recompute: rec,
+                    metp: MetpOptions {
+                        recv_buffers: rb,
+                        head_groups: Some(groups * p),
+                        store_qkv: store,
+                        store_mlp_act: store,
+                        weight_exchange: WeightExchange::Broadcast,
+                    },
+                    ..Options::default()
+                };
+                let m = model(h, a, kv, 4 * h, act);
+                let w = workload(m, MethodId::Metp, p, 8192, options);
+                let Ok(inv) = inventory(&w) else {
+                    continue; // e.g. head groups beyond the heads
+                };
+                let label = format!("p={p} h={h} {options:?}");
+                for unit in [Unit::Attention, Unit::Mlp] {
+                    let unit_inv = unit_inventory(&UnitSpec::from_workload(&w, unit)).unwrap();
+                    for ph in unit.phases() {
+                        let moment = unit_inv.phase_peak(ph).unwrap();
+                        let mut want: Vec<(&str, u128)> = moment
+                            .tensors
+                            .iter()
+                            .filter(|t| t.kind == Kind::Transient)
+                            .map(|t| (t.name, t.bytes()))
+                            .collect();
+                        if rec == Recompute::Full && ph == unit.phases()[1] {
+                            // Re-materialised stored activations (layer-level).
+                            want.extend(
+                                inv.tensors
+                                    .iter()
+                                    .filter(|t| {
+                                        t.kind == Kind::Transient
+                                            && t.phases == [Phase::BwdAttention, Phase::BwdMlp]
+                                            && !moment.tensors.iter().any(|u| {
+                                                u.kind == Kind::Transient && u.name == t.name
+                                            })
+                                    })
+                                    .map(|t| (t.name, t.bytes())),
+                            );
+                        }
+                        let mut got: Vec<(&str, u128)> = inv
+                            .tensors
+                            .iter()
+                            .filter(|t| t.kind == Kind::Transient && t.phases.contains(&ph))
+                            .map(|t| (t.name, t.bytes()))
+                            .collect();
+                        want.sort();
+                        got.sort();
+                        assert_eq!(got, want, "{label} {ph:?}");
+                        if rec != Recompute::Full {
+                            assert_eq!(
+                                inv.transient_bytes(ph),
+                                unit_inv.transient_peak_bytes(ph),
+                                "{label} {ph:?}"
+                            );
+                        }
+                        checked += 1;
+                    }
+                }
+                // Static and stored: the unit's own shards are the layer's per-layer weight
+                // share (multi-head attention, G = p: no replicated K/V heads), its backward
+                // stored tensors the layer's stored attention and MLP inputs, group outputs and
+                // log-sum-exp.
+                if kv == a && groups == 1 && rec == Recompute::None {
+                    let wm = &w.model;
+                    let attn =
+                        unit_inventory(&UnitSpec::from_workload(&w, Unit::Attention)).unwrap();
+                    let bwd = attn.phase_peak(Phase::BwdAttention).unwrap();
+                    let by = bwd.by_name();
+                    assert_eq!(
+                        by["attn.weights"],
+                        2 * wm.attention_params_per_layer() as u128 / p as u128
+                    );
+                    assert_eq!(
+                        by["optimizer.main_grads_fp32"],
+                        4 * wm.attention_params_per_layer() as u128 / p as u128
+                    );
+                    for t in bwd.tensors.iter().filter(|t| t.kind == Kind::Stored) {
+                        let layer = inv
+                            .tensors
+                            .iter()
+                            .find(|l| l.name == t.name && l.kind == Kind::Stored)
+                            .unwrap_or_else(|| panic!("{} not stored in the layer", t.name));
+                        assert_eq!(layer.bytes_each, t.bytes(), "{label} {}", t.name);
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 200, "{checked}");
 }
