@@ -59,8 +59,8 @@ pub struct UnitComparison {
     pub errors: BTreeMap<String, f64>,
     /// Measured high-water mark.
     pub measured_peak_bytes: u64,
-    /// The runtime's closed-form peak (METP).
-    pub formula_peak_bytes: Option<u64>,
+    /// The memory inventory's peak for this unit (METP; `memory::unit`).
+    pub inventory_peak_bytes: Option<u64>,
     /// Runs timed.
     pub runs: usize,
     /// Median wall time over the runs.
@@ -176,7 +176,7 @@ pub fn compare_report(
         max_rel_error: r.max_rel_error,
         errors: r.errors.clone(),
         measured_peak_bytes: r.measured_peak_bytes,
-        formula_peak_bytes: r.formula_peak_bytes,
+        inventory_peak_bytes: r.inventory_peak_bytes,
         runs: run_times_s.len(),
         measured_time_s,
         run_times_s,

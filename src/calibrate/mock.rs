@@ -157,6 +157,7 @@ impl Backend for MockBackend {
                 peak_bytes: 0,
                 peak_breakdown: BTreeMap::new(),
                 end_live_bytes: 0,
+                inventory_peak_bytes: None,
                 busy_s: pred.time_s,
                 comm: Default::default(),
                 steps: if rank == pred.critical_device {
@@ -186,7 +187,7 @@ impl Backend for MockBackend {
             max_rel_error: 0.0,
             errors: BTreeMap::new(),
             measured_peak_bytes: 0,
-            formula_peak_bytes: None,
+            inventory_peak_bytes: None,
             measured_time_s: pred.time_s,
             devices,
         })

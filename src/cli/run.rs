@@ -184,9 +184,9 @@ pub fn run(a: RunArgs) -> Result<String> {
         }
     };
     let mut notes = vec![
-        "predicted_peak_bytes is the runtime's closed-form peak of the executed METP schedule \
-         (exec::attention::metp_peak / exec::mlp::metp_peak), not yet the memory inventory's \
-         figure; null for tp"
+        "predicted_peak_bytes is the memory inventory's figure for this unit (memory::unit: the \
+         largest set of tensors one device holds at once); null for tp, whose runtime has no \
+         inventory yet"
             .to_string(),
     ];
     let (hw, opts, from) = match &a.hw {
@@ -270,7 +270,7 @@ pub fn run(a: RunArgs) -> Result<String> {
         max_rel_error: cmp.max_rel_error,
         errors: cmp.errors.clone(),
         measured_peak_bytes: cmp.measured_peak_bytes,
-        predicted_peak_bytes: cmp.formula_peak_bytes,
+        predicted_peak_bytes: cmp.inventory_peak_bytes,
         measured_time_s: cmp.measured_time_s,
         predicted_time_s: cmp.predicted.time_s,
         time_rel_error: cmp.rel_error,

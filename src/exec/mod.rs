@@ -6,9 +6,9 @@
 //! optional CPU link throttle. Output: a [`RunReport`] with `max_rel_error` (largest
 //! ‖out − ref‖_F / ‖ref‖_F over the unit's output, input gradient and weight gradients),
 //! `measured_peak_bytes` (the largest high-water mark over the devices, counted by tracked
-//! allocations in the modelled dtypes), `formula_peak_bytes` (the closed form derived from the
-//! buffers the METP code holds, see [`attention::metp_peak`] and [`mlp::metp_peak`]),
-//! `measured_time_s` and per-device details.
+//! allocations in the modelled dtypes), `inventory_peak_bytes` (METP: the peak of the memory
+//! layer's unit inventory, [`crate::memory::unit`], for the same unit, sizes and options),
+//! `measured_time_s` and per-device details (each with its measured and inventory peak).
 //!
 //! - [`device`]: a virtual device is one OS thread; point-to-point channels; [`device::Tracked`]
 //!   buffers feed a per-device live-bytes counter; posted receives hold their buffer; optional
@@ -23,40 +23,24 @@
 //! - [`reference`](mod@reference): the f64 single-device reference.
 //!
 //! Everything is deterministic for a seed except the timings. Depends on `config` (for
-//! [`WeightExchange`]) and `error`; never on `cli`. Its tests also read `memory`.
+//! [`WeightExchange`]), `memory` (the unit inventory it reports next to its measurement) and
+//! `error`; never on `cli`.
 //!
-//! # Runtime bytes against the inventory (`crate::memory`, METP, attention)
+//! # Runtime bytes against the inventory
 //!
-//! Names of tracked buffers follow the inventory where one exists. For a one-layer workload
-//! with the same sizes (test `exec_reconcile_with_inventory`, p = 3, two receive buffers):
-//!
-//! - **equal byte for byte**: static `attn.weights` (8h²/p) and the attention share of
-//!   `optimizer.main_grads_fp32` (16h²/p); stored `attn.input`, `attn.group_outputs` (2bch
-//!   together) and `attn.lse` (4·a·b·c); transients `attn.weight_recv`, `comm.kv_recv`,
-//!   `comm.dkv_recv_fp32`, `attn.qkv_group`, `grad.layer_output`, `grad.layer_input`, and
-//!   unfused `attn.block_probs`, `attn.block_grad_probs`, `attn.block_grad_scores` (b·(a/p)·c²
-//!   bf16 each) — at the backward ring step, which sets the runtime's peak there;
-//! - **held by the runtime, absent from the inventory**: backward `attn.grad_group_output` (dO of
-//!   one group, 2·b·c·h/p), `attn.delta_fp32` (rowsum(dO∘O), 4·b·c·a/p), `attn.dq_acc_fp32`
-//!   (fp32 dQ accumulator, 4·b·c·h/p; the inventory counts dQ only inside the bf16
-//!   `grad.qkv_group`); the non-owners' fp32 weight-gradient contribution
-//!   `attn.weight_grad_contrib_fp32` (16h²/p); unfused forward: the fp32 running output
-//!   `attn.output_acc_fp32` (the inventory has it only with flash), the block log-sum-exp
-//!   `attn.block_lse_fp32` and the block output `attn.block_out`;
-//! - **in the inventory's backward phase but not live at the runtime's peak**:
-//!   `attn.weight_grad_recv_fp32` and `grad.qkv_group` — the runtime holds them only after the
-//!   ring, when the K/V and dK/dV buffers, dQ and D are gone. The inventory adds every
-//!   transient of a phase as if simultaneous; the runtime's peak is the largest *moment*
-//!   ([`attention::metp_peak`]). At p = 3 with a ring-step peak:
-//!   `inventory(bwd-attention) + DOG + DEL + DQ = runtime transients + rb·16h²/p + DQKV`;
-//! - **counts that differ by degree**: with p = 2 only one foreign weight shard and one
-//!   foreign K/V block exist, so the runtime holds one weight and one K/V receive buffer even
-//!   when double buffered (the inventory: `recv_buffers` of each); at p = 1 none. Device i
-//!   never holds a receive buffer for its own shard: `nw = [g ≠ i] + [rb = 2 ∧ g+1 < p ∧
-//!   g+1 ≠ i]`. The owner holds min(rb, p−1) gradient receive buffers.
-//! - **stored growth**: the runtime's stored O and log-sum-exp grow group by group in forward;
-//!   the inventory counts them whole in every phase (right for the steady state of a deep
-//!   model, an overestimate of one layer's forward).
+//! The memory layer's unit inventory ([`crate::memory::unit`]) is the one source of the
+//! expected bytes: it lists, for every moment of a METP unit, the tensors one device holds,
+//! under the names the runtime's tracked buffers carry. The tests check, for every device of
+//! every run (p = 1…8, causal or not, fused or unfused, one or two receive buffers, ring or
+//! broadcast), that the measured high-water mark equals the inventory's peak of that device
+//! byte for byte and that the breakdown by name at the high-water mark is the inventory's
+//! peak moment. The layer inventory ([`crate::memory::inventory`]) takes its METP transients,
+//! phase by phase, from the same unit inventory (the moment with the most transient bytes),
+//! so the runtime, the unit inventory and the layer inventory agree on every transient tensor
+//! (test `exec_reconcile_with_inventory`). What remains different between a one-layer run and
+//! the layer inventory is by construction: the layer counts stored activations whole, for
+//! every layer, in every phase (the runtime's stored O and log-sum-exp grow group by group in
+//! forward), and its static part holds every layer's weights and optimizer state.
 
 pub mod attention;
 pub mod device;
@@ -70,18 +54,11 @@ use serde::Serialize;
 
 pub use crate::config::WeightExchange;
 use crate::error::{Error, Result};
+/// Which computing unit to run (the memory layer's unit inventory describes the same units).
+pub use crate::memory::unit::Unit;
+use crate::memory::unit::{unit_inventory, UnitShape, UnitSpec};
 use device::{CommStats, DeviceRun, Link, Mat, StepTime};
 use reference::M64;
-
-/// Which computing unit to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Unit {
-    /// Self-attention with QKV and output projections: `O = softmax(QKᵀ)V`, then `O·W_o`.
-    Attention,
-    /// MLP: `GeLU(X·W1)·W2`.
-    Mlp,
-}
 
 /// How the unit is parallelised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -295,6 +272,8 @@ pub struct DeviceReport {
     pub peak_breakdown: BTreeMap<String, u64>,
     /// Tracked bytes left when its program returned (0 unless a buffer leaked).
     pub end_live_bytes: u64,
+    /// METP: this device's peak in the unit inventory (`crate::memory::unit`); None for TP.
+    pub inventory_peak_bytes: Option<u64>,
     /// Seconds its program ran.
     pub busy_s: f64,
     /// Communication counters.
@@ -314,8 +293,9 @@ pub struct RunReport {
     pub errors: BTreeMap<String, f64>,
     /// Largest high-water mark over the devices.
     pub measured_peak_bytes: u64,
-    /// The closed-form peak of the executed METP schedule (None for TP).
-    pub formula_peak_bytes: Option<u64>,
+    /// METP: the largest device peak of the unit inventory (`crate::memory::unit`) for the
+    /// same unit, sizes and options; None for TP.
+    pub inventory_peak_bytes: Option<u64>,
     /// Wall time of the parallel run (threads started to threads joined).
     pub measured_time_s: f64,
     /// Per device.
@@ -328,7 +308,7 @@ pub fn run_unit(spec: &RunSpec) -> Result<RunReport> {
     spec.check()?;
     let sh = spec.shape;
     let mut rng = rng::SplitMix64::new(spec.seed);
-    let (errors, runs, wall, predicted) = match spec.unit {
+    let (errors, runs, wall) = match spec.unit {
         Unit::Attention => {
             let data = attention::AttnData::random(&sh, &mut rng);
             let cfg = attention::AttnCfg::from_spec(spec);
@@ -357,12 +337,10 @@ pub fn run_unit(spec: &RunSpec) -> Result<RunReport> {
                 ("dw_qkv".to_string(), rel_error(&got.dwqkv, &r.dwqkv)),
                 ("dw_o".to_string(), rel_error(&got.dwo, &r.dwo)),
             ]);
-            let predicted = (spec.method == ExecMethod::Metp).then(|| attention::metp_peak(&cfg));
             (
                 errors,
-                runs.into_iter().enumerate().map(strip).collect(),
+                runs.into_iter().enumerate().map(strip).collect::<Vec<_>>(),
                 wall,
-                predicted,
             )
         }
         Unit::Mlp => {
@@ -390,26 +368,57 @@ pub fn run_unit(spec: &RunSpec) -> Result<RunReport> {
                 ("dw1".to_string(), rel_error(&got.dw1, &r.dw1)),
                 ("dw2".to_string(), rel_error(&got.dw2, &r.dw2)),
             ]);
-            let predicted = (spec.method == ExecMethod::Metp).then(|| mlp::metp_peak(&cfg));
             (
                 errors,
-                runs.into_iter().enumerate().map(strip).collect(),
+                runs.into_iter().enumerate().map(strip).collect::<Vec<_>>(),
                 wall,
-                predicted,
             )
         }
     };
-    let devices: Vec<DeviceReport> = runs;
+    let mut devices: Vec<DeviceReport> = runs;
+    let mut inventory_peak_bytes = None;
+    if spec.method == ExecMethod::Metp {
+        let inv = unit_inventory(&unit_spec(spec)).map_err(|message| Error::InvalidConfig {
+            method: spec.method.id().to_string(),
+            p: sh.p as u64,
+            message,
+        })?;
+        for d in &mut devices {
+            d.inventory_peak_bytes = Some(inv.device_peak_bytes(d.rank as u64) as u64);
+        }
+        inventory_peak_bytes = Some(inv.peak_bytes as u64);
+    }
     let max_rel_error = errors.values().cloned().fold(0.0, f64::max);
     Ok(RunReport {
         spec: *spec,
         max_rel_error,
         errors,
         measured_peak_bytes: devices.iter().map(|d| d.peak_bytes).max().unwrap_or(0),
-        formula_peak_bytes: predicted,
+        inventory_peak_bytes,
         measured_time_s: wall,
         devices,
     })
+}
+
+/// The unit of the memory layer's unit inventory that `spec` runs (METP).
+pub fn unit_spec(spec: &RunSpec) -> UnitSpec {
+    let sh = spec.shape;
+    let u = |x: usize| x as u64;
+    let shape = UnitShape {
+        b: u(sh.b),
+        s: u(sh.s),
+        h: u(sh.h),
+        a: u(sh.a),
+        f: u(sh.f),
+        p: u(sh.p),
+    };
+    UnitSpec {
+        causal: spec.causal,
+        fused: spec.fused,
+        recv_buffers: u(spec.recv_buffers),
+        weight_exchange: spec.weight_exchange,
+        ..UnitSpec::new(spec.unit, shape)
+    }
 }
 
 fn strip<T>((rank, r): (usize, DeviceRun<T>)) -> DeviceReport {
@@ -418,6 +427,7 @@ fn strip<T>((rank, r): (usize, DeviceRun<T>)) -> DeviceReport {
         peak_bytes: r.mem.peak_bytes,
         peak_breakdown: r.mem.peak_breakdown,
         end_live_bytes: r.mem.end_live_bytes,
+        inventory_peak_bytes: None,
         busy_s: r.busy_s,
         comm: r.comm,
         steps: r.steps,

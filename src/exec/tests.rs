@@ -1,5 +1,5 @@
-//! Tests of the executed units: correctness against the f64 reference, the memory formula,
-//! errors, the link throttle. Shapes are small so that the whole set runs in seconds in debug.
+//! Tests of the executed units: correctness against the f64 reference, the measured bytes
+//! against the memory layer's unit inventory, errors, the link throttle. Shapes are small so that the whole set runs in seconds in debug.
 
 use super::*;
 use proptest::prelude::*;
@@ -17,8 +17,9 @@ fn run(spec: &RunSpec) -> RunReport {
     }
 }
 
-/// Checks accuracy, and for METP that the measured high-water mark is exactly the formula and
-/// that no device leaked a tracked buffer.
+/// Checks accuracy, and for METP that every device's measured high-water mark is exactly its
+/// peak in the unit inventory, with the same bytes per buffer name, and that no device leaked a
+/// tracked buffer.
 fn check(spec: &RunSpec) -> RunReport {
     let r = run(spec);
     assert!(
@@ -28,15 +29,26 @@ fn check(spec: &RunSpec) -> RunReport {
         r.errors
     );
     if spec.method == ExecMethod::Metp {
+        let inv = crate::memory::unit_inventory(&unit_spec(spec)).unwrap();
         assert_eq!(
             Some(r.measured_peak_bytes),
-            r.formula_peak_bytes,
-            "{spec:?}: measured peak differs from the formula; devices: {:#?}",
-            r.devices
-                .iter()
-                .map(|d| (d.peak_bytes, &d.peak_breakdown))
-                .collect::<Vec<_>>()
+            r.inventory_peak_bytes,
+            "{spec:?}"
         );
+        for d in &r.devices {
+            let moment = &inv.devices[d.rank];
+            let want: BTreeMap<String, u64> = moment
+                .by_name()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v as u64))
+                .collect();
+            assert_eq!(
+                (Some(d.peak_bytes), &d.peak_breakdown),
+                (d.inventory_peak_bytes, &want),
+                "{spec:?}: device {} measured vs the unit inventory at {moment}",
+                d.rank
+            );
+        }
     }
     for d in &r.devices {
         assert_eq!(
@@ -85,10 +97,10 @@ fn exec_units_match_reference_for_all_degrees() {
     }
 }
 
-/// The formula term by term on shapes where the blocks dominate (s/p ≫ d), where the weights
+/// The unit inventory on shapes where the blocks dominate (s/p ≫ d), where the weights
 /// dominate (h ≫ s/p), with b > 1, for both buffer counts, both exchanges and causal masks.
 #[test]
-fn exec_metp_attention_peak_equals_formula() {
+fn exec_metp_attention_peak_equals_unit_inventory() {
     let shapes = [
         shape(2, 24, 8, 4, 16, 2),  // c = 12 > d = 2: blocks dominate
         shape(1, 6, 48, 6, 16, 3),  // c = 2, h = 48: weight shards and gradients dominate
@@ -194,7 +206,7 @@ fn exec_double_buffering_holds_two_buffers_each() {
 }
 
 #[test]
-fn exec_mlp_peak_equals_formula() {
+fn exec_mlp_peak_equals_unit_inventory() {
     for sh in [
         shape(2, 12, 8, 2, 24, 3),
         shape(1, 4, 16, 2, 64, 2),
@@ -348,10 +360,15 @@ fn exec_runs_are_deterministic() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig {
+        cases: 12,
+        // A fixed seed keeps CI reproducible; the cases still vary shapes, options and seeds.
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x6d65_7470),
+        ..ProptestConfig::default()
+    })]
 
     /// Random small shapes, degrees, options and seeds: accurate, and the METP peak is the
-    /// formula.
+    /// unit inventory's.
     #[test]
     fn exec_prop_random_shapes(
         p in 1usize..=5,
@@ -381,7 +398,10 @@ proptest! {
         let r = run(&spec);
         prop_assert!(r.max_rel_error < TOL, "{:?}", r.errors);
         if method == ExecMethod::Metp {
-            prop_assert_eq!(Some(r.measured_peak_bytes), r.formula_peak_bytes);
+            prop_assert_eq!(Some(r.measured_peak_bytes), r.inventory_peak_bytes);
+            for d in &r.devices {
+                prop_assert_eq!(Some(d.peak_bytes), d.inventory_peak_bytes);
+            }
         }
     }
 
@@ -396,9 +416,14 @@ proptest! {
     }
 }
 
-/// The inventory of `crate::memory` for the same single-layer METP workload, per tensor name,
-/// and the measured breakdown at the peak, side by side (see the report in the module docs of
-/// `attention::metp_peak`).
+/// The layer inventory of `crate::memory` for the same single-layer METP workload against the
+/// runtime's breakdown at its high-water mark, name by name: at p = 3 with two receive buffers
+/// the runtime peaks in the backward ring, on the device and at the moment where the unit
+/// inventory's backward-attention working set is largest — and the layer inventory's
+/// backward-attention transients are that working set, so every transient tensor agrees byte
+/// for byte; so do the static weight shard, the attention share of the fp32 main gradients and
+/// the stored activations (which the layer counts whole; in backward the runtime holds all of
+/// them too).
 #[test]
 fn exec_reconcile_with_inventory() {
     use crate::config::{
@@ -438,89 +463,79 @@ fn exec_reconcile_with_inventory() {
                 dropout: Some(false),
                 metp: MetpOptions {
                     recv_buffers: 2,
+                    weight_exchange: WeightExchange::Ring,
                     ..MetpOptions::default()
                 },
                 ..Options::default()
             },
         };
         let inv = inventory(&w).unwrap();
-        let top = r
-            .devices
+        assert_eq!(inv.transient_peak_phase, Phase::BwdAttention);
+        // The device and moment of the unit inventory's largest backward working set is where
+        // that device's runtime high-water mark is.
+        let unit = crate::memory::unit_inventory(&unit_spec(&spec)).unwrap();
+        let at = unit.phase_peak(Phase::BwdAttention).unwrap();
+        assert_eq!(&unit.devices[at.rank as usize], at);
+        let measured = &r.devices[at.rank as usize].peak_breakdown;
+        assert_eq!(
+            r.devices[at.rank as usize].peak_bytes, r.measured_peak_bytes,
+            "the device with the largest working set has the largest peak"
+        );
+        // Transients: the layer inventory's backward-attention phase, name by name.
+        let layer: BTreeMap<String, u64> = inv
+            .tensors
             .iter()
-            .max_by_key(|d| d.peak_bytes)
-            .map(|d| d.peak_breakdown.clone())
-            .unwrap_or_default();
-        let inv_bytes = |name: &str, kind: Kind| -> u64 {
+            .filter(|t| t.kind == Kind::Transient && t.phases.contains(&Phase::BwdAttention))
+            .map(|t| (t.name.to_string(), t.bytes() as u64))
+            .collect();
+        let runtime: BTreeMap<String, u64> = measured
+            .iter()
+            .filter(|(name, _)| {
+                at.tensors
+                    .iter()
+                    .any(|t| t.name == name.as_str() && t.kind == Kind::Transient)
+            })
+            .map(|(k, &v)| (k.clone(), v))
+            .collect();
+        assert_eq!(layer, runtime, "fused {fused}");
+        assert_eq!(
+            layer.values().sum::<u64>() as u128,
+            inv.transient_bytes(Phase::BwdAttention)
+        );
+        // Static and stored: the weight shard, the attention share of the fp32 main gradients,
+        // the attention input, every group's output and log-sum-exp.
+        let inv_bytes = |name: &str| -> u64 {
             inv.tensors
                 .iter()
-                .filter(|t| t.name == name && t.kind == kind)
+                .filter(|t| t.name == name)
                 .map(|t| t.bytes() as u64)
                 .sum()
         };
-        let exec_bytes = |name: &str| top.get(name).copied().unwrap_or(0);
-        // Byte-for-byte equal: static weights, stored activations, and the transients both
-        // hold at the backward ring step (p = 3, two receive buffers).
-        let mut same = vec![
-            ("attn.weights", Kind::Static),
-            ("attn.input", Kind::Stored),
-            ("attn.group_outputs", Kind::Stored),
-            ("attn.lse", Kind::Stored),
-            ("attn.weight_recv", Kind::Transient),
-            ("comm.kv_recv", Kind::Transient),
-            ("comm.dkv_recv_fp32", Kind::Transient),
-            ("attn.qkv_group", Kind::Transient),
-            ("grad.layer_output", Kind::Transient),
-            ("grad.layer_input", Kind::Transient),
-        ];
-        if !fused {
-            same.extend([
-                ("attn.block_probs", Kind::Transient),
-                ("attn.block_grad_probs", Kind::Transient),
-                ("attn.block_grad_scores", Kind::Transient),
-            ]);
-        }
-        for (name, kind) in same {
-            assert_eq!(
-                exec_bytes(name),
-                inv_bytes(name, kind),
-                "{name} (fused {fused})"
-            );
-            assert!(exec_bytes(name) > 0, "{name}");
-        }
-        // The attention share of the fp32 main gradients.
-        assert_eq!(
-            exec_bytes("optimizer.main_grads_fp32"),
-            4 * w.model.attention_params_per_layer() / sh.p as u64
-        );
-        // Held by the runtime at its peak but absent from the inventory: dO of the group, the
-        // fp32 rowsum(dO∘O) and the fp32 dQ accumulator.
-        let exec_only: u64 = [
-            "attn.grad_group_output",
-            "attn.delta_fp32",
-            "attn.dq_acc_fp32",
-        ]
-        .iter()
-        .map(|n| exec_bytes(n))
-        .sum();
-        // In the inventory's backward-attention phase but not live at the runtime's peak: the
-        // weight-gradient receive buffers and dQKV, which the runtime holds only after the ring
-        // (when the K/V, dK/dV buffers, dQ and D are gone).
-        let inv_only = inv_bytes("attn.weight_grad_recv_fp32", Kind::Transient)
-            + inv_bytes("grad.qkv_group", Kind::Transient);
-        let exec_static_stored: u64 = [
+        for name in [
             "attn.weights",
-            "optimizer.main_grads_fp32",
             "attn.input",
             "attn.group_outputs",
             "attn.lse",
-        ]
-        .iter()
-        .map(|n| exec_bytes(n))
-        .sum();
-        let exec_transient = r.measured_peak_bytes - exec_static_stored;
-        let inv_transient = inv.transient_bytes(Phase::BwdAttention) as u64;
-        assert_eq!(inv.transient_peak_phase, Phase::BwdAttention);
-        assert_eq!(inv_transient + exec_only, exec_transient + inv_only);
+        ] {
+            assert_eq!(measured.get(name), Some(&inv_bytes(name)), "{name}");
+        }
+        assert_eq!(
+            measured.get("optimizer.main_grads_fp32"),
+            Some(&(4 * w.model.attention_params_per_layer() / sh.p as u64))
+        );
+        // Nothing else is held.
+        let accounted: u64 = layer.values().sum::<u64>()
+            + [
+                "attn.weights",
+                "attn.input",
+                "attn.group_outputs",
+                "attn.lse",
+                "optimizer.main_grads_fp32",
+            ]
+            .iter()
+            .map(|n| measured[*n])
+            .sum::<u64>();
+        assert_eq!(accounted, r.measured_peak_bytes);
     }
 }
 

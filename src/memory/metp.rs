@@ -9,31 +9,53 @@
 //! backward unless stored (knobs). Attention-probability dropout, like FlashAttention's, is
 //! regenerated from the RNG state rather than stored.
 //!
-//! Transients: per head group g of G (default G = p), the group's weight shard in `recv_buffers`
-//! buffers, its Q/K/V for the local tokens, K/V receive buffers, and — without a fused kernel —
-//! one attention block of b · (a/G) · c · c elements: the O(1/p³) term. Backward adds traveling
-//! fp32 gradient accumulators (weights and dK/dV). The MLP ring moves (W1, W2[, W3]) shard pairs;
-//! the vocabulary-parallel head runs the same ring over vocabulary shards with an online
-//! log-sum-exp, so its logits block is b·c·(v/p).
+//! Transients come from the unit inventory ([`super::unit`]): for each phase of the attention
+//! and MLP units, the tensors live at the moment where the phase's transient bytes are largest
+//! (any device) — so the phase sum is a working set one device really holds at once, not the
+//! sum of everything the phase ever allocates. Per head group g of G (default G = p): the
+//! group's weight shard in up to `recv_buffers` receive buffers, its Q/K/V for the local
+//! tokens, the fp32 running output, K/V receive buffers, and — without a fused kernel — one
+//! attention block of b · (a/G) · c · c elements: the O(1/p³) term. Backward adds dO of the
+//! group, the fp32 D = rowsum(dO∘O) and dQ, the traveling fp32 dK/dV accumulators, and after
+//! the ring dQKV with the weight-gradient reduction to the shard's owner. The MLP ring moves
+//! (W1, W2[, W3]) shard pairs, with traveling fp32 gradient accumulators in backward. The
+//! unit's static tensors (own weight shard, its fp32 main gradient) are this inventory's
+//! `params` share of one layer, its stored ones (attention and MLP inputs, group outputs,
+//! log-sum-exp) the stored activations below. Layer-level additions: under full
+//! recomputation the stored activations are re-materialised in backward (transients of both
+//! backward phases). The vocabulary-parallel head runs the MLP-like ring over vocabulary
+//! shards with an online log-sum-exp, so its logits block is b·c·(v/p).
 
 use super::layer::{prod, stored_per_layer, tensor, Dims};
-use super::ring::kv_ring_buffers;
+use super::unit::{phase_peaks, Unit, UnitSpec};
 use super::{divisible, params, Block, Kind, MethodMemory, Phase, Tensor};
 use crate::config::{Activation, Model, Options, Recompute, Workload};
 
 /// METP.
 pub struct Metp;
 
+/// Adds a transient of one phase, merged with an identical tensor (same name and bytes) of
+/// another phase.
+fn add_transient(out: &mut Vec<Tensor>, t: Tensor) {
+    match out
+        .iter_mut()
+        .find(|o| o.kind == Kind::Transient && o.name == t.name && o.bytes_each == t.bytes_each)
+    {
+        Some(o) => {
+            for ph in t.phases {
+                if !o.phases.contains(&ph) {
+                    o.phases.push(ph);
+                }
+            }
+        }
+        None => out.push(t),
+    }
+}
+
 fn head_groups(p: u64, options: &Options) -> u64 {
     options.metp.head_groups.unwrap_or(p)
 }
 
-const FA: &[Phase] = &[Phase::FwdAttention];
-const BA: &[Phase] = &[Phase::BwdAttention];
-const FBA: &[Phase] = &[Phase::FwdAttention, Phase::BwdAttention];
-const FM: &[Phase] = &[Phase::FwdMlp];
-const BM: &[Phase] = &[Phase::BwdMlp];
-const FBM: &[Phase] = &[Phase::FwdMlp, Phase::BwdMlp];
 const BB: &[Phase] = &[Phase::BwdAttention, Phase::BwdMlp];
 
 impl MethodMemory for Metp {
@@ -111,190 +133,19 @@ impl MethodMemory for Metp {
             }
         }
 
-        // Attention: one head group at a time.
-        let attn_shard_bytes = prod(&[2, d.h, d.h / g + qkv_g]); // W_qkv[g] and W_o[g], bf16
-        if d.p > 1 {
-            out.push(tensor(
-                "attn.weight_recv",
-                Block::Attention,
-                Kind::Transient,
-                rb * attn_shard_bytes,
-                1,
-                false,
-                FBA,
-            ));
-            out.push(tensor(
-                "attn.weight_grad_recv_fp32",
-                Block::Attention,
-                Kind::Transient,
-                rb * 2 * attn_shard_bytes,
-                1,
-                false,
-                BA,
-            ));
-            out.extend(kv_ring_buffers(rows, kv_g, rb));
+        // Transients: per phase, the working set at the moment of the unit inventory where it
+        // is largest (any device), so that a phase's sum is what a device really holds at once.
+        for unit in [Unit::Attention, Unit::Mlp] {
+            let spec = UnitSpec::from_workload(w, unit);
+            // `check_degree` and the sequence multiple have validated the unit already.
+            for moment in phase_peaks(&spec).unwrap_or_default() {
+                for t in moment.tensors {
+                    if t.kind == Kind::Transient {
+                        add_transient(&mut out, t);
+                    }
+                }
+            }
         }
-        if !m.store_qkv {
-            out.push(tensor(
-                "attn.qkv_group",
-                Block::Attention,
-                Kind::Transient,
-                prod(&[2, rows, qkv_g]),
-                1,
-                false,
-                FBA,
-            ));
-        }
-        out.push(tensor(
-            "grad.qkv_group",
-            Block::Attention,
-            Kind::Transient,
-            prod(&[2, rows, qkv_g]),
-            1,
-            false,
-            BA,
-        ));
-        let heads_g = d.a / g;
-        if o.flash {
-            out.push(tensor(
-                "attn.output_acc_fp32",
-                Block::Attention,
-                Kind::Transient,
-                prod(&[4, rows, d.h / g]),
-                1,
-                false,
-                FA,
-            ));
-        } else {
-            let block = prod(&[heads_g, rows, c]);
-            // Forward: scores and probabilities of one block; backward: recomputed
-            // probabilities and the gradients of probabilities and scores.
-            out.push(tensor(
-                "attn.block_scores",
-                Block::Attention,
-                Kind::Transient,
-                prod(&[2, block]),
-                1,
-                false,
-                FA,
-            ));
-            out.push(tensor(
-                "attn.block_probs",
-                Block::Attention,
-                Kind::Transient,
-                prod(&[2, block]),
-                1,
-                false,
-                FBA,
-            ));
-            out.push(tensor(
-                "attn.block_grad_probs",
-                Block::Attention,
-                Kind::Transient,
-                prod(&[2, block]),
-                1,
-                false,
-                BA,
-            ));
-            out.push(tensor(
-                "attn.block_grad_scores",
-                Block::Attention,
-                Kind::Transient,
-                prod(&[2, block]),
-                1,
-                false,
-                BA,
-            ));
-        }
-        out.push(tensor(
-            "attn.output_sum",
-            Block::Attention,
-            Kind::Transient,
-            2 * bch,
-            1,
-            false,
-            FA,
-        ));
-
-        // MLP: the (W1, W2[, W3]) shard pair of one device at a time.
-        let f_p = d.f / d.p;
-        let mlp_shard_bytes = prod(&[2, w.model.mlp_matrices() as u128, d.h, f_p]);
-        if d.p > 1 {
-            out.push(tensor(
-                "mlp.weight_recv",
-                Block::Mlp,
-                Kind::Transient,
-                rb * mlp_shard_bytes,
-                1,
-                false,
-                FBM,
-            ));
-            out.push(tensor(
-                "mlp.weight_grad_recv_fp32",
-                Block::Mlp,
-                Kind::Transient,
-                rb * 2 * mlp_shard_bytes,
-                1,
-                false,
-                BM,
-            ));
-        }
-        if !m.store_mlp_act {
-            out.push(tensor(
-                "mlp.act_input_block",
-                Block::Mlp,
-                Kind::Transient,
-                prod(&[2 * act, rows, f_p]),
-                1,
-                false,
-                FBM,
-            ));
-        }
-        out.push(tensor(
-            "mlp.act_output_block",
-            Block::Mlp,
-            Kind::Transient,
-            prod(&[2, rows, f_p]),
-            1,
-            false,
-            FBM,
-        ));
-        out.push(tensor(
-            "grad.mlp_act_block",
-            Block::Mlp,
-            Kind::Transient,
-            prod(&[2 * act, rows, f_p]),
-            1,
-            false,
-            BM,
-        ));
-        out.push(tensor(
-            "mlp.output_sum",
-            Block::Mlp,
-            Kind::Transient,
-            2 * bch,
-            1,
-            false,
-            FM,
-        ));
-        out.push(tensor(
-            "grad.layer_output",
-            Block::Attention,
-            Kind::Transient,
-            2 * bch,
-            1,
-            false,
-            BB,
-        ));
-        out.push(tensor(
-            "grad.layer_input",
-            Block::Attention,
-            Kind::Transient,
-            2 * bch,
-            1,
-            false,
-            BB,
-        ));
 
         // Head: vocabulary shards travel the ring; logits of one (local tokens × v/p) block.
         let v_local = if o.vocab_parallel {
@@ -330,6 +181,7 @@ impl MethodMemory for Metp {
             if m.store_qkv { "stored" } else { "recomputed" },
             if m.store_mlp_act { "stored" } else { "recomputed" },
         )];
+        n.push("metp: each phase's transients are the largest working set one device holds at once in the unit inventory (memory::unit)".into());
         if w.dropout() {
             n.push("metp: attention-probability dropout masks are regenerated from the RNG state, not stored".into());
         }

@@ -25,9 +25,11 @@ mod rsa;
 mod tp;
 mod tp_sp;
 mod ulysses;
+pub mod unit;
 
 pub use inventory::{inventory, Block, Inventory, Kind, Phase, Tensor};
 pub use layer::Dims;
+pub use unit::{phase_peaks, unit_inventory, Moment, Unit, UnitInventory, UnitShape, UnitSpec};
 
 use crate::config::{MethodId, Model, Options, Workload};
 

@@ -242,9 +242,9 @@ fn calib_cli_run_cpu_prints_the_design_fields() {
         assert_eq!(v["measured_peak_bytes"], v["predicted_peak_bytes"]);
         assert!(v["measured_time_s"].as_f64().unwrap() > 0.0);
         assert!(v["predicted_time_s"].as_f64().unwrap() > 0.0);
-        assert!(v["notes"][0].as_str().unwrap().contains("closed-form"));
+        assert!(v["notes"][0].as_str().unwrap().contains("memory inventory"));
     }
-    // The table form too, for TP (no closed-form peak).
+    // The table form too, for TP (no inventory peak).
     let out = cmd()
         .args([
             "run", "--unit", "mlp", "--method", "tp", "--seq", "32", "--hidden", "16", "--ffn",

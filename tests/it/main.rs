@@ -13,5 +13,6 @@ mod plot;
 mod properties;
 mod scaling;
 mod schedules;
+mod unit_memory;
 mod validate;
 mod zero;

@@ -879,7 +879,7 @@ mod unit {
             max_rel_error: err,
             errors: [("out".to_string(), err)].into_iter().collect(),
             measured_peak_bytes: tally.0.iter().copied().max().unwrap_or(0),
-            formula_peak_bytes: None,
+            inventory_peak_bytes: None,
             measured_time_s: time,
             devices: tally
                 .0
