@@ -890,6 +890,7 @@ mod unit {
                     peak_bytes: b,
                     peak_breakdown: Default::default(),
                     end_live_bytes: 0,
+                    inventory_peak_bytes: None,
                     busy_s: time,
                     comm: Default::default(),
                     steps: vec![],
