@@ -33,7 +33,9 @@ use std::collections::VecDeque;
 
 use nalgebra::DMatrixView;
 
-use super::device::{gemm_tn, tr_mul, Device, Dtype, Mat, Pending, Phase, Tag, Tracked};
+use super::device::{
+    accumulator_hop, gemm_tn, tr_mul, Device, Dtype, Hop, Mat, Pending, Phase, Tag, Tracked,
+};
 use super::rng::SplitMix64;
 use super::{gather_rows, local_rows, random_mat, ExecMethod, RunSpec, Shape, WeightExchange};
 use crate::error::Result;
@@ -740,30 +742,27 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
             }
             let compute_end = dev.now_s();
             if p > 1 {
-                let parts = vec![
-                    (cur_dkv[0].clone_owned(), FP32),
-                    (cur_dkv[1].clone_owned(), FP32),
-                ];
-                dev.send(next, dkv_tag, parts)?;
-                if cfg.rb == 1 {
-                    drop(cur_kv.take());
-                    cur_dkv.clear();
-                }
-                if t + 1 < p {
-                    let kv = match next_kv {
-                        Some(pd) => dev.wait(pd)?,
-                        None => dev.recv(prev, kv_tag, "comm.kv_recv", &kv_shapes)?,
-                    };
-                    cur_kv = Some(kv);
-                }
-                let dkv = match next_dkv {
-                    Some(pd) => dev.wait(pd)?,
-                    None => dev.recv(prev, dkv_tag, "comm.dkv_recv_fp32", &dkv_shapes)?,
-                };
-                if t + 1 == p {
-                    cur_kv = None;
-                }
-                cur_dkv = dkv;
+                accumulator_hop(
+                    dev,
+                    next,
+                    prev,
+                    t + 1 == p,
+                    cfg.rb == 1,
+                    &mut cur_kv,
+                    &mut cur_dkv,
+                    next_kv,
+                    next_dkv,
+                    &Hop {
+                        tag: kv_tag,
+                        name: "comm.kv_recv",
+                        shapes: &kv_shapes,
+                    },
+                    &Hop {
+                        tag: dkv_tag,
+                        name: "comm.dkv_recv_fp32",
+                        shapes: &dkv_shapes,
+                    },
+                )?;
             }
             dev.record_step(Phase::BwdAttention, g, t, step_start, compute_end);
         }

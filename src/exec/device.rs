@@ -827,6 +827,60 @@ impl Device {
     }
 }
 
+/// Where one traveling stream of a ring is received: its tag, the name its receive buffer is
+/// counted under, and the shapes of its parts.
+pub(crate) struct Hop<'a> {
+    /// Message tag.
+    pub tag: Tag,
+    /// Buffer name for the byte count.
+    pub name: &'static str,
+    /// Shapes of the parts.
+    pub shapes: &'a [(usize, usize, Dtype)],
+}
+
+/// One hop of a ring that carries data forward and an fp32 accumulator back to its owner (the
+/// backward K/V ring, the backward MLP weight ring): send this step's accumulator to `next`;
+/// with one receive buffer, release the data and accumulator first; then take the next step's
+/// data (unless this was the last step) and the incoming accumulator, from their posted
+/// receives if any.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn accumulator_hop(
+    dev: &mut Device,
+    next: usize,
+    prev: usize,
+    last: bool,
+    single_buffer: bool,
+    data: &mut Option<Vec<Tracked<Mat>>>,
+    acc: &mut Vec<Tracked<Mat>>,
+    next_data: Option<Pending>,
+    next_acc: Option<Pending>,
+    data_hop: &Hop<'_>,
+    acc_hop: &Hop<'_>,
+) -> Result<()> {
+    let parts = acc.iter().map(|m| (m.clone_owned(), Dtype::Fp32)).collect();
+    dev.send(next, acc_hop.tag, parts)?;
+    if single_buffer {
+        drop(data.take());
+        acc.clear();
+    }
+    if !last {
+        let d = match next_data {
+            Some(pd) => dev.wait(pd)?,
+            None => dev.recv(prev, data_hop.tag, data_hop.name, data_hop.shapes)?,
+        };
+        *data = Some(d);
+    }
+    let a = match next_acc {
+        Some(pd) => dev.wait(pd)?,
+        None => dev.recv(prev, acc_hop.tag, acc_hop.name, acc_hop.shapes)?,
+    };
+    if last {
+        *data = None;
+    }
+    *acc = a;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,7 @@
 //! input and output stored for backward, ring all-reduce of the output (forward) and of dX
 //! (backward); weight gradients stay local.
 
-use super::device::{gemm_tn, Device, Dtype, Mat, Phase, Tag, Tracked};
+use super::device::{accumulator_hop, gemm_tn, Device, Dtype, Hop, Mat, Phase, Tag, Tracked};
 use super::rng::SplitMix64;
 use super::{gather_rows, local_rows, random_mat, ExecMethod, RunSpec, Shape};
 use crate::error::Result;
@@ -244,30 +244,27 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
         }
         let compute_end = dev.now_s();
         if p > 1 {
-            let parts = vec![
-                (cur_dw[0].clone_owned(), FP32),
-                (cur_dw[1].clone_owned(), FP32),
-            ];
-            dev.send(next, dw_tag, parts)?;
-            if cfg.rb == 1 {
-                drop(cur_w.take());
-                cur_dw.clear();
-            }
-            if t + 1 < p {
-                let w = match next_w {
-                    Some(pd) => dev.wait(pd)?,
-                    None => dev.recv(prev, w_tag, "mlp.weight_recv", &w_shapes)?,
-                };
-                cur_w = Some(w);
-            }
-            let dw = match next_dw {
-                Some(pd) => dev.wait(pd)?,
-                None => dev.recv(prev, dw_tag, "mlp.weight_grad_recv_fp32", &dw_shapes)?,
-            };
-            if t + 1 == p {
-                cur_w = None;
-            }
-            cur_dw = dw;
+            accumulator_hop(
+                dev,
+                next,
+                prev,
+                t + 1 == p,
+                cfg.rb == 1,
+                &mut cur_w,
+                &mut cur_dw,
+                next_w,
+                next_dw,
+                &Hop {
+                    tag: w_tag,
+                    name: "mlp.weight_recv",
+                    shapes: &w_shapes,
+                },
+                &Hop {
+                    tag: dw_tag,
+                    name: "mlp.weight_grad_recv_fp32",
+                    shapes: &dw_shapes,
+                },
+            )?;
         }
         dev.record_step(Phase::BwdMlp, 0, t, step_start, compute_end);
     }
