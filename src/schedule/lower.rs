@@ -57,6 +57,9 @@ struct Lower<'a> {
     label: Label,
     /// Per device: what the next compute task must wait for.
     frontier: Vec<Vec<TaskId>>,
+    /// Per device: the last compute-stream task (stream order already makes the next compute
+    /// task wait for it, so it is left out of dependency lists).
+    last_compute: Vec<Option<TaskId>>,
     /// Per device and stream: the last task of the current phase on that stream. Streams run in
     /// order, so the phase's end waits for these and thereby for every task of the phase.
     phase_tasks: Vec<[Option<TaskId>; STREAMS]>,
@@ -87,9 +90,34 @@ impl<'a> Lower<'a> {
         } else {
             Work::Free { bytes, tensor }
         };
-        let deps = std::mem::take(&mut self.frontier[dev as usize]);
+        let deps = self.compute_deps(dev as usize, &[]);
         let id = self.g.add(dev, Stream::Compute, work, deps, self.label);
-        self.frontier[dev as usize] = vec![id];
+        self.set_compute_frontier(dev as usize, id);
+    }
+
+    /// Dependencies of the next compute-stream task: the frontier and `extra`, without the
+    /// previous compute task (implied by stream order) — so a chain of kernels needs no
+    /// dependency list at all.
+    fn compute_deps(&self, dev: usize, extra: &[TaskId]) -> Vec<TaskId> {
+        let last = self.last_compute[dev];
+        let frontier = &self.frontier[dev];
+        if extra.is_empty() && frontier.iter().all(|&t| Some(t) == last) {
+            return Vec::new();
+        }
+        frontier
+            .iter()
+            .copied()
+            .filter(|&t| Some(t) != last)
+            .chain(extra.iter().copied())
+            .collect()
+    }
+
+    /// After a compute-stream task: it is the frontier and the last compute task.
+    fn set_compute_frontier(&mut self, dev: usize, id: TaskId) {
+        let f = &mut self.frontier[dev];
+        f.clear();
+        f.push(id);
+        self.last_compute[dev] = Some(id);
     }
 
     fn kernels(&mut self, dev: DeviceId, kernels: &[Kernel], scale: f64, extra: &[TaskId]) {
@@ -97,8 +125,7 @@ impl<'a> Lower<'a> {
             if scale == 0.0 {
                 continue;
             }
-            let mut deps = std::mem::take(&mut self.frontier[dev as usize]);
-            deps.extend_from_slice(extra);
+            let deps = self.compute_deps(dev as usize, extra);
             self.label.name = k.name;
             let id = self.add(
                 dev,
@@ -110,7 +137,7 @@ impl<'a> Lower<'a> {
                 },
                 deps,
             );
-            self.frontier[dev as usize] = vec![id];
+            self.set_compute_frontier(dev as usize, id);
         }
         if kernels.is_empty() || scale == 0.0 {
             self.frontier[dev as usize].extend_from_slice(extra);
@@ -501,7 +528,7 @@ impl<'a> Lower<'a> {
                 deps,
                 self.label,
             );
-            self.frontier[d] = vec![id];
+            self.set_compute_frontier(d, id);
         }
     }
 }
@@ -526,6 +553,7 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
             micro_batch: 0,
         },
         frontier: vec![Vec::new(); n],
+        last_compute: vec![None; n],
         phase_tasks: vec![[None; STREAMS]; n],
     };
     let per_layer = inv.activation_bytes_per_layer;
