@@ -354,10 +354,22 @@ impl<'g> Engine<'g> {
         let mut stream_key = Vec::new();
         let mut ts = Vec::with_capacity(n);
         let mut dep_count = vec![0u32; n];
-        let mut dep_flat: Vec<u32> = Vec::with_capacity(n);
-        let mut sends = Vec::new();
-        let mut recvs = Vec::new();
-        let mut coll_keys = Vec::new();
+        // Sized up front: large graphs otherwise spend a visible share of their preparation
+        // growing and copying these lists.
+        let total_deps: usize = g.tasks.iter().map(|t| t.deps.len()).sum();
+        let mut dep_flat: Vec<u32> = Vec::with_capacity(total_deps);
+        let (mut n_send, mut n_recv, mut n_coll) = (0, 0, 0);
+        for t in &g.tasks {
+            match t.work {
+                Work::Send { .. } => n_send += 1,
+                Work::Recv { .. } => n_recv += 1,
+                Work::Collective { .. } => n_coll += 1,
+                _ => {}
+            }
+        }
+        let mut sends = Vec::with_capacity(n_send);
+        let mut recvs = Vec::with_capacity(n_recv);
+        let mut coll_keys = Vec::with_capacity(n_coll);
         for (i, t) in g.tasks.iter().enumerate() {
             if t.device >= g.devices {
                 return Err(invalid(format!(
