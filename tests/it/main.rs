@@ -8,6 +8,7 @@ mod common;
 mod data;
 mod gpu;
 mod korthikanti;
+mod layering;
 mod plan;
 mod plot;
 mod properties;

@@ -1,0 +1,136 @@
+//! The module dependency direction of DESIGN §3 and the README's layout table, checked on the
+//! source: each module may name only the crate modules listed for it. Comments and string
+//! literals do not count. `analytic` and `sim` never depend on each other, nothing depends on
+//! `cli`, and `plot` takes plain data.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("error", &[]),
+    ("atomic", &["error"]),
+    ("config", &["error"]),
+    ("memory", &["config", "error"]),
+    ("search", &["config", "memory", "error"]),
+    ("schedule", &["config", "memory", "error"]),
+    ("cost", &["config", "schedule", "error"]),
+    (
+        "analytic",
+        &["config", "cost", "memory", "schedule", "error"],
+    ),
+    ("sim", &["config", "cost", "memory", "schedule", "error"]),
+    ("exec", &["config", "memory", "error"]),
+    ("plot", &["atomic", "error"]),
+    (
+        "calibrate",
+        &[
+            "atomic", "config", "cost", "error", "exec", "memory", "report", "schedule",
+        ],
+    ),
+    (
+        "sweep",
+        &["analytic", "config", "memory", "search", "sim", "error"],
+    ),
+    (
+        "validate",
+        &[
+            "analytic", "config", "memory", "schedule", "search", "sim", "error",
+        ],
+    ),
+    (
+        "plan",
+        &[
+            "analytic", "config", "memory", "schedule", "search", "sim", "error",
+        ],
+    ),
+    (
+        "report",
+        &[
+            "analytic", "atomic", "config", "memory", "plan", "plot", "schedule", "search", "sim",
+            "sweep", "validate", "error",
+        ],
+    ),
+];
+
+/// Crate modules named in code (not comments, not string literals) of one file.
+fn crate_refs(text: &str, out: &mut BTreeSet<String>) {
+    for line in text.lines() {
+        let code = match line.find("//") {
+            Some(i) => &line[..i],
+            None => line,
+        };
+        let mut rest = code;
+        while let Some(i) = rest.find("crate::") {
+            let in_string = rest[..i].matches('"').count() % 2 == 1;
+            let after = &rest[i + "crate::".len()..];
+            if !in_string {
+                if let Some(group) = after.strip_prefix('{') {
+                    let end = group.find('}').unwrap_or(group.len());
+                    for part in group[..end].split(',') {
+                        let name: String = part
+                            .trim()
+                            .chars()
+                            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                            .collect();
+                        if !name.is_empty() {
+                            out.insert(name);
+                        }
+                    }
+                } else {
+                    let name: String = after
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    if !name.is_empty() {
+                        out.insert(name);
+                    }
+                }
+            }
+            rest = after;
+        }
+    }
+}
+
+fn files(path: &Path, out: &mut Vec<std::path::PathBuf>) {
+    if path.is_dir() {
+        for e in std::fs::read_dir(path).unwrap() {
+            files(&e.unwrap().path(), out);
+        }
+    } else if path.is_file() && path.extension().is_some_and(|e| e == "rs") {
+        out.push(path.to_path_buf());
+    }
+}
+
+#[test]
+fn modules_depend_only_on_what_the_layout_allows() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let modules: BTreeSet<&str> = ALLOWED.iter().map(|(m, _)| *m).chain(["cli"]).collect();
+    let mut problems = Vec::new();
+    for (module, allowed) in ALLOWED {
+        let mut paths = Vec::new();
+        files(&src.join(module), &mut paths);
+        files(&src.join(format!("{module}.rs")), &mut paths);
+        assert!(!paths.is_empty(), "no source for module {module}");
+        let mut refs = BTreeSet::new();
+        for p in &paths {
+            crate_refs(&std::fs::read_to_string(p).unwrap(), &mut refs);
+        }
+        for r in refs {
+            if r != *module && modules.contains(r.as_str()) && !allowed.contains(&r.as_str()) {
+                problems.push(format!("{module} uses crate::{r}"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "layering violations: {problems:?}");
+}
+
+#[test]
+fn the_checker_sees_grouped_imports_and_ignores_comments_and_strings() {
+    let mut refs = BTreeSet::new();
+    crate_refs(
+        "use crate::{sim::X, cost};\n// crate::cli in a comment\nlet s = \"crate::plot\";\nuse crate::analytic::Y;",
+        &mut refs,
+    );
+    let got: Vec<&str> = refs.iter().map(String::as_str).collect();
+    assert_eq!(got, ["analytic", "cost", "sim"]);
+}
