@@ -64,7 +64,7 @@ pub fn causal_factor(w: &Workload) -> f64 {
 }
 
 /// Embedding lookup over `rows` local tokens.
-pub fn embedding(rows: f64, h: f64) -> Vec<Kernel> {
+fn embedding(rows: f64, h: f64) -> Vec<Kernel> {
     vec![Kernel::elementwise("embedding", rows * h, 1.0)]
 }
 
@@ -83,7 +83,7 @@ pub fn recompute_kernels(
 }
 
 /// A phase block.
-pub fn block(phase: Phase, name: &'static str, stages: Vec<Stage>) -> PhaseBlock {
+fn block(phase: Phase, name: &'static str, stages: Vec<Stage>) -> PhaseBlock {
     PhaseBlock {
         phase,
         block: name,
@@ -91,17 +91,36 @@ pub fn block(phase: Phase, name: &'static str, stages: Vec<Stage>) -> PhaseBlock
     }
 }
 
-/// The parts that every plan fills the same way: optimizer, gradient synchronisation, ZeRO-3
+/// The stages of each phase of one layer (and the head), as a method describes them.
+pub struct Parts {
+    /// Forward attention.
+    pub attn_fwd: Vec<Stage>,
+    /// Forward MLP.
+    pub mlp_fwd: Vec<Stage>,
+    /// Head and loss, forward and backward.
+    pub head: Vec<Stage>,
+    /// Backward MLP.
+    pub mlp_bwd: Vec<Stage>,
+    /// Backward attention.
+    pub attn_bwd: Vec<Stage>,
+}
+
+/// Assembles a plan from a method's phases, with what every plan fills the same way: the
+/// embedding over `embedding_rows` local tokens, optimizer, gradient synchronisation, ZeRO-3
 /// gathers, layer and micro-batch counts.
-#[allow(clippy::too_many_arguments)]
-pub fn finish(
-    w: &Workload,
-    embedding_fwd: Vec<Kernel>,
-    layer_fwd: Vec<PhaseBlock>,
-    head: PhaseBlock,
-    layer_bwd: Vec<PhaseBlock>,
-    embedding_bwd: Vec<Kernel>,
-) -> StepPlan {
+pub fn finish(w: &Workload, embedding_rows: f64, parts: Parts) -> StepPlan {
+    let h = w.model.hidden as f64;
+    let embedding_fwd = embedding(embedding_rows, h);
+    let embedding_bwd = embedding(embedding_rows, h);
+    let layer_fwd = vec![
+        block(Phase::FwdAttention, "attention", parts.attn_fwd),
+        block(Phase::FwdMlp, "mlp", parts.mlp_fwd),
+    ];
+    let head = block(Phase::Loss, "head", parts.head);
+    let layer_bwd = vec![
+        block(Phase::BwdMlp, "mlp", parts.mlp_bwd),
+        block(Phase::BwdAttention, "attention", parts.attn_bwd),
+    ];
     let (opt_params, layer_params) = memory::optimizer_params(w);
     let replicated = !w.method.shards_weights();
     let layer_params_local = if replicated {
@@ -152,7 +171,7 @@ pub fn sequence_split_plan(
     attn_fwd: Vec<Stage>,
     attn_bwd: Vec<Stage>,
 ) -> StepPlan {
-    use super::kernels::{linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm};
+    use super::kernels::{mlp_bwd, mlp_fwd, norm};
     let act = w.model.activation;
     let mut mlp_k = vec![norm("ln2", local, d.h)];
     mlp_k.extend(mlp_fwd(local, d.h, d.f, act));
@@ -163,24 +182,17 @@ pub fn sequence_split_plan(
     let mut k = mlp_bwd(local, d.h, d.f, act);
     k.push(norm("ln2-bwd", local, d.h));
     mlp_b.push(Stage::Compute(k));
-    let mut head_k = vec![
-        norm("final-ln", local, d.h),
-        linear_fwd("head", local, d.v, d.h),
-    ];
-    head_k.push(Kernel::elementwise("cross-entropy", local * d.v, 2.0));
-    head_k.extend(linear_bwd("head-bwd", local, d.v, d.h));
+    let mut head_k = vec![norm("final-ln", local, d.h)];
+    head_k.extend(super::kernels::head(local, d.v, d.h));
     finish(
         w,
-        embedding(local, d.h),
-        vec![
-            block(Phase::FwdAttention, "attention", attn_fwd),
-            block(Phase::FwdMlp, "mlp", vec![Stage::Compute(mlp_k)]),
-        ],
-        block(Phase::Loss, "head", vec![Stage::Compute(head_k)]),
-        vec![
-            block(Phase::BwdMlp, "mlp", mlp_b),
-            block(Phase::BwdAttention, "attention", attn_bwd),
-        ],
-        embedding(local, d.h),
+        local,
+        Parts {
+            attn_fwd,
+            mlp_fwd: vec![Stage::Compute(mlp_k)],
+            head: vec![Stage::Compute(head_k)],
+            mlp_bwd: mlp_b,
+            attn_bwd,
+        },
     )
 }

@@ -137,6 +137,17 @@ pub fn mlp_bwd(rows: f64, h: f64, f: f64, act: Activation) -> Vec<Kernel> {
     k
 }
 
+/// The output head over `rows` tokens and a `vocab` slice, forward and backward: the logits GEMM,
+/// the cross-entropy over the logits, and the two backward GEMMs.
+pub fn head(rows: f64, vocab: f64, h: f64) -> Vec<Kernel> {
+    let mut k = vec![
+        linear_fwd("head", rows, vocab, h),
+        Kernel::elementwise("cross-entropy", rows * vocab, 2.0),
+    ];
+    k.extend(linear_bwd("head-bwd", rows, vocab, h));
+    k
+}
+
 /// Adam over `params` local parameters: reads gradients, master weights and moments, writes
 /// master weights, moments and bf16 weights — about 30 bytes per parameter.
 pub fn optimizer(params: f64) -> Kernel {

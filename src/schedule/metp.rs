@@ -10,12 +10,11 @@
 //! while the next group runs). With vocabulary parallelism the head is a ring over vocabulary
 //! shards with an online log-sum-exp.
 
-use super::common::{block, embedding, finish, D};
-use super::kernels::{linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm};
+use super::common::{finish, Parts, D};
+use super::kernels::{head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm};
 use super::ring::kv_ring;
 use super::stage::{Exchange, Kernel, Outer, Ring, RingStep, Stage, StepPlan};
 use crate::config::{Activation, Recompute, WeightExchange, Workload};
-use crate::memory::Phase;
 
 fn weight_ring(
     w: &Workload,
@@ -166,26 +165,19 @@ pub fn plan(w: &Workload) -> StepPlan {
             )),
         ]
     } else {
-        let mut k = vec![
-            norm("final-ln", local, d.h),
-            linear_fwd("head", local, d.v, d.h),
-        ];
-        k.push(Kernel::elementwise("cross-entropy", local * d.v, 2.0));
-        k.extend(linear_bwd("head-bwd", local, d.v, d.h));
+        let mut k = vec![norm("final-ln", local, d.h)];
+        k.extend(head_kernels(local, d.v, d.h));
         vec![Stage::Compute(k)]
     };
     finish(
         w,
-        embedding(local, d.h),
-        vec![
-            block(Phase::FwdAttention, "attention", attn_f),
-            block(Phase::FwdMlp, "mlp", mlp_f),
-        ],
-        block(Phase::Loss, "head", head),
-        vec![
-            block(Phase::BwdMlp, "mlp", mlp_b),
-            block(Phase::BwdAttention, "attention", attn_b),
-        ],
-        embedding(local, d.h),
+        local,
+        Parts {
+            attn_fwd: attn_f,
+            mlp_fwd: mlp_f,
+            head,
+            mlp_bwd: mlp_b,
+            attn_bwd: attn_b,
+        },
     )
 }

@@ -2,14 +2,14 @@
 //! b·s·h activation in forward (after the attention out-projection and after fc2) and two in
 //! backward (Shoeybi et al. 2019). Nothing overlaps them: compute waits for each.
 
-use super::common::{attn, block, embedding, finish, recompute_kernels, D};
+use super::common::{attn, finish, recompute_kernels, Parts, D};
 use super::kernels::{
-    attention_bwd, attention_fwd, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm,
+    attention_bwd, attention_fwd, head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd,
+    norm,
 };
 use super::stage::{Kernel, Stage, StepPlan};
 use super::CollectiveOp;
 use crate::config::{Recompute, Workload};
-use crate::memory::Phase;
 
 /// The step plan of Megatron TP.
 pub fn plan(w: &Workload) -> StepPlan {
@@ -72,12 +72,8 @@ pub fn plan(w: &Workload) -> StepPlan {
     } else {
         d.v
     };
-    let mut head_k = vec![
-        norm("final-ln", rows, d.h),
-        linear_fwd("head", rows, v_local, d.h),
-    ];
-    head_k.push(Kernel::elementwise("cross-entropy", rows * v_local, 2.0));
-    head_k.extend(linear_bwd("head-bwd", rows, v_local, d.h));
+    let mut head_k = vec![norm("final-ln", rows, d.h)];
+    head_k.extend(head_kernels(rows, v_local, d.h));
     let mut head = vec![Stage::Compute(head_k)];
     if w.options.vocab_parallel {
         head.push(ar("all-reduce-head"));
@@ -85,24 +81,13 @@ pub fn plan(w: &Workload) -> StepPlan {
 
     finish(
         w,
-        embedding(rows, d.h),
-        vec![
-            block(
-                Phase::FwdAttention,
-                "attention",
-                vec![Stage::Compute(attn_fwd), ar("all-reduce")],
-            ),
-            block(
-                Phase::FwdMlp,
-                "mlp",
-                vec![Stage::Compute(mlp_f), ar("all-reduce")],
-            ),
-        ],
-        block(Phase::Loss, "head", head),
-        vec![
-            block(Phase::BwdMlp, "mlp", mlp_b),
-            block(Phase::BwdAttention, "attention", attn_b),
-        ],
-        embedding(rows, d.h),
+        rows,
+        Parts {
+            attn_fwd: vec![Stage::Compute(attn_fwd), ar("all-reduce")],
+            mlp_fwd: vec![Stage::Compute(mlp_f), ar("all-reduce")],
+            head,
+            mlp_bwd: mlp_b,
+            attn_bwd: attn_b,
+        },
     )
 }

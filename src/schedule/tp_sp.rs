@@ -4,14 +4,14 @@
 //! as Megatron's implementation does, the block input again for the weight gradient, then
 //! reduce-scatters the input gradient: 2 AG + 2 RS forward, 4 AG + 2 RS backward per layer.
 
-use super::common::{attn, block, causal_factor, embedding, finish, recompute_kernels, D};
+use super::common::{attn, causal_factor, finish, recompute_kernels, Parts, D};
 use super::kernels::{
-    attention_bwd, attention_fwd, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm,
+    attention_bwd, attention_fwd, head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd,
+    norm,
 };
 use super::stage::{Kernel, Stage, StepPlan};
 use super::CollectiveOp;
 use crate::config::{Recompute, Workload};
-use crate::memory::Phase;
 
 /// The step plan of Megatron TP + SP.
 pub fn plan(w: &Workload) -> StepPlan {
@@ -83,9 +83,7 @@ pub fn plan(w: &Workload) -> StepPlan {
     } else {
         d.v
     };
-    let mut head_k = vec![linear_fwd("head", rows, v_local, d.h)];
-    head_k.push(Kernel::elementwise("cross-entropy", rows * v_local, 2.0));
-    head_k.extend(linear_bwd("head-bwd", rows, v_local, d.h));
+    let head_k = head_kernels(rows, v_local, d.h);
     let head = vec![
         Stage::Compute(vec![norm("final-ln", local, d.h)]),
         ag("all-gather-head"),
@@ -94,16 +92,13 @@ pub fn plan(w: &Workload) -> StepPlan {
     ];
     finish(
         w,
-        embedding(local, d.h),
-        vec![
-            block(Phase::FwdAttention, "attention", attn_f),
-            block(Phase::FwdMlp, "mlp", mlp_f),
-        ],
-        block(Phase::Loss, "head", head),
-        vec![
-            block(Phase::BwdMlp, "mlp", mlp_b),
-            block(Phase::BwdAttention, "attention", attn_b),
-        ],
-        embedding(local, d.h),
+        local,
+        Parts {
+            attn_fwd: attn_f,
+            mlp_fwd: mlp_f,
+            head,
+            mlp_bwd: mlp_b,
+            attn_bwd: attn_b,
+        },
     )
 }
