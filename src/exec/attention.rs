@@ -34,7 +34,8 @@ use std::collections::VecDeque;
 use nalgebra::DMatrixView;
 
 use super::device::{
-    accumulator_hop, gemm_tn, tr_mul, Device, Dtype, Hop, Mat, Pending, Phase, Tag, Tracked,
+    accumulator_hop, data_hop, gemm_tn, tr_mul, Device, Dtype, Hop, Mat, Pending, Phase, Tag,
+    Tracked,
 };
 use super::rng::SplitMix64;
 use super::{gather_rows, local_rows, random_mat, ExecMethod, RunSpec, Shape, WeightExchange};
@@ -646,15 +647,12 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
             }
             let compute_end = dev.now_s();
             if t + 1 < p {
-                let got = match pending {
-                    Some(pd) => dev.wait(pd)?,
-                    None => {
-                        // Single buffer: the current block is released before the next arrives.
-                        drop(cur.take());
-                        dev.recv(prev, tag, "comm.kv_recv", &kv_shapes)?
-                    }
+                let hop = Hop {
+                    tag,
+                    name: "comm.kv_recv",
+                    shapes: &kv_shapes,
                 };
-                cur = Some(got);
+                data_hop(dev, prev, &mut cur, pending, &hop)?;
             }
             dev.record_step(Phase::FwdAttention, g, t, step_start, compute_end);
         }

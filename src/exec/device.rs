@@ -838,6 +838,26 @@ pub(crate) struct Hop<'a> {
     pub shapes: &'a [(usize, usize, Dtype)],
 }
 
+/// One hop of a forward ring: take the next step's data from its posted receive, or — with a
+/// single receive buffer, where nothing was posted — release the current block and receive.
+pub(crate) fn data_hop(
+    dev: &mut Device,
+    prev: usize,
+    data: &mut Option<Vec<Tracked<Mat>>>,
+    pending: Option<Pending>,
+    hop: &Hop<'_>,
+) -> Result<()> {
+    let got = match pending {
+        Some(pd) => dev.wait(pd)?,
+        None => {
+            drop(data.take());
+            dev.recv(prev, hop.tag, hop.name, hop.shapes)?
+        }
+    };
+    *data = Some(got);
+    Ok(())
+}
+
 /// One hop of a ring that carries data forward and an fp32 accumulator back to its owner (the
 /// backward K/V ring, the backward MLP weight ring): send this step's accumulator to `next`;
 /// with one receive buffer, release the data and accumulator first; then take the next step's

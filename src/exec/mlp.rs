@@ -19,7 +19,9 @@
 //! input and output stored for backward, ring all-reduce of the output (forward) and of dX
 //! (backward); weight gradients stay local.
 
-use super::device::{accumulator_hop, gemm_tn, Device, Dtype, Hop, Mat, Phase, Tag, Tracked};
+use super::device::{
+    accumulator_hop, data_hop, gemm_tn, Device, Dtype, Hop, Mat, Phase, Tag, Tracked,
+};
 use super::rng::SplitMix64;
 use super::{gather_rows, local_rows, random_mat, ExecMethod, RunSpec, Shape};
 use crate::error::Result;
@@ -184,14 +186,12 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
         }
         let compute_end = dev.now_s();
         if t + 1 < p {
-            let got = match pending {
-                Some(pd) => dev.wait(pd)?,
-                None => {
-                    drop(cur.take());
-                    dev.recv(prev, tag, "mlp.weight_recv", &w_shapes)?
-                }
+            let hop = Hop {
+                tag,
+                name: "mlp.weight_recv",
+                shapes: &w_shapes,
             };
-            cur = Some(got);
+            data_hop(dev, prev, &mut cur, pending, &hop)?;
         }
         dev.record_step(Phase::FwdMlp, 0, t, step_start, compute_end);
     }
