@@ -9,6 +9,7 @@
 //! - [`cuda`]: cuBLAS/NVRTC/NCCL behind the cargo feature `cuda` (a stub that returns a clear
 //!   error otherwise);
 //! - [`measure`]: the plan of measurements, measuring, fitting everything;
+//! - [`measurements`]: kernel and link measurements as a file (the shared H200 format, extended);
 //! - [`fit`]: efficiency tables, least-squares link fit, slowdown;
 //! - [`profile`]: the calibrated profile (a source on every figure), written atomically;
 //! - [`predict`]: a unit's time from a profile, ring step by ring step;
@@ -24,6 +25,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod fit;
 pub mod measure;
+pub mod measurements;
 pub mod mock;
 pub mod predict;
 pub mod profile;

@@ -81,7 +81,8 @@ pub fn resolve(kind: DataKind, name_or_path: &str) -> Result<PathBuf> {
     })
 }
 
-fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
+/// Reads a JSON file into `T`, naming the field a type error is in.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
     let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,

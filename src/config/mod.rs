@@ -11,7 +11,7 @@ mod model;
 mod seq;
 mod workload;
 
-pub use files::{data_dir, list_names, load_hardware, load_model, resolve, DataKind};
+pub use files::{data_dir, list_names, load_hardware, load_model, read_json, resolve, DataKind};
 pub use hardware::{
     Efficiency, EfficiencyTable, Figure, Gpu, Hardware, InterNode, InterNodeKind, IntraNode,
     IntraNodeKind, Reserved,

@@ -1,0 +1,307 @@
+//! Kernel and link measurements as a file: the format of `../shared/gpu-data/h200-2026-11-30.json`
+//! (timings taken with PyTorch on one H200), extended with what the CUDA backend of
+//! `calibrate` measures (attention calls of any shape, point-to-point messages, collectives,
+//! compute slowdown under traffic). `calibrate --fit FILE` fits a profile's kernel model from
+//! such a file; `kernels --input FILE --compare` prices every entry and reports the error.
+//!
+//! Every time is seconds per call as measured (for the shared file: the median of 10 calls
+//! timed with CUDA events, launch included). Optional fields default as the shared file
+//! implies: attention `head_dim` 128, `q_tokens` = `kv_tokens` = `s`, `kv_heads` = `heads`.
+//!
+//! Depends on `config` (the strict JSON reader) and `error` only.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// One file of measurements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelMeasurements {
+    /// How the figures were taken, in words.
+    pub what: String,
+    /// `YYYY-MM-DD`.
+    pub date: String,
+    /// The device measured ("NVIDIA H200").
+    pub device: String,
+    /// The software that ran the kernels ("torch 2.11.0+cu130", "metp-sim 0.2.0 cuda").
+    pub software: String,
+    /// Streaming multiprocessors of the device, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_count: Option<u64>,
+    /// GEMMs.
+    #[serde(default)]
+    pub gemm: Vec<GemmSample>,
+    /// Fused attention calls, forward and (where measured) backward.
+    #[serde(default)]
+    pub attention: Vec<AttentionSample>,
+    /// Device-local copies and element-wise passes.
+    #[serde(default)]
+    pub copy: Vec<CopySample>,
+    /// Host time of one eager op (the per-call overhead a framework adds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eager_op_s: Option<f64>,
+    /// Point-to-point messages between two devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub p2p: Vec<P2pSample>,
+    /// Collectives over several devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collectives: Vec<CollectiveSample>,
+    /// A GEMM timed alone and while communication runs on the same device.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overlap: Vec<OverlapSample>,
+}
+
+/// An m×k by k×n bf16 matrix product (fp32 accumulation).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmSample {
+    /// Rows of the product.
+    pub m: u64,
+    /// Columns of the product.
+    pub n: u64,
+    /// Inner dimension.
+    pub k: u64,
+    /// 2mnk (informative; recomputed by readers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flops: Option<f64>,
+    /// Seconds per call.
+    pub s: f64,
+}
+
+/// A fused attention call over `b` sequences × `heads` heads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionSample {
+    /// Sequences in the call.
+    pub b: u64,
+    /// Query heads.
+    pub heads: u64,
+    /// Key/value heads (GQA); default `heads`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_heads: Option<u64>,
+    /// Sequence length when queries and keys are the same length (the shared file's form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s: Option<u64>,
+    /// Query tokens per sequence (default `s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q_tokens: Option<u64>,
+    /// Key/value tokens per sequence (default `s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_tokens: Option<u64>,
+    /// Head dimension (default 128).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_dim: Option<u64>,
+    /// Causal mask (queries and keys aligned at the end, as FlashAttention does).
+    pub causal: bool,
+    /// Forward FLOPs as counted by the file's author (informative).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fwd_flops: Option<f64>,
+    /// Seconds per forward call.
+    pub fwd_s: f64,
+    /// Seconds per backward call (forward + backward minus forward), when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bwd_s: Option<f64>,
+}
+
+impl AttentionSample {
+    /// Query tokens per sequence.
+    pub fn q(&self) -> u64 {
+        self.q_tokens.or(self.s).unwrap_or(0)
+    }
+    /// Key/value tokens per sequence.
+    pub fn kv(&self) -> u64 {
+        self.kv_tokens.or(self.s).unwrap_or(0)
+    }
+    /// Head dimension.
+    pub fn d(&self) -> u64 {
+        self.head_dim.unwrap_or(128)
+    }
+}
+
+/// A device-local copy (`copy_s`) and an element-wise pass (`mul_s`) over `bytes`
+/// (the buffer size: a copy reads and writes it once).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CopySample {
+    /// Buffer size.
+    pub bytes: u64,
+    /// Seconds per device-to-device copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_s: Option<f64>,
+    /// Seconds per element-wise multiply (one input, one output of `bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mul_s: Option<f64>,
+}
+
+/// One message between two devices.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P2pSample {
+    /// Sending device.
+    pub from: u32,
+    /// Receiving device.
+    pub to: u32,
+    /// Message size.
+    pub bytes: u64,
+    /// Seconds per message.
+    pub s: f64,
+    /// How it was carried ("nccl", "copy-emulation").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+}
+
+/// One collective, timed as nccl-tests does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveSample {
+    /// `all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all`, `broadcast`.
+    pub op: String,
+    /// Ranks taking part.
+    pub ranks: u32,
+    /// Buffer size as nccl-tests defines it for the op.
+    pub bytes: u64,
+    /// Seconds per call.
+    pub s: f64,
+    /// nccl-tests' bus bandwidth (algorithm bandwidth × the op's factor).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bus_bytes_per_s: Option<f64>,
+}
+
+/// A GEMM alone and while communication of `traffic_bytes` messages runs on its device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverlapSample {
+    /// The GEMM.
+    pub m: u64,
+    /// The GEMM.
+    pub n: u64,
+    /// The GEMM.
+    pub k: u64,
+    /// Size of each concurrent message.
+    pub traffic_bytes: u64,
+    /// What carried the traffic ("nccl", "copy-emulation").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
+    /// Seconds per GEMM alone.
+    pub alone_s: f64,
+    /// Seconds per GEMM with the traffic running.
+    pub with_traffic_s: f64,
+}
+
+impl KernelMeasurements {
+    /// Reads and checks a measurement file (strict JSON: unknown fields and trailing content
+    /// are errors; every time positive and finite; every size positive).
+    pub fn read(path: &Path) -> Result<KernelMeasurements> {
+        let m: KernelMeasurements = crate::config::read_json(path)?;
+        m.validate(path)?;
+        Ok(m)
+    }
+
+    /// Checks every entry; names the first bad one.
+    pub fn validate(&self, path: &Path) -> Result<()> {
+        let bad = |field: String, message: &str| Error::InvalidField {
+            path: path.to_path_buf(),
+            field,
+            message: message.to_string(),
+        };
+        let time_ok = |t: f64| t.is_finite() && t > 0.0;
+        for (i, g) in self.gemm.iter().enumerate() {
+            if g.m == 0 || g.n == 0 || g.k == 0 {
+                return Err(bad(format!("gemm[{i}]"), "m, n and k must be positive"));
+            }
+            if !time_ok(g.s) {
+                return Err(bad(format!("gemm[{i}].s"), "must be a positive time"));
+            }
+        }
+        for (i, a) in self.attention.iter().enumerate() {
+            if a.b == 0 || a.heads == 0 || a.q() == 0 || a.kv() == 0 || a.d() == 0 {
+                return Err(bad(
+                    format!("attention[{i}]"),
+                    "b, heads, head_dim and the token counts (s, or q_tokens and kv_tokens) \
+                     must be positive",
+                ));
+            }
+            if !time_ok(a.fwd_s) || a.bwd_s.is_some_and(|t| !time_ok(t)) {
+                return Err(bad(
+                    format!("attention[{i}]"),
+                    "fwd_s and bwd_s must be positive times",
+                ));
+            }
+        }
+        for (i, c) in self.copy.iter().enumerate() {
+            if c.bytes == 0 {
+                return Err(bad(format!("copy[{i}].bytes"), "must be positive"));
+            }
+            if c.copy_s.is_some_and(|t| !time_ok(t)) || c.mul_s.is_some_and(|t| !time_ok(t)) {
+                return Err(bad(
+                    format!("copy[{i}]"),
+                    "copy_s and mul_s must be positive times",
+                ));
+            }
+        }
+        if self.eager_op_s.is_some_and(|t| !time_ok(t)) {
+            return Err(bad("eager_op_s".into(), "must be a positive time"));
+        }
+        for (i, p) in self.p2p.iter().enumerate() {
+            if p.bytes == 0 || !time_ok(p.s) {
+                return Err(bad(format!("p2p[{i}]"), "bytes and s must be positive"));
+            }
+        }
+        for (i, c) in self.collectives.iter().enumerate() {
+            if c.ranks < 2 || c.bytes == 0 || !time_ok(c.s) {
+                return Err(bad(
+                    format!("collectives[{i}]"),
+                    "ranks must be at least 2, bytes and s positive",
+                ));
+            }
+        }
+        for (i, o) in self.overlap.iter().enumerate() {
+            if !time_ok(o.alone_s) || !time_ok(o.with_traffic_s) {
+                return Err(bad(
+                    format!("overlap[{i}]"),
+                    "alone_s and with_traffic_s must be positive times",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The file as pretty JSON (what `write` stores).
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).expect("measurements serialize");
+        s.push('\n');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared() -> std::path::PathBuf {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("hardware-profiles/measurements/h200-pytorch-2026-11-30.json")
+    }
+
+    #[test]
+    fn reads_the_shared_h200_file() {
+        let m = KernelMeasurements::read(&shared()).unwrap();
+        assert_eq!(m.device, "NVIDIA H200");
+        assert_eq!(m.gemm.len(), 4);
+        assert_eq!(m.attention.len(), 12);
+        assert_eq!(m.copy.len(), 6);
+        assert_eq!(m.attention[0].q(), 512);
+        assert_eq!(m.attention[0].d(), 128);
+        assert!(m.eager_op_s.unwrap() > 5e-6);
+    }
+
+    #[test]
+    fn round_trips_through_json() {
+        let m = KernelMeasurements::read(&shared()).unwrap();
+        let back: KernelMeasurements = serde_json::from_str(&m.to_json()).unwrap();
+        assert_eq!(back, m);
+    }
+}
