@@ -40,10 +40,10 @@ pub mod queue;
 pub mod trace;
 mod workload;
 
-pub use engine::{simulate, DeviceStats, SimOptions, SimResult, Span, Trace, Track};
+pub use engine::{simulate, DeviceStats, SimOptions, SimResult};
 pub use network::{LinkModel, Network};
 pub use queue::{ps_to_secs, secs_to_ps, SimTime};
-pub use trace::{chrome_trace_json, write_chrome_trace};
+pub use trace::{chrome_trace_json, write_chrome_trace, Span, Trace, Track};
 pub use workload::{simulate_workload, WorkloadSim};
 
 #[cfg(test)]
@@ -59,6 +59,9 @@ mod tests {
             ("network.rs", include_str!("network.rs")),
             ("collective.rs", include_str!("collective.rs")),
             ("engine.rs", include_str!("engine.rs")),
+            ("engine/prepare.rs", include_str!("engine/prepare.rs")),
+            ("engine/event_loop.rs", include_str!("engine/event_loop.rs")),
+            ("engine/deadlock.rs", include_str!("engine/deadlock.rs")),
             ("trace.rs", include_str!("trace.rs")),
         ];
         let forbidden = ["analytic", "cli", "search", "sweep", "report", "plot"];
