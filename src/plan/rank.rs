@@ -1,0 +1,338 @@
+//! Ranking: every candidate's memory and closed-form estimate, the best simulated, ranked by
+//! simulated tokens per second.
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::{
+    enumerate, simulate_times, simulates_whole, Candidate, PlanSpec, RejectCategory, Rejection,
+    SimDepth, EXTRAPOLATION_LAYERS,
+};
+use crate::analytic;
+use crate::config::{Hardware, MethodId};
+use crate::error::Result;
+use crate::memory;
+use crate::schedule::{self, StepPlan};
+use crate::sim::LinkModel;
+
+/// A feasible configuration with its times and memory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Ranked {
+    /// 1-based rank (by simulated tokens per second).
+    pub rank: usize,
+    /// The configuration.
+    #[serde(flatten)]
+    pub candidate: Candidate,
+    /// Simulated step time.
+    pub step_time_s: f64,
+    /// Tokens per second over all N GPUs (simulated).
+    pub tokens_per_s: f64,
+    /// Model FLOPs utilisation (simulated).
+    pub mfu: f64,
+    /// Peak bytes per device (memory inventory).
+    pub peak_bytes: u128,
+    /// Device memory.
+    pub capacity_bytes: u128,
+    /// `capacity − peak`.
+    pub headroom_bytes: u128,
+    /// Headroom as a share of device memory.
+    pub headroom_fraction: f64,
+    /// Exposed communication on the critical device (simulated).
+    pub exposed_communication_s: f64,
+    /// Exposed communication as a share of the step.
+    pub exposed_share: f64,
+    /// Compute busy time on the critical device (simulated).
+    pub compute_s: f64,
+    /// Communication busy time on the critical device (simulated).
+    pub communication_s: f64,
+    /// The closed-form model's step time.
+    pub analytic_step_time_s: f64,
+    /// The closed-form model's tokens per second.
+    pub analytic_tokens_per_s: f64,
+}
+
+/// The answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// Model name.
+    pub model: String,
+    /// Hardware profile name.
+    pub hardware: String,
+    /// GPUs.
+    pub gpus: u64,
+    /// Nodes (ceil(gpus / gpus_per_node)).
+    pub nodes: u64,
+    /// GPUs per node.
+    pub gpus_per_node: u64,
+    /// Sequence length.
+    pub seq: u64,
+    /// Global batch in sequences; `None`: dp, one sequence per replica.
+    pub global_batch: Option<u64>,
+    /// Methods considered.
+    pub methods: Vec<MethodId>,
+    /// Causal attention.
+    pub causal: bool,
+    /// Link model of the simulator, as on the command line: `ideal` or `maxmin`.
+    pub link_model: &'static str,
+    /// Whole-model simulation or extrapolation.
+    pub sim_depth: SimDepth,
+    /// Layers simulated: the model's, or the two of the extrapolation.
+    pub sim_layers: Vec<u64>,
+    /// Combinations whose memory inventory was built (after the pair checks).
+    pub evaluated: usize,
+    /// Combinations left out because an earlier one (in tie-break order) is the same
+    /// configuration: a ZeRO stage > 0 over a one-device group, or a recomputation policy that
+    /// changes neither the tensors nor the step plan (METP with FlashAttention: selective =
+    /// none).
+    pub equivalent_skipped: usize,
+    /// Combinations that fit.
+    pub feasible: usize,
+    /// Feasible combinations run through the simulator.
+    pub simulated: usize,
+    /// The best `top`, by simulated tokens per second.
+    pub ranked: Vec<Ranked>,
+    /// Rejections per category (entries, not combinations: a pair-level rejection is one).
+    pub rejected_by_reason: BTreeMap<&'static str, usize>,
+    /// All rejections.
+    pub rejected_total: usize,
+    /// Rejections, ordered by category (nearest out-of-memory misses first); possibly
+    /// truncated ([`Plan::truncate_rejected`]).
+    pub rejected: Vec<Rejection>,
+    /// Rejections left out of `rejected`.
+    pub rejected_omitted: usize,
+    /// Why the list is empty, when it is.
+    pub message: Option<String>,
+}
+
+impl Plan {
+    /// Keeps the first `max` rejections (the counts stay).
+    pub fn truncate_rejected(&mut self, max: usize) {
+        if self.rejected.len() > max {
+            self.rejected_omitted += self.rejected.len() - max;
+            self.rejected.truncate(max);
+        }
+    }
+}
+
+pub(super) struct Feasible {
+    c: Candidate,
+    inv: memory::Inventory,
+    plan: StepPlan,
+    est: analytic::Estimate,
+}
+
+pub(super) enum Outcome {
+    Feasible(Box<Feasible>),
+    Rejected(Rejection),
+}
+
+pub(super) fn gib(b: u128) -> f64 {
+    b as f64 / (1u64 << 30) as f64
+}
+
+pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome {
+    let w = c.workload(spec, hw);
+    let inv = match memory::inventory(&w) {
+        Ok(inv) => inv,
+        Err(e) => {
+            return Outcome::Rejected(Rejection::of(
+                &c,
+                RejectCategory::Invalid,
+                e.to_string(),
+                None,
+            ))
+        }
+    };
+    if !inv.fits {
+        let reason = format!(
+            "out of memory: peak {:.2} GiB > capacity {:.2} GiB (static {:.2}, stored {:.2}, \
+             transient {:.2}, reserved {:.2} GiB)",
+            gib(inv.peak_bytes),
+            gib(inv.capacity_bytes),
+            gib(inv.static_bytes),
+            gib(inv.stored_bytes),
+            gib(inv.transient_peak_bytes),
+            gib(inv.reserved_bytes),
+        );
+        return Outcome::Rejected(Rejection::of(
+            &c,
+            RejectCategory::OutOfMemory,
+            reason,
+            Some(inv.peak_bytes),
+        ));
+    }
+    match schedule::plan(&w) {
+        Ok(plan) => {
+            let est = analytic::price(&w, &plan, inv.peak_bytes);
+            Outcome::Feasible(Box::new(Feasible { c, inv, plan, est }))
+        }
+        Err(e) => Outcome::Rejected(Rejection::of(
+            &c,
+            RejectCategory::Invalid,
+            e.to_string(),
+            Some(inv.peak_bytes),
+        )),
+    }
+}
+
+/// Plans: enumerate, check memory, rank analytically, simulate the best, rank by simulation.
+pub fn plan(spec: &PlanSpec) -> Result<Plan> {
+    let (candidates, mut rejected, equivalent_skipped) = enumerate(spec)?;
+    let mut hw = spec.hardware.clone();
+    hw.nodes = spec.nodes();
+    let outcomes: Vec<Outcome> = candidates
+        .par_iter()
+        .map(|&c| evaluate(c, spec, &hw))
+        .collect();
+    let mut fits = Vec::new();
+    for o in outcomes {
+        match o {
+            Outcome::Feasible(f) => fits.push(*f),
+            Outcome::Rejected(r) => rejected.push(r),
+        }
+    }
+    // A recomputation policy the method does not act on (METP recomputes Q, K, V and, with
+    // FlashAttention, the attention core anyway) gives the same tensors and the same step plan
+    // as the policy before it: keep the first only.
+    fits.sort_by_key(|f| f.c.key());
+    let mut feasible: Vec<Feasible> = Vec::with_capacity(fits.len());
+    let mut groups: BTreeMap<_, Vec<usize>> = BTreeMap::new();
+    let mut equivalent_skipped = equivalent_skipped;
+    for f in fits {
+        let c = &f.c;
+        let group = (c.method, c.p, c.dp, c.micro_batch, c.zero, c.flash);
+        let members = groups.entry(group).or_default();
+        let same = members.iter().any(|&i| {
+            let g = &feasible[i];
+            g.inv.tensors == f.inv.tensors && g.plan == f.plan
+        });
+        if same {
+            equivalent_skipped += 1;
+        } else {
+            members.push(feasible.len());
+            feasible.push(f);
+        }
+    }
+    let n_feasible = feasible.len();
+    feasible.sort_by(|a, b| {
+        b.est
+            .tokens_per_s
+            .total_cmp(&a.est.tokens_per_s)
+            .then_with(|| a.c.key().cmp(&b.c.key()))
+    });
+    let pool = spec.sim_candidates.unwrap_or(3 * spec.top).max(spec.top);
+    feasible.truncate(pool);
+    let simulated: Vec<_> = feasible
+        .par_iter()
+        .map(|f| {
+            let w = f.c.workload(spec, &hw);
+            (f, simulate_times(&w, spec.link_model, spec.sim_depth))
+        })
+        .collect();
+    let mut ranked = Vec::new();
+    for (f, times) in simulated {
+        let (c, inv, est) = (&f.c, &f.inv, &f.est);
+        let t = match times {
+            Ok(t) => t,
+            Err(e) => {
+                rejected.push(Rejection::of(
+                    c,
+                    RejectCategory::Invalid,
+                    format!("simulation failed: {e}"),
+                    Some(inv.peak_bytes),
+                ));
+                continue;
+            }
+        };
+        let w = c.workload(spec, &hw);
+        let tokens = (w.seq * w.micro_batch * w.micro_batches * w.dp) as f64;
+        let step = t.step_time_s;
+        let headroom = inv.capacity_bytes.saturating_sub(inv.peak_bytes);
+        ranked.push(Ranked {
+            rank: 0,
+            candidate: *c,
+            step_time_s: step,
+            tokens_per_s: tokens / step,
+            mfu: analytic::model_flops(&w)
+                / (step * hw.gpu.peak_bf16_flops_per_s.value * (w.p * w.dp) as f64),
+            peak_bytes: inv.peak_bytes,
+            capacity_bytes: inv.capacity_bytes,
+            headroom_bytes: headroom,
+            headroom_fraction: headroom as f64 / inv.capacity_bytes as f64,
+            exposed_communication_s: t.exposed_communication_s,
+            exposed_share: t.exposed_communication_s / step,
+            compute_s: t.compute_s,
+            communication_s: t.communication_s,
+            analytic_step_time_s: est.step_time_s,
+            analytic_tokens_per_s: est.tokens_per_s,
+        });
+    }
+    let n_simulated = ranked.len();
+    ranked.sort_by(|a, b| {
+        b.tokens_per_s
+            .total_cmp(&a.tokens_per_s)
+            .then_with(|| a.candidate.key().cmp(&b.candidate.key()))
+    });
+    ranked.truncate(spec.top);
+    for (i, r) in ranked.iter_mut().enumerate() {
+        r.rank = i + 1;
+    }
+    rejected.sort_by_key(|r| r.sort_key());
+    let mut by_reason = BTreeMap::new();
+    for r in &rejected {
+        *by_reason.entry(r.category.name()).or_insert(0) += 1;
+    }
+    let message = if n_feasible == 0 {
+        Some(format!(
+            "no configuration of {} fits {} GPU(s) of {} at s = {}: all {} rejected (reasons \
+             below); try more GPUs or a shorter sequence",
+            spec.model.name,
+            spec.gpus,
+            hw.name,
+            spec.seq,
+            rejected.len()
+        ))
+    } else if ranked.is_empty() {
+        Some("every simulated configuration failed in the simulator (reasons below)".into())
+    } else {
+        None
+    };
+    let whole = simulates_whole(spec.model.layers, spec.sim_depth);
+    let (sim_depth, sim_layers) = if whole {
+        (SimDepth::Full, vec![spec.model.layers])
+    } else {
+        (
+            SimDepth::Extrapolate,
+            vec![EXTRAPOLATION_LAYERS.0, EXTRAPOLATION_LAYERS.1],
+        )
+    };
+    Ok(Plan {
+        model: spec.model.name.clone(),
+        hardware: hw.name.clone(),
+        gpus: spec.gpus,
+        nodes: hw.nodes,
+        gpus_per_node: hw.gpus_per_node,
+        seq: spec.seq,
+        global_batch: spec.global_batch,
+        methods: spec.methods.clone(),
+        causal: spec.options.causal,
+        link_model: match spec.link_model {
+            LinkModel::Ideal => "ideal",
+            LinkModel::MaxMin => "maxmin",
+        },
+        sim_depth,
+        sim_layers,
+        evaluated: candidates.len(),
+        equivalent_skipped,
+        feasible: n_feasible,
+        simulated: n_simulated,
+        ranked,
+        rejected_total: rejected.len(),
+        rejected_by_reason: by_reason,
+        rejected,
+        rejected_omitted: 0,
+        message,
+    })
+}
