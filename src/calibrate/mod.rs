@@ -37,9 +37,10 @@ use serde::Serialize;
 
 pub use backend::{AttnBlock, Backend, GemmShape, Pass, SlowdownSample};
 pub use compare::{compare_unit, UnitComparison};
-pub use measure::{default_units, fit_all, measure, Measurements, Plan};
+pub use fit::{fit_all, Fits};
+pub use measure::{default_units, measure, Measurements, Plan};
 pub use predict::{predict, PredictOptions, Prediction};
-pub use profile::{Fits, Meta};
+pub use profile::Meta;
 
 use crate::config::Hardware;
 use crate::error::Result;

@@ -48,27 +48,6 @@ pub struct SweepArgs {
     common: CommonArgs,
 }
 
-/// A file-name-safe form of a name.
-pub fn slug_pub(s: &str) -> String {
-    slug(s)
-}
-
-fn slug(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect::<String>()
-        .split('-')
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join("-")
-}
-
 pub fn run(a: SweepArgs) -> Result<String> {
     let methods = MethodId::parse_list("--methods", &a.methods)?;
     let degrees = parse_list("--p", &a.p)?;
@@ -107,7 +86,11 @@ pub fn run(a: SweepArgs) -> Result<String> {
     };
     let out = a.out.clone().unwrap_or_else(|| {
         let name = if model_names.len() == 1 && hw_names.len() == 1 {
-            format!("{}-{}", slug(model_names[0]), slug(hw_names[0]))
+            format!(
+                "{}-{}",
+                report::file_slug(model_names[0]),
+                report::file_slug(hw_names[0])
+            )
         } else {
             "sweep".into()
         };

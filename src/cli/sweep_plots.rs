@@ -18,8 +18,8 @@ pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Re
             let dir = if multi {
                 out.join(format!(
                     "{}-{}",
-                    super::sweep::slug_pub(&m.name),
-                    super::sweep::slug_pub(&hw.name)
+                    crate::report::file_slug(&m.name),
+                    crate::report::file_slug(&hw.name)
                 ))
             } else {
                 out.to_path_buf()

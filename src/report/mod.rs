@@ -38,3 +38,33 @@ pub fn to_json<T: serde::Serialize>(value: &T) -> String {
         Err(e) => format!("{{\"error\": \"{e}\"}}\n"),
     }
 }
+
+/// A file-name-safe form of a name: lower-case ASCII letters, digits and dots, every other run
+/// of characters one `-` (`LLaMA-2 7B` → `llama-2-7b`).
+pub fn file_slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_slug;
+
+    #[test]
+    fn slugs_keep_letters_digits_and_dots() {
+        assert_eq!(file_slug("LLaMA-2 7B"), "llama-2-7b");
+        assert_eq!(file_slug("  dgx-a100 (80 GB) "), "dgx-a100-80-gb");
+        assert_eq!(file_slug("gpt3-1.3b"), "gpt3-1.3b");
+    }
+}
