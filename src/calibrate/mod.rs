@@ -17,7 +17,8 @@
 //! - [`threshold`]: the overlap-threshold experiment (exposed communication below c* = F/B).
 //!
 //! Calibration writes data that the cost model reads; nothing in `cost`, `analytic` or
-//! `schedule` calls this module. Depends on `config`, `cost`, `exec`, `report`.
+//! `schedule` calls this module. Depends on `config`, `cost`, `exec`, `atomic`; never on
+//! `report` or the studies above it.
 
 pub mod backend;
 pub mod compare;

@@ -198,7 +198,7 @@ pub fn ensure_writable(path: &Path, force: bool) -> Result<()> {
 pub fn write(path: &Path, hw: &Hardware, force: bool) -> Result<()> {
     ensure_writable(path, force)?;
     hw.validate(path)?;
-    crate::atomic::write_atomic(path, crate::report::to_json(hw).as_bytes())
+    crate::atomic::write_atomic(path, crate::atomic::to_json(hw).as_bytes())
 }
 
 /// The default output: `hardware-profiles/calibrated/<host>-<backend>.json`.

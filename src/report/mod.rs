@@ -13,7 +13,7 @@ pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json,
 pub use sweep::{sweep_csv, sweep_csv_header, sweep_csv_row, sweep_json};
 pub use table::{fmt_bytes, Table};
 
-pub use crate::atomic::write_atomic;
+pub use crate::atomic::{to_json, write_atomic};
 pub use timeline::timeline_spans;
 
 /// Output format of a command.
@@ -25,18 +25,6 @@ pub enum Format {
     Json,
     /// CSV with a header row.
     Csv,
-}
-
-/// Serialises to pretty JSON with a trailing newline. Serialisation of our own types cannot fail
-/// (no maps with non-string keys), so a failure is reported rather than unwrapped.
-pub fn to_json<T: serde::Serialize>(value: &T) -> String {
-    match serde_json::to_string_pretty(value) {
-        Ok(mut s) => {
-            s.push('\n');
-            s
-        }
-        Err(e) => format!("{{\"error\": \"{e}\"}}\n"),
-    }
 }
 
 /// A file-name-safe form of a name: lower-case ASCII letters, digits and dots, every other run

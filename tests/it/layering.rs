@@ -24,7 +24,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "calibrate",
         &[
-            "atomic", "config", "cost", "error", "exec", "memory", "report", "schedule",
+            "atomic", "config", "cost", "error", "exec", "memory", "schedule",
         ],
     ),
     (
