@@ -5,12 +5,14 @@
 //! and assembles a validated [`Workload`]. Depends only on `error`; nothing here knows about
 //! memory, schedules or the simulator.
 
+mod dims;
 mod files;
 mod hardware;
 mod model;
 mod seq;
 mod workload;
 
+pub use dims::{Dims, Size};
 pub use files::{data_dir, list_names, load_hardware, load_model, read_json, resolve, DataKind};
 pub use hardware::{
     Efficiency, EfficiencyTable, Figure, Gpu, Hardware, InterNode, InterNodeKind, IntraNode,

@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use super::{layer::Dims, method_memory, params};
-use crate::config::Workload;
+use super::{method_memory, params};
+use crate::config::{Dims, Workload};
 use crate::error::Result;
 
 /// Which part of the model a tensor belongs to.
@@ -163,7 +163,7 @@ pub fn inventory(w: &Workload) -> Result<Inventory> {
             w.seq
         )));
     }
-    let d = Dims::new(w);
+    let d = Dims::<u128>::new(w);
     let mut tensors = params::static_tensors(w);
     tensors.extend(mm.activation_tensors(w, &d));
     tensors.retain(|t| t.bytes_each > 0 && t.count > 0);

@@ -17,61 +17,7 @@
 //! (heads or MLP columns) of one group of tensors.
 
 use super::{Block, Kind, Phase, Tensor};
-use crate::config::{Activation, Recompute, Workload};
-
-/// Model and workload sizes as u128, so products never wrap.
-#[derive(Debug, Clone, Copy)]
-pub struct Dims {
-    /// Micro-batch.
-    pub b: u128,
-    /// Sequence length.
-    pub s: u128,
-    /// Hidden size.
-    pub h: u128,
-    /// Query heads.
-    pub a: u128,
-    /// KV heads.
-    pub a_kv: u128,
-    /// Head dimension.
-    pub d: u128,
-    /// MLP width.
-    pub f: u128,
-    /// Vocabulary.
-    pub v: u128,
-    /// Layers.
-    pub layers: u64,
-    /// Degree.
-    pub p: u128,
-}
-
-impl Dims {
-    /// Dimensions of a workload.
-    pub fn new(w: &Workload) -> Dims {
-        let m = &w.model;
-        Dims {
-            b: w.micro_batch as u128,
-            s: w.seq as u128,
-            h: m.hidden as u128,
-            a: m.heads as u128,
-            a_kv: m.kv_heads as u128,
-            d: m.head_dim() as u128,
-            f: m.ffn_hidden as u128,
-            v: m.vocab as u128,
-            layers: m.layers,
-            p: w.p as u128,
-        }
-    }
-
-    /// KV heads held by one of `groups` head groups: KV heads are split while there are enough,
-    /// then replicated (Megatron's rule for t > num_query_groups).
-    pub fn kv_heads_per(&self, groups: u128) -> u128 {
-        if self.a_kv >= groups {
-            self.a_kv / groups
-        } else {
-            1
-        }
-    }
-}
+use crate::config::{Activation, Dims, Recompute, Workload};
 
 /// Multiplies factors, saturating instead of wrapping.
 pub fn prod(factors: &[u128]) -> u128 {
@@ -180,7 +126,7 @@ pub fn stored_per_layer(
 }
 
 /// The stored, recomputed and working-set tensors of one layer under `layout`, for all layers.
-pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
+pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tensor> {
     let dropout = w.dropout();
     let layers = d.layers;
     let (bd, at, ml) = (l.boundary, l.attention, l.mlp);

@@ -26,10 +26,10 @@
 //! backward phases). The vocabulary-parallel head runs the MLP-like ring over vocabulary
 //! shards with an online log-sum-exp, so its logits block is b·c·(v/p).
 
-use super::layer::{prod, stored_per_layer, tensor, Dims};
+use super::layer::{prod, stored_per_layer, tensor};
 use super::unit::{phase_peaks, Unit, UnitSpec};
 use super::{divisible, params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Activation, Model, Options, Recompute, Workload};
+use crate::config::{Activation, Dims, Model, Options, Recompute, Workload};
 
 /// METP.
 pub struct Metp;
@@ -86,7 +86,7 @@ impl MethodMemory for Metp {
         super::ring_seq_multiple(p, options)
     }
 
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let o = &w.options;
         let m = &o.metp;
         let g = head_groups(w.p, o) as u128;

@@ -28,10 +28,9 @@ mod ulysses;
 pub mod unit;
 
 pub use inventory::{inventory, Block, Inventory, Kind, Phase, Tensor};
-pub use layer::Dims;
 pub use unit::{phase_peaks, unit_inventory, Moment, Unit, UnitInventory, UnitShape, UnitSpec};
 
-use crate::config::{MethodId, Model, Options, Workload};
+use crate::config::{Dims, MethodId, Model, Options, Workload};
 
 /// What each method's memory file provides.
 pub trait MethodMemory: Sync {
@@ -42,7 +41,7 @@ pub trait MethodMemory: Sync {
     fn seq_multiple(&self, model: &Model, p: u64, options: &Options) -> u64;
     /// The activation and working-set tensors of one device (weights and optimizer state are
     /// added by the caller from `params`).
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor>;
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor>;
     /// Remarks worth printing with the inventory (assumptions, ignored options).
     fn notes(&self, _w: &Workload) -> Vec<String> {
         Vec::new()

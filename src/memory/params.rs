@@ -7,9 +7,9 @@
 //! gradients (stage 2: 2 + 16/N), also the weights (stage 3: 18/N). Shards that do not divide
 //! evenly are padded (ceiling), as real implementations pad their flat buffers.
 
-use super::layer::{ceil_div, prod, tensor, Dims};
+use super::layer::{ceil_div, prod, tensor};
 use super::{Block, Kind, Phase, Tensor};
-use crate::config::{Workload, ZeroStage};
+use crate::config::{Dims, Workload, ZeroStage};
 
 /// Bytes per parameter of the bf16 weights.
 pub const WEIGHT_BYTES: u128 = 2;
@@ -139,7 +139,7 @@ pub fn static_tensors(w: &Workload) -> Vec<Tensor> {
 /// computes in fp32; the gradient is written in place).
 pub fn edge_tensors(
     w: &Workload,
-    d: &Dims,
+    d: &Dims<u128>,
     rows: u128,
     replicated: bool,
     logit_rows: u128,

@@ -4,9 +4,9 @@
 //! receive buffers; backward also moves fp32 dK/dV accumulators. Without a fused kernel one
 //! (s/p)×(s/p) score block per head is materialised per ring step and discarded.
 
-use super::layer::{layer_tensors, prod, tensor, Core, Dims, LayerLayout, Part};
+use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Model, Options, Workload};
+use crate::config::{Dims, Model, Options, Workload};
 
 /// Ring attention.
 pub struct Ring;
@@ -44,7 +44,7 @@ impl MethodMemory for Ring {
         super::ring_seq_multiple(p, options)
     }
 
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let local_rows = d.b * (d.s / d.p);
         let part = Part {
             rows: local_rows,

@@ -4,9 +4,9 @@
 //! backward the implementation builds full-length dK and dV and all-reduces them, a replicated
 //! transient of 2·(2·b·s·h_kv).
 
-use super::layer::{layer_tensors, prod, tensor, Core, Dims, LayerLayout, Part};
+use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Model, Options, Workload};
+use crate::config::{Dims, Model, Options, Workload};
 
 /// Ring self-attention.
 pub struct Rsa;
@@ -20,7 +20,7 @@ impl MethodMemory for Rsa {
         p
     }
 
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let local_rows = d.b * (d.s / d.p);
         let part = Part {
             rows: local_rows,

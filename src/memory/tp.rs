@@ -2,9 +2,9 @@
 //! 1/p; the layer-boundary activations (norm inputs, QKV and fc1 inputs, dropout masks) are
 //! replicated on every device — Korthikanti et al.'s sbh(10 + 24/t + 5as/(ht)).
 
-use super::layer::{layer_tensors, Core, Dims, LayerLayout, Part};
+use super::layer::{layer_tensors, Core, LayerLayout, Part};
 use super::{divisible, params, MethodMemory, Tensor};
-use crate::config::{Model, Options, Workload};
+use crate::config::{Dims, Model, Options, Workload};
 
 /// Megatron TP.
 pub struct Tp;
@@ -23,7 +23,7 @@ pub(crate) fn check_head_split(model: &Model, p: u64) -> Result<(), String> {
 }
 
 /// The local vocabulary slice: 1/p (padded) when vocabulary-parallel, else all of it.
-pub(crate) fn vocab_local(d: &Dims, options: &Options) -> u128 {
+pub(crate) fn vocab_local(d: &Dims<u128>, options: &Options) -> u128 {
     if options.vocab_parallel {
         d.v.div_ceil(d.p)
     } else {
@@ -40,7 +40,7 @@ impl MethodMemory for Tp {
         1
     }
 
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let rows = d.b * d.s;
         let replicated = d.p > 1;
         let inner = Part {

@@ -3,10 +3,10 @@
 //! is an all-gathered copy of the block input (b·s·h) that lives while each block runs, forward
 //! and backward (Megatron gathers again in backward for the weight gradient).
 
-use super::layer::{layer_tensors, prod, tensor, Core, Dims, LayerLayout, Part};
+use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
 use super::tp::{check_head_split, vocab_local};
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Model, Options, Workload};
+use crate::config::{Dims, Model, Options, Workload};
 
 /// Megatron TP + SP.
 pub struct TpSp;
@@ -20,7 +20,7 @@ impl MethodMemory for TpSp {
         p
     }
 
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let local_rows = d.b * (d.s / d.p);
         let full_rows = d.b * d.s;
         let inner = Part {

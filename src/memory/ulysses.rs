@@ -4,9 +4,9 @@
 //! flash. Weights are replicated unless ZeRO shards them. The all-to-all needs a second copy of
 //! Q, K, V (and of their gradients) while it runs.
 
-use super::layer::{layer_tensors, prod, tensor, Core, Dims, LayerLayout, Part};
+use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
 use super::{divisible, params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Model, Options, Workload};
+use crate::config::{Dims, Model, Options, Workload};
 
 /// DeepSpeed-Ulysses.
 pub struct Ulysses;
@@ -27,7 +27,7 @@ impl MethodMemory for Ulysses {
         p
     }
 
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let local_rows = d.b * (d.s / d.p);
         let seq_split = Part {
             rows: local_rows,
