@@ -41,7 +41,7 @@ use super::rng::SplitMix64;
 use super::{gather_rows, local_rows, random_mat, ExecMethod, RunSpec, Shape, WeightExchange};
 use crate::error::Result;
 
-type V<'a> = DMatrixView<'a, f32>;
+type MatView<'a> = DMatrixView<'a, f32>;
 const BF16: Dtype = Dtype::Bf16;
 const FP32: Dtype = Dtype::Fp32;
 

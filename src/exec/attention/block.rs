@@ -6,7 +6,7 @@ use super::*;
 /// Geometry of one attention block: `b` samples × `ag` heads, `c` query rows × `c` key
 /// columns, head dimension `d`.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Geo {
+pub(super) struct BlockShape {
     pub(super) b: usize,
     pub(super) c: usize,
     pub(super) ag: usize,
@@ -14,7 +14,7 @@ pub(super) struct Geo {
     pub(super) scale: f32,
 }
 
-impl Geo {
+impl BlockShape {
     fn heads(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
         (0..self.b).flat_map(move |beta| (0..self.ag).map(move |hd| (beta, hd)))
     }
@@ -25,24 +25,31 @@ impl Geo {
 
 /// Which part of a key block a query block sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Vis {
+pub(super) enum Visibility {
     Full,
     Diagonal,
     Hidden,
 }
 
-pub(super) fn visibility(causal: bool, query_block: usize, key_block: usize) -> Vis {
+pub(super) fn visibility(causal: bool, query_block: usize, key_block: usize) -> Visibility {
     if !causal || key_block < query_block {
-        Vis::Full
+        Visibility::Full
     } else if key_block == query_block {
-        Vis::Diagonal
+        Visibility::Diagonal
     } else {
-        Vis::Hidden
+        Visibility::Hidden
     }
 }
 
 /// Scaled, masked scores of one head: c × c.
-pub(super) fn head_scores(geo: &Geo, q: &V, k: &V, beta: usize, hd: usize, vis: Vis) -> Mat {
+pub(super) fn head_scores(
+    geo: &BlockShape,
+    q: &MatView,
+    k: &MatView,
+    beta: usize,
+    hd: usize,
+    vis: Visibility,
+) -> Mat {
     let (at, size) = geo.at(beta, hd);
     let mut s = Mat::zeros(geo.c, geo.c);
     s.gemm(
@@ -51,7 +58,7 @@ pub(super) fn head_scores(geo: &Geo, q: &V, k: &V, beta: usize, hd: usize, vis: 
         &k.view(at, size).transpose(),
         0.0,
     );
-    if vis == Vis::Diagonal {
+    if vis == Visibility::Diagonal {
         for r in 0..geo.c {
             for col in r + 1..geo.c {
                 s[(r, col)] = f32::NEG_INFINITY;
@@ -95,12 +102,12 @@ pub(super) fn log_add_exp(x: f32, y: f32) -> f32 {
 /// Merges one head's normalised block output `o` (c × d) with block log-sum-exp `blse` into the
 /// running normalised output `acc` and log-sum-exp `lse`.
 pub(super) fn merge(
-    geo: &Geo,
+    geo: &BlockShape,
     acc: &mut Mat,
     lse: &mut Mat,
     beta: usize,
     hd: usize,
-    o: &V,
+    o: &MatView,
     blse: &[f32],
 ) {
     for r in 0..geo.c {
@@ -121,7 +128,15 @@ pub(super) fn merge(
 
 /// One forward block, fused: per (sample, head) tile, nothing of the block in device memory.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn fwd_fused(geo: &Geo, q: &V, k: &V, v: &V, vis: Vis, acc: &mut Mat, lse: &mut Mat) {
+pub(super) fn fwd_fused(
+    geo: &BlockShape,
+    q: &MatView,
+    k: &MatView,
+    v: &MatView,
+    vis: Visibility,
+    acc: &mut Mat,
+    lse: &mut Mat,
+) {
     for (beta, hd) in geo.heads() {
         let mut s = head_scores(geo, q, k, beta, hd, vis);
         let blse = row_lse(&s);
@@ -138,11 +153,11 @@ pub(super) fn fwd_fused(geo: &Geo, q: &V, k: &V, v: &V, vis: Vis, acc: &mut Mat,
 #[allow(clippy::too_many_arguments)]
 pub(super) fn fwd_unfused(
     dev: &Device,
-    geo: &Geo,
-    q: &V,
-    k: &V,
-    v: &V,
-    vis: Vis,
+    geo: &BlockShape,
+    q: &MatView,
+    k: &MatView,
+    v: &MatView,
+    vis: Visibility,
     acc: &mut Mat,
     lse: &mut Mat,
 ) {
@@ -191,27 +206,40 @@ pub(super) fn fwd_unfused(
 
 /// The gradient inputs of a backward block.
 pub(super) struct BwdIn<'a> {
-    pub(super) q: V<'a>,
-    pub(super) k: V<'a>,
-    pub(super) v: V<'a>,
+    pub(super) q: MatView<'a>,
+    pub(super) k: MatView<'a>,
+    pub(super) v: MatView<'a>,
     pub(super) dout: &'a Mat,
     pub(super) lse: &'a Mat,
     pub(super) delta: &'a Mat,
 }
 
 /// Probabilities of one head, recomputed from the stored log-sum-exp.
-pub(super) fn head_probs(geo: &Geo, x: &BwdIn, beta: usize, hd: usize, vis: Vis) -> Mat {
+pub(super) fn head_probs(
+    geo: &BlockShape,
+    x: &BwdIn,
+    beta: usize,
+    hd: usize,
+    vis: Visibility,
+) -> Mat {
     let mut s = head_scores(geo, &x.q, &x.k, beta, hd, vis);
     exp_shift(&mut s, |r| x.lse[(beta * geo.c + r, hd)]);
     s
 }
 
-pub(super) fn head_dp(geo: &Geo, x: &BwdIn, beta: usize, hd: usize) -> Mat {
+pub(super) fn head_dp(geo: &BlockShape, x: &BwdIn, beta: usize, hd: usize) -> Mat {
     let (at, size) = geo.at(beta, hd);
     x.dout.view(at, size) * x.v.view(at, size).transpose()
 }
 
-pub(super) fn head_ds(geo: &Geo, x: &BwdIn, p: &Mat, dp: &Mat, beta: usize, hd: usize) -> Mat {
+pub(super) fn head_ds(
+    geo: &BlockShape,
+    x: &BwdIn,
+    p: &Mat,
+    dp: &Mat,
+    beta: usize,
+    hd: usize,
+) -> Mat {
     Mat::from_fn(geo.c, geo.c, |r, c| {
         p[(r, c)] * (dp[(r, c)] - x.delta[(beta * geo.c + r, hd)])
     })
@@ -220,7 +248,7 @@ pub(super) fn head_ds(geo: &Geo, x: &BwdIn, p: &Mat, dp: &Mat, beta: usize, hd: 
 /// dQ += scale·dS·K, dK += scale·dSᵀ·Q, dV += Pᵀ·dO for one head.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn head_accumulate(
-    geo: &Geo,
+    geo: &BlockShape,
     x: &BwdIn,
     p: &Mat,
     ds: &Mat,
@@ -249,7 +277,14 @@ pub(super) fn head_accumulate(
     );
 }
 
-pub(super) fn bwd_fused(geo: &Geo, x: &BwdIn, vis: Vis, dq: &mut Mat, dk: &mut Mat, dv: &mut Mat) {
+pub(super) fn bwd_fused(
+    geo: &BlockShape,
+    x: &BwdIn,
+    vis: Visibility,
+    dq: &mut Mat,
+    dk: &mut Mat,
+    dv: &mut Mat,
+) {
     for (beta, hd) in geo.heads() {
         let p = head_probs(geo, x, beta, hd, vis);
         let dp = head_dp(geo, x, beta, hd);
@@ -264,9 +299,9 @@ pub(super) fn bwd_fused(geo: &Geo, x: &BwdIn, vis: Vis, dq: &mut Mat, dk: &mut M
 #[allow(clippy::too_many_arguments)]
 pub(super) fn bwd_unfused(
     dev: &Device,
-    geo: &Geo,
+    geo: &BlockShape,
     x: &BwdIn,
-    vis: Vis,
+    vis: Visibility,
     dq: &mut Mat,
     dk: &mut Mat,
     dv: &mut Mat,
@@ -312,8 +347,8 @@ pub(super) fn row_dot_per_head(a: &Mat, b: &Mat, heads: usize, d: usize) -> Mat 
     })
 }
 
-pub(super) fn geo_of(sh: &Shape, c: usize) -> Geo {
-    Geo {
+pub(super) fn block_shape(sh: &Shape, c: usize) -> BlockShape {
+    BlockShape {
         b: sh.b,
         c,
         ag: sh.ag(),
@@ -326,7 +361,7 @@ pub(super) fn geo_of(sh: &Shape, c: usize) -> Geo {
 /// ring step computes (`b·heads` tiles of c × c, head dimension d). For calibration
 /// (`crate::calibrate`), which times the very kernels the units run.
 pub struct BlockBench {
-    geo: Geo,
+    geo: BlockShape,
     q: Mat,
     k: Mat,
     v: Mat,
@@ -343,7 +378,7 @@ impl BlockBench {
     /// Random inputs for `b` samples × `heads` heads, `c` query and key rows, head dim `d`.
     pub fn new(b: usize, c: usize, heads: usize, d: usize, seed: u64) -> BlockBench {
         let mut rng = SplitMix64::new(seed);
-        let geo = Geo {
+        let geo = BlockShape {
             b,
             c,
             ag: heads,
@@ -391,7 +426,7 @@ impl BlockBench {
             &q,
             &k,
             &v,
-            Vis::Full,
+            Visibility::Full,
             &mut self.acc,
             &mut self.lse,
         );
@@ -410,7 +445,7 @@ impl BlockBench {
         bwd_fused(
             &self.geo,
             &x,
-            Vis::Full,
+            Visibility::Full,
             &mut self.dq,
             &mut self.dk,
             &mut self.dv,

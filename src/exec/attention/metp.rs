@@ -10,7 +10,7 @@ pub(super) fn kv_views<'a>(
     qkv: &'a Mat,
     cur: &'a Option<Vec<Tracked<Mat>>>,
     hg: usize,
-) -> (V<'a>, V<'a>) {
+) -> (MatView<'a>, MatView<'a>) {
     match cur {
         None => (qkv.columns(hg, hg), qkv.columns(2 * hg, hg)),
         Some(s) => (s[0].columns(0, hg), s[1].columns(0, hg)),
@@ -132,7 +132,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
     let (p, i) = (sh.p, dev.rank);
     let (b, s, h, hg, ag, c) = (sh.b, sh.s, sh.h, sh.hg(), sh.ag(), sh.c());
     let rows = b * c;
-    let geo = geo_of(&sh, c);
+    let geo = block_shape(&sh, c);
     let kv_shapes = [(rows, hg, BF16), (rows, hg, BF16)];
     let dkv_shapes = [(rows, hg, FP32), (rows, hg, FP32)];
 
@@ -182,7 +182,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
                 }
             }
             let vis = visibility(cfg.causal, i, j);
-            if vis != Vis::Hidden {
+            if vis != Visibility::Hidden {
                 let (k, v) = kv_views(&qkv, &cur, hg);
                 let q = qkv.columns(0, hg);
                 if cfg.fused {
@@ -267,7 +267,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
                 next_dkv = Some(dev.post(prev, dkv_tag, "comm.dkv_recv_fp32", &dkv_shapes));
             }
             let vis = visibility(cfg.causal, i, j);
-            if vis != Vis::Hidden {
+            if vis != Visibility::Hidden {
                 let (k, v) = kv_views(&qkv, &cur_kv, hg);
                 let input = BwdIn {
                     q: qkv.columns(0, hg),

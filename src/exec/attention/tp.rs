@@ -10,7 +10,7 @@ pub fn tp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut> {
     let i = dev.rank;
     let (b, s, h, hg, ag) = (sh.b, sh.s, sh.h, sh.hg(), sh.ag());
     let rows = b * s;
-    let geo = geo_of(&sh, s);
+    let geo = block_shape(&sh, s);
     let vis = visibility(cfg.causal, 0, 0);
 
     let wqkv = dev.track("attn.weights", BF16, qkv_shard(&data.wqkv, h, hg, i));
