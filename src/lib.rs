@@ -16,6 +16,7 @@ pub mod cli;
 pub mod config;
 pub mod cost;
 pub mod error;
+pub mod evaluate;
 pub mod exec;
 pub mod memory;
 pub mod plan;

@@ -48,13 +48,13 @@ pub fn max_seq(template: &Workload, method: MethodId, p: u64) -> MaxSeq {
         capacity_bytes,
         reason,
     };
-    if let Err(reason) = memory::check_degree(method, &w.model, p, &w.options) {
+    if let Err(reason) = method.check_degree(&w.model, p, &w.options) {
         return row(None, 0, None, Some(reason));
     }
-    let k = memory::seq_multiple(method, &w.model, p, &w.options);
+    let k = method.seq_multiple(p, &w.options);
     w.seq = k;
-    let shortest = match memory::inventory(&w) {
-        Ok(inv) => inv,
+    let shortest = match w.clone().validate() {
+        Ok(v) => memory::inventory(&v),
         Err(e) => return row(None, k, None, Some(e.to_string())),
     };
     if shortest.peak_bytes > capacity_bytes {
@@ -81,8 +81,9 @@ pub fn max_seq(template: &Workload, method: MethodId, p: u64) -> MaxSeq {
     let lo_peak = shortest.peak_bytes;
     let mut peak_at = |s: u64| -> Result<u128, String> {
         w.seq = s;
-        memory::inventory(&w)
-            .map(|inv| inv.peak_bytes)
+        w.clone()
+            .validate()
+            .map(|v| memory::inventory(&v).peak_bytes)
             .map_err(|e| e.to_string())
     };
     // Invariant: lo·k fits; hi·k does not (or exceeds the limit).

@@ -10,8 +10,9 @@ use super::args::CommonArgs;
 use super::simulate::LinkModelArg;
 use crate::config::{load_hardware, load_model, parse_list, parse_seq_spec, MethodId};
 use crate::error::{Error, Result};
+use crate::evaluate::Timing;
 use crate::report::{self, Table};
-use crate::sweep::{self, Engine, Point, Status, SweepResult, SweepSpec};
+use crate::sweep::{self, Point, Status, SweepResult, SweepSpec};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum EngineArg {
@@ -79,9 +80,9 @@ pub fn run(a: SweepArgs) -> Result<String> {
         seqs,
         micro_batch: template.micro_batch,
         options: template.options,
-        engine: match a.engine {
-            EngineArg::Sim => Engine::Simulate(a.link_model.into()),
-            EngineArg::Analytic => Engine::Analytic,
+        timing: match a.engine {
+            EngineArg::Sim => Timing::Simulated(a.link_model.into()),
+            EngineArg::Analytic => Timing::Analytic,
         },
     };
     let out = a.out.clone().unwrap_or_else(|| {

@@ -8,6 +8,7 @@
 mod dims;
 mod files;
 mod hardware;
+mod method;
 mod model;
 mod seq;
 mod workload;
@@ -18,8 +19,9 @@ pub use hardware::{
     Efficiency, EfficiencyTable, Figure, Gpu, Hardware, InterNode, InterNodeKind, IntraNode,
     IntraNodeKind, Reserved,
 };
+pub use method::MethodId;
 pub use model::{Activation, Model, Norm};
 pub use seq::{parse_count, parse_list, parse_seq_spec};
 pub use workload::{
-    MethodId, MetpOptions, Options, Recompute, WeightExchange, Workload, ZeroStage,
+    MetpOptions, Options, Recompute, ValidWorkload, WeightExchange, Workload, ZeroStage,
 };

@@ -3,97 +3,8 @@
 
 use serde::Serialize;
 
-use super::{Hardware, Model};
+use super::{Hardware, MethodId, Model};
 use crate::error::{Error, Result};
-
-/// The parallel methods metp-sim compares (DESIGN §2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum MethodId {
-    /// METP (DESIGN §1).
-    #[serde(rename = "metp")]
-    Metp,
-    /// Megatron tensor parallelism.
-    #[serde(rename = "tp")]
-    Tp,
-    /// Megatron TP + sequence parallelism.
-    #[serde(rename = "tp-sp")]
-    TpSp,
-    /// DeepSpeed-Ulysses.
-    #[serde(rename = "ulysses")]
-    Ulysses,
-    /// Ring attention / context parallelism.
-    #[serde(rename = "ring")]
-    Ring,
-    /// Ring self-attention (Li et al. 2021).
-    #[serde(rename = "rsa")]
-    Rsa,
-}
-
-impl MethodId {
-    /// All methods, in the order reports list them.
-    pub const ALL: [MethodId; 6] = [
-        MethodId::Metp,
-        MethodId::Tp,
-        MethodId::TpSp,
-        MethodId::Ulysses,
-        MethodId::Ring,
-        MethodId::Rsa,
-    ];
-
-    /// The id used on the command line and in outputs.
-    pub fn id(self) -> &'static str {
-        match self {
-            MethodId::Metp => "metp",
-            MethodId::Tp => "tp",
-            MethodId::TpSp => "tp-sp",
-            MethodId::Ulysses => "ulysses",
-            MethodId::Ring => "ring",
-            MethodId::Rsa => "rsa",
-        }
-    }
-
-    /// Parses one id.
-    pub fn parse(flag: &str, text: &str) -> Result<MethodId> {
-        MethodId::ALL
-            .into_iter()
-            .find(|m| m.id() == text.trim())
-            .ok_or_else(|| {
-                Error::arg(
-                    flag,
-                    format!(
-                        "unknown method '{text}'; available: {}",
-                        MethodId::ALL.map(|m| m.id()).join(", ")
-                    ),
-                )
-            })
-    }
-
-    /// Parses `a,b,…` or `all`.
-    pub fn parse_list(flag: &str, text: &str) -> Result<Vec<MethodId>> {
-        if text.trim() == "all" {
-            return Ok(MethodId::ALL.to_vec());
-        }
-        let mut v: Vec<MethodId> = text
-            .split(',')
-            .map(|t| MethodId::parse(flag, t))
-            .collect::<Result<_>>()?;
-        v.sort();
-        v.dedup();
-        Ok(v)
-    }
-
-    /// Whether the method shards the layer weights 1/p (otherwise they are replicated across
-    /// the p devices unless ZeRO shards them).
-    pub fn shards_weights(self) -> bool {
-        matches!(self, MethodId::Metp | MethodId::Tp | MethodId::TpSp)
-    }
-}
-
-impl std::fmt::Display for MethodId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.id())
-    }
-}
 
 /// Activation recomputation policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
@@ -153,6 +64,13 @@ pub struct MetpOptions {
     pub store_qkv: bool,
     /// Store the MLP activation input (X·W1) instead of recomputing it.
     pub store_mlp_act: bool,
+}
+
+impl MetpOptions {
+    /// Head groups G of the outer attention loop at degree `p` (p unless set).
+    pub fn head_groups(&self, p: u64) -> u64 {
+        self.head_groups.unwrap_or(p)
+    }
 }
 
 impl Default for MetpOptions {
@@ -253,10 +171,17 @@ impl Workload {
         }
     }
 
-    /// Checks what every method needs: positive sizes and enough devices in the profile.
-    pub fn check_common(&self) -> Result<()> {
+    /// Checks everything a configuration needs before any estimate — positive sizes within the
+    /// supported range, enough devices in the profile, METP's receive buffers, and the method's
+    /// rules for this model, degree and sequence length ([`MethodId::check_degree`],
+    /// [`MethodId::seq_multiple`]) — once, and returns the workload as a [`ValidWorkload`],
+    /// the only input of the evaluation path (`memory`, `schedule`, `analytic`, `sim`).
+    pub fn validate(self) -> Result<ValidWorkload> {
         if self.p == 0 || self.dp == 0 || self.seq == 0 || self.micro_batch == 0 {
             return Err(self.invalid("p, dp, sequence and micro-batch must be positive"));
+        }
+        if self.micro_batches == 0 {
+            return Err(self.invalid("the number of micro-batches must be positive"));
         }
         if self.seq > 1 << 40 {
             return Err(self.invalid(format!(
@@ -283,6 +208,62 @@ impl Workload {
         if self.options.metp.recv_buffers == 0 || self.options.metp.recv_buffers > 2 {
             return Err(self.invalid("METP receive buffers must be 1 or 2"));
         }
-        Ok(())
+        self.method
+            .check_degree(&self.model, self.p, &self.options)
+            .map_err(|m| self.invalid(m))?;
+        let multiple = self.method.seq_multiple(self.p, &self.options);
+        if !self.seq.is_multiple_of(multiple) {
+            return Err(self.invalid(format!(
+                "sequence length {} is not a multiple of {multiple}",
+                self.seq
+            )));
+        }
+        Ok(ValidWorkload(self))
+    }
+}
+
+/// A workload that passed [`Workload::validate`]: the one type the evaluation path accepts, so
+/// a configuration is checked once, where it is built, and never again downstream. Read-only
+/// (it dereferences to the [`Workload`]); to change a field, take the workload back out
+/// ([`ValidWorkload::into_workload`]) and validate it again.
+///
+/// It is also the one place that knows a device's coordinates: devices are numbered replica by
+/// replica (`device = replica · p + rank`), and a replica's p devices share one sequence.
+#[derive(Debug, Clone)]
+pub struct ValidWorkload(Workload);
+
+impl std::ops::Deref for ValidWorkload {
+    type Target = Workload;
+    fn deref(&self) -> &Workload {
+        &self.0
+    }
+}
+
+impl ValidWorkload {
+    /// The workload, for changing and validating again.
+    pub fn into_workload(self) -> Workload {
+        self.0
+    }
+
+    /// Devices the step runs on: p · dp.
+    pub fn devices(&self) -> u64 {
+        self.p * self.dp
+    }
+
+    /// Tokens one step trains on over all devices: s · b · micro-batches · dp.
+    pub fn tokens_per_step(&self) -> u64 {
+        self.seq * self.micro_batch * self.micro_batches * self.dp
+    }
+
+    /// Devices that hold the same weights as device 0 (ZeRO gathers and gradient
+    /// synchronisation): all p · dp when the p devices of a replica replicate the weights
+    /// (`over_p`), else rank 0 of every replica.
+    pub fn replica_group(&self, over_p: bool) -> Vec<u32> {
+        let (p, dp) = (self.p as u32, self.dp as u32);
+        if over_p {
+            (0..p * dp).collect()
+        } else {
+            (0..dp).map(|r| r * p).collect()
+        }
     }
 }

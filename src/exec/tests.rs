@@ -469,7 +469,8 @@ fn exec_reconcile_with_inventory() {
                 ..Options::default()
             },
         };
-        let inv = inventory(&w).unwrap();
+        let w = w.validate().unwrap();
+        let inv = inventory(&w);
         assert_eq!(inv.transient_peak_phase, Phase::BwdAttention);
         // The device and moment of the unit inventory's largest backward working set is where
         // that device's runtime high-water mark is.

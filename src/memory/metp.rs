@@ -28,8 +28,8 @@
 
 use super::layer::{prod, stored_per_layer, tensor};
 use super::unit::{phase_peaks, Unit, UnitSpec};
-use super::{divisible, params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Activation, Dims, Model, Options, Recompute, Workload};
+use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
+use crate::config::{Activation, Dims, Recompute, Workload};
 
 /// METP.
 pub struct Metp;
@@ -52,44 +52,13 @@ fn add_transient(out: &mut Vec<Tensor>, t: Tensor) {
     }
 }
 
-fn head_groups(p: u64, options: &Options) -> u64 {
-    options.metp.head_groups.unwrap_or(p)
-}
-
 const BB: &[Phase] = &[Phase::BwdAttention, Phase::BwdMlp];
 
 impl MethodMemory for Metp {
-    fn check_degree(&self, model: &Model, p: u64, options: &Options) -> Result<(), String> {
-        let g = head_groups(p, options);
-        if g == 0 || !g.is_multiple_of(p) {
-            return Err(format!(
-                "head groups ({g}) must be a positive multiple of p = {p}"
-            ));
-        }
-        divisible("heads", model.heads, p)?;
-        if !model.heads.is_multiple_of(g) {
-            return Err(format!(
-                "heads ({}) is not divisible by head groups ({g})",
-                model.heads
-            ));
-        }
-        if !model.kv_heads.is_multiple_of(g) && !g.is_multiple_of(model.kv_heads) {
-            return Err(format!(
-                "kv_heads ({}) must divide head groups ({g}) or be divisible by it",
-                model.kv_heads
-            ));
-        }
-        divisible("ffn_hidden", model.ffn_hidden, p)
-    }
-
-    fn seq_multiple(&self, _: &Model, p: u64, options: &Options) -> u64 {
-        super::ring_seq_multiple(p, options)
-    }
-
     fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let o = &w.options;
         let m = &o.metp;
-        let g = head_groups(w.p, o) as u128;
+        let g = o.metp.head_groups(w.p) as u128;
         let rb = m.recv_buffers as u128;
         let c = d.s / d.p;
         let rows = d.b * c;
@@ -172,7 +141,7 @@ impl MethodMemory for Metp {
         let m = &w.options.metp;
         let mut n = vec![format!(
             "metp: {} head groups, weight exchange by {}, {} receive buffer(s), QKV {}, MLP activation input {}",
-            head_groups(w.p, &w.options),
+            w.options.metp.head_groups(w.p),
             match m.weight_exchange {
                 crate::config::WeightExchange::Ring => "ring",
                 crate::config::WeightExchange::Broadcast => "broadcast",

@@ -6,7 +6,7 @@
 
 use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Dims, Model, Options, Workload};
+use crate::config::{Dims, Workload};
 
 /// Ring attention.
 pub struct Ring;
@@ -36,14 +36,6 @@ pub(crate) fn kv_ring_buffers(rows: u128, kv_width: u128, buffers: u128) -> Vec<
 }
 
 impl MethodMemory for Ring {
-    fn check_degree(&self, _: &Model, _: u64, _: &Options) -> Result<(), String> {
-        Ok(())
-    }
-
-    fn seq_multiple(&self, _: &Model, p: u64, options: &Options) -> u64 {
-        super::ring_seq_multiple(p, options)
-    }
-
     fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let local_rows = d.b * (d.s / d.p);
         let part = Part {

@@ -6,20 +6,12 @@
 
 use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Dims, Model, Options, Workload};
+use crate::config::{Dims, Workload};
 
 /// Ring self-attention.
 pub struct Rsa;
 
 impl MethodMemory for Rsa {
-    fn check_degree(&self, _: &Model, _: u64, _: &Options) -> Result<(), String> {
-        Ok(())
-    }
-
-    fn seq_multiple(&self, _: &Model, p: u64, _: &Options) -> u64 {
-        p
-    }
-
     fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let local_rows = d.b * (d.s / d.p);
         let part = Part {

@@ -4,22 +4,14 @@
 //! and backward (Megatron gathers again in backward for the weight gradient).
 
 use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
-use super::tp::{check_head_split, vocab_local};
+use super::tp::vocab_local;
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Dims, Model, Options, Workload};
+use crate::config::{Dims, Workload};
 
 /// Megatron TP + SP.
 pub struct TpSp;
 
 impl MethodMemory for TpSp {
-    fn check_degree(&self, model: &Model, p: u64, _: &Options) -> Result<(), String> {
-        check_head_split(model, p)
-    }
-
-    fn seq_multiple(&self, _: &Model, p: u64, _: &Options) -> u64 {
-        p
-    }
-
     fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let local_rows = d.b * (d.s / d.p);
         let full_rows = d.b * d.s;

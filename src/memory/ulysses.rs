@@ -5,28 +5,13 @@
 //! Q, K, V (and of their gradients) while it runs.
 
 use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
-use super::{divisible, params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Dims, Model, Options, Workload};
+use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
+use crate::config::{Dims, Workload};
 
 /// DeepSpeed-Ulysses.
 pub struct Ulysses;
 
 impl MethodMemory for Ulysses {
-    fn check_degree(&self, model: &Model, p: u64, _: &Options) -> Result<(), String> {
-        divisible("heads", model.heads, p)?;
-        if !model.kv_heads.is_multiple_of(p) && !p.is_multiple_of(model.kv_heads) {
-            return Err(format!(
-                "kv_heads ({}) must divide p = {p} or be divisible by it",
-                model.kv_heads
-            ));
-        }
-        Ok(())
-    }
-
-    fn seq_multiple(&self, _: &Model, p: u64, _: &Options) -> u64 {
-        p
-    }
-
     fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let local_rows = d.b * (d.s / d.p);
         let seq_split = Part {

@@ -6,7 +6,6 @@ use serde::Serialize;
 use super::{PlanSpec, RejectCategory, Rejection, MICRO_BATCHES, RECOMPUTE, ZERO};
 use crate::config::{Hardware, MethodId, Options, Recompute, Workload, ZeroStage};
 use crate::error::Result;
-use crate::memory;
 
 /// One configuration: method, degree, data parallelism, batch split and memory options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -130,7 +129,7 @@ pub fn enumerate(spec: &PlanSpec) -> Result<(Vec<Candidate>, Vec<Rejection>, usi
     for &method in &spec.methods {
         for p in (1..=n).filter(|p| n.is_multiple_of(*p)) {
             let dp = n / p;
-            if let Err(reason) = memory::check_degree(method, &spec.model, p, &spec.options) {
+            if let Err(reason) = method.check_degree(&spec.model, p, &spec.options) {
                 rejected.push(Rejection::pair(
                     method,
                     p,
@@ -159,7 +158,7 @@ pub fn enumerate(spec: &PlanSpec) -> Result<(Vec<Candidate>, Vec<Rejection>, usi
                     flash,
                     ..spec.options
                 };
-                let multiple = memory::seq_multiple(method, &spec.model, p, &options);
+                let multiple = method.seq_multiple(p, &options);
                 if !spec.seq.is_multiple_of(multiple) {
                     let mut r = Rejection::pair(
                         method,

@@ -35,13 +35,12 @@
 mod candidate;
 mod rank;
 mod rejection;
-mod sim;
 mod spec;
 
+pub use crate::evaluate::{SimDepth, EXTRAPOLATION_LAYERS};
 pub use candidate::{enumerate, recompute_name, Candidate};
 pub use rank::{plan, Plan, Ranked};
 pub use rejection::{RejectCategory, Rejection};
-pub use sim::{simulate_times, simulates_whole, SimDepth, SimTimes, EXTRAPOLATION_LAYERS};
 pub use spec::{PlanSpec, MAX_GLOBAL_BATCH, MAX_GPUS, MICRO_BATCHES, RECOMPUTE, ZERO};
 
 #[cfg(test)]
@@ -101,7 +100,6 @@ mod tests {
             ("candidate.rs", include_str!("candidate.rs")),
             ("rejection.rs", include_str!("rejection.rs")),
             ("rank.rs", include_str!("rank.rs")),
-            ("sim.rs", include_str!("sim.rs")),
         ] {
             // The code above the tests only.
             let code = src.split("#[cfg(test)]").next().unwrap_or(src);

@@ -6,15 +6,13 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::{
-    enumerate, simulate_times, simulates_whole, Candidate, PlanSpec, RejectCategory, Rejection,
-    SimDepth, EXTRAPOLATION_LAYERS,
-};
-use crate::analytic;
+use super::{enumerate, Candidate, PlanSpec, RejectCategory, Rejection};
 use crate::config::{Hardware, MethodId};
 use crate::error::Result;
+use crate::evaluate::{
+    simulates_whole, Evaluation, SimDepth, SimulateOptions, EXTRAPOLATION_LAYERS,
+};
 use crate::memory;
-use crate::schedule::{self, StepPlan};
 use crate::sim::LinkModel;
 
 /// A feasible configuration with its times and memory.
@@ -37,6 +35,9 @@ pub struct Ranked {
     pub capacity_bytes: u128,
     /// `capacity − peak`.
     pub headroom_bytes: u128,
+    /// Whether it fits (always, for a ranked configuration: the ones that do not are
+    /// rejected as out of memory).
+    pub fits: bool,
     /// Headroom as a share of device memory.
     pub headroom_fraction: f64,
     /// Exposed communication on the critical device (simulated).
@@ -116,11 +117,39 @@ impl Plan {
     }
 }
 
+impl Ranked {
+    /// The row of a simulated candidate (rank set later).
+    fn new(candidate: Candidate, e: &Evaluation) -> Ranked {
+        let m = &e.metrics;
+        let analytic = e.analytic_metrics();
+        Ranked {
+            rank: 0,
+            candidate,
+            step_time_s: m.step_time_s,
+            tokens_per_s: m.tokens_per_s,
+            mfu: m.mfu,
+            peak_bytes: m.peak_bytes,
+            capacity_bytes: m.capacity_bytes,
+            headroom_bytes: m.headroom_bytes,
+            fits: m.fits,
+            headroom_fraction: m.headroom_bytes as f64 / m.capacity_bytes as f64,
+            exposed_communication_s: m.exposed_communication_s,
+            exposed_share: m.exposed_share,
+            compute_s: m.compute_s,
+            communication_s: m.communication_s,
+            analytic_step_time_s: analytic.step_time_s,
+            analytic_tokens_per_s: analytic.tokens_per_s,
+        }
+    }
+}
+
+/// A configuration that fits, with its evaluation (closed form; simulated later if it is
+/// among the best).
 pub(super) struct Feasible {
     c: Candidate,
-    inv: memory::Inventory,
-    plan: StepPlan,
-    est: analytic::Estimate,
+    evaluation: Evaluation,
+    /// Closed-form tokens per second (the first ranking).
+    analytic_tokens_per_s: f64,
 }
 
 pub(super) enum Outcome {
@@ -132,10 +161,11 @@ pub(super) fn gib(b: u128) -> f64 {
     b as f64 / (1u64 << 30) as f64
 }
 
+/// One candidate through the evaluation path: invalid, out of memory, or evaluated in closed
+/// form.
 pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome {
-    let w = c.workload(spec, hw);
-    let inv = match memory::inventory(&w) {
-        Ok(inv) => inv,
+    let w = match c.workload(spec, hw).validate() {
+        Ok(w) => w,
         Err(e) => {
             return Outcome::Rejected(Rejection::of(
                 &c,
@@ -145,9 +175,10 @@ pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome 
             ))
         }
     };
+    let inv = memory::inventory(&w);
     if !inv.fits {
         let reason = format!(
-            "out of memory: peak {:.2} GiB > capacity {:.2} GiB (static {:.2}, stored {:.2}, \
+            "does not fit: peak {:.2} GiB > capacity {:.2} GiB (static {:.2}, stored {:.2}, \
              transient {:.2}, reserved {:.2} GiB)",
             gib(inv.peak_bytes),
             gib(inv.capacity_bytes),
@@ -160,21 +191,15 @@ pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome 
             &c,
             RejectCategory::OutOfMemory,
             reason,
-            Some(inv.peak_bytes),
+            Some((inv.peak_bytes, inv.capacity_bytes)),
         ));
     }
-    match schedule::plan(&w) {
-        Ok(plan) => {
-            let est = analytic::price(&w, &plan, inv.peak_bytes);
-            Outcome::Feasible(Box::new(Feasible { c, inv, plan, est }))
-        }
-        Err(e) => Outcome::Rejected(Rejection::of(
-            &c,
-            RejectCategory::Invalid,
-            e.to_string(),
-            Some(inv.peak_bytes),
-        )),
-    }
+    let evaluation = Evaluation::with_inventory(w, inv);
+    Outcome::Feasible(Box::new(Feasible {
+        c,
+        analytic_tokens_per_s: evaluation.metrics.tokens_per_s,
+        evaluation,
+    }))
 }
 
 /// Plans: enumerate, check memory, rank analytically, simulate the best, rank by simulation.
@@ -206,7 +231,8 @@ pub fn plan(spec: &PlanSpec) -> Result<Plan> {
         let members = groups.entry(group).or_default();
         let same = members.iter().any(|&i| {
             let g = &feasible[i];
-            g.inv.tensors == f.inv.tensors && g.plan == f.plan
+            g.evaluation.inventory.tensors == f.evaluation.inventory.tensors
+                && g.evaluation.plan == f.evaluation.plan
         });
         if same {
             equivalent_skipped += 1;
@@ -217,57 +243,36 @@ pub fn plan(spec: &PlanSpec) -> Result<Plan> {
     }
     let n_feasible = feasible.len();
     feasible.sort_by(|a, b| {
-        b.est
-            .tokens_per_s
-            .total_cmp(&a.est.tokens_per_s)
+        b.analytic_tokens_per_s
+            .total_cmp(&a.analytic_tokens_per_s)
             .then_with(|| a.c.key().cmp(&b.c.key()))
     });
     let pool = spec.sim_candidates.unwrap_or(3 * spec.top).max(spec.top);
     feasible.truncate(pool);
+    let opts = SimulateOptions {
+        link: spec.link_model,
+        depth: spec.sim_depth,
+        trace: false,
+    };
     let simulated: Vec<_> = feasible
-        .par_iter()
+        .into_par_iter()
         .map(|f| {
-            let w = f.c.workload(spec, &hw);
-            (f, simulate_times(&w, spec.link_model, spec.sim_depth))
+            let peak = f.evaluation.inventory.peak_bytes;
+            let capacity = f.evaluation.inventory.capacity_bytes;
+            (f.c, peak, capacity, f.evaluation.simulate(opts))
         })
         .collect();
     let mut ranked = Vec::new();
-    for (f, times) in simulated {
-        let (c, inv, est) = (&f.c, &f.inv, &f.est);
-        let t = match times {
-            Ok(t) => t,
-            Err(e) => {
-                rejected.push(Rejection::of(
-                    c,
-                    RejectCategory::Invalid,
-                    format!("simulation failed: {e}"),
-                    Some(inv.peak_bytes),
-                ));
-                continue;
-            }
-        };
-        let w = c.workload(spec, &hw);
-        let tokens = (w.seq * w.micro_batch * w.micro_batches * w.dp) as f64;
-        let step = t.step_time_s;
-        let headroom = inv.capacity_bytes.saturating_sub(inv.peak_bytes);
-        ranked.push(Ranked {
-            rank: 0,
-            candidate: *c,
-            step_time_s: step,
-            tokens_per_s: tokens / step,
-            mfu: analytic::model_flops(&w)
-                / (step * hw.gpu.peak_bf16_flops_per_s.value * (w.p * w.dp) as f64),
-            peak_bytes: inv.peak_bytes,
-            capacity_bytes: inv.capacity_bytes,
-            headroom_bytes: headroom,
-            headroom_fraction: headroom as f64 / inv.capacity_bytes as f64,
-            exposed_communication_s: t.exposed_communication_s,
-            exposed_share: t.exposed_communication_s / step,
-            compute_s: t.compute_s,
-            communication_s: t.communication_s,
-            analytic_step_time_s: est.step_time_s,
-            analytic_tokens_per_s: est.tokens_per_s,
-        });
+    for (c, peak, capacity, evaluation) in simulated {
+        match evaluation {
+            Ok(e) => ranked.push(Ranked::new(c, &e)),
+            Err(e) => rejected.push(Rejection::of(
+                &c,
+                RejectCategory::Invalid,
+                format!("simulation failed: {e}"),
+                Some((peak, capacity)),
+            )),
+        }
     }
     let n_simulated = ranked.len();
     ranked.sort_by(|a, b| {

@@ -61,6 +61,11 @@ pub struct Rejection {
     pub reason: String,
     /// Peak bytes per device, when the inventory could be built.
     pub peak_bytes: Option<u128>,
+    /// Device memory, when the inventory could be built.
+    pub capacity_bytes: Option<u128>,
+    /// Whether the peak fits in device memory, when the inventory could be built (`false` for
+    /// every out-of-memory rejection).
+    pub fits: Option<bool>,
 }
 
 impl Rejection {
@@ -83,6 +88,8 @@ impl Rejection {
             category,
             reason,
             peak_bytes: None,
+            capacity_bytes: None,
+            fits: None,
         }
     }
 
@@ -90,7 +97,7 @@ impl Rejection {
         c: &Candidate,
         category: RejectCategory,
         reason: String,
-        peak: Option<u128>,
+        memory: Option<(u128, u128)>,
     ) -> Self {
         Rejection {
             method: c.method,
@@ -103,7 +110,9 @@ impl Rejection {
             flash: Some(c.flash),
             category,
             reason,
-            peak_bytes: peak,
+            peak_bytes: memory.map(|m| m.0),
+            capacity_bytes: memory.map(|m| m.1),
+            fits: memory.map(|(peak, capacity)| peak <= capacity),
         }
     }
 

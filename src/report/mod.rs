@@ -4,12 +4,14 @@
 
 mod claims;
 mod memory;
+mod simulate;
 mod sweep;
 mod table;
 mod timeline;
 
 pub use claims::{claims_json, claims_markdown};
 pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json, memory_table};
+pub use simulate::{fits_line, simulate_json, simulate_table, write_timeline, write_trace};
 pub use sweep::{sweep_csv, sweep_csv_header, sweep_csv_row, sweep_json};
 pub use table::{fmt_bytes, Table};
 

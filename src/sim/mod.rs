@@ -44,7 +44,7 @@ pub use engine::{simulate, DeviceStats, SimOptions, SimResult};
 pub use network::{LinkModel, Network};
 pub use queue::{ps_to_secs, secs_to_ps, SimTime};
 pub use trace::{chrome_trace_json, write_chrome_trace, Span, Trace, Track};
-pub use workload::{simulate_workload, WorkloadSim};
+pub use workload::{simulate_plan, WorkloadSim};
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::{gib, loglog_slope, Assumption, Claim, ClaimPlot, PlotSeries, Table, Verdict};
-use crate::config::{load_hardware, load_model, MethodId, Options, Workload};
+use crate::config::{load_hardware, load_model, MethodId, Options, ValidWorkload, Workload};
 use crate::error::Result;
 use crate::memory::{inventory, Inventory, Kind, Phase};
 
@@ -11,10 +11,10 @@ const DEGREES: [u64; 6] = [2, 4, 8, 16, 32, 64];
 const MODEL: &str = "korthikanti-22b";
 const SEQ: u64 = 131072;
 
-fn workload(method: MethodId, p: u64, options: Options) -> Result<Workload> {
+fn workload(method: MethodId, p: u64, options: Options) -> Result<ValidWorkload> {
     let mut hardware = load_hardware("dgx-a100-80gb")?;
     hardware.nodes = 8;
-    Ok(Workload {
+    Workload {
         model: load_model(MODEL)?,
         hardware,
         method,
@@ -24,7 +24,8 @@ fn workload(method: MethodId, p: u64, options: Options) -> Result<Workload> {
         micro_batch: 1,
         micro_batches: 1,
         options,
-    })
+    }
+    .validate()
 }
 
 fn largest_transient(inv: &Inventory) -> (String, u128) {
@@ -63,8 +64,8 @@ pub fn check() -> Result<Claim> {
     let (mut block, mut largest, mut working, mut peak, mut tp_scores, mut tp_peak) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
     for p in DEGREES {
-        let m = inventory(&workload(MethodId::Metp, p, no_flash)?)?;
-        let t = inventory(&workload(MethodId::Tp, p, no_flash)?)?;
+        let m = inventory(&workload(MethodId::Metp, p, no_flash)?);
+        let t = inventory(&workload(MethodId::Tp, p, no_flash)?);
         let (name, bytes) = largest_transient(&m);
         let x = p as f64;
         block.push((x, attention_block(&m) as f64));
@@ -100,7 +101,7 @@ pub fn check() -> Result<Claim> {
     // in s and falls as 1/p or 1/p².
     let mut flash_block = Vec::new();
     for p in DEGREES {
-        let m = inventory(&workload(MethodId::Metp, p, Options::default())?)?;
+        let m = inventory(&workload(MethodId::Metp, p, Options::default())?);
         flash_block.push((p as f64, largest_transient(&m).1 as f64));
     }
     let s_flash = loglog_slope(&flash_block);

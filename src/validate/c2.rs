@@ -5,7 +5,7 @@
 use serde_json::json;
 
 use super::{gib, pct, Assumption, Claim, ClaimPlot, PlotSeries, Table, Verdict};
-use crate::config::{load_hardware, load_model, MethodId, Options, Workload};
+use crate::config::{load_hardware, load_model, MethodId, Options, ValidWorkload, Workload};
 use crate::error::Result;
 use crate::memory::{inventory, Block, Inventory, Kind, Phase};
 use crate::search::max_seq;
@@ -22,10 +22,10 @@ fn design_saving(p: f64, kv_blocks: f64, recompute_qkv: bool) -> f64 {
     1.0 - metp / tp
 }
 
-fn workload(model: &str, method: MethodId, p: u64, seq: u64) -> Result<Workload> {
+fn workload(model: &str, method: MethodId, p: u64, seq: u64) -> Result<ValidWorkload> {
     let mut hardware = load_hardware("dgx-a100-80gb")?;
     hardware.nodes = 4;
-    Ok(Workload {
+    Workload {
         model: load_model(model)?,
         hardware,
         method,
@@ -35,7 +35,8 @@ fn workload(model: &str, method: MethodId, p: u64, seq: u64) -> Result<Workload>
         micro_batch: 1,
         micro_batches: 1,
         options: Options::default(),
-    })
+    }
+    .validate()
 }
 
 /// Attention-block bytes the inventory counts per layer: stored attention tensors plus the
@@ -69,8 +70,8 @@ pub fn check() -> Result<Claim> {
     let mut s_peak = Vec::new();
     for p in DEGREES {
         let x = p as f64;
-        let m = inventory(&workload(MODEL, MethodId::Metp, p, seq)?)?;
-        let t = inventory(&workload(MODEL, MethodId::Tp, p, seq)?)?;
+        let m = inventory(&workload(MODEL, MethodId::Metp, p, seq)?);
+        let t = inventory(&workload(MODEL, MethodId::Tp, p, seq)?);
         let stored = 1.0 - stored_attention(&m) as f64 / stored_attention(&t) as f64;
         let attn = 1.0 - attention_bytes(&m) as f64 / attention_bytes(&t) as f64;
         let peak = 1.0 - m.peak_bytes as f64 / t.peak_bytes as f64;
@@ -99,8 +100,8 @@ pub fn check() -> Result<Claim> {
             continue;
         };
         let s = s_tp / 8 * 8;
-        let m = inventory(&workload(model, MethodId::Metp, 8, s)?)?;
-        let t = inventory(&workload(model, MethodId::Tp, 8, s)?)?;
+        let m = inventory(&workload(model, MethodId::Metp, 8, s)?);
+        let t = inventory(&workload(model, MethodId::Tp, 8, s)?);
         let peak = 1.0 - m.peak_bytes as f64 / t.peak_bytes as f64;
         let attn = 1.0 - attention_bytes(&m) as f64 / attention_bytes(&t) as f64;
         measured_models.insert(

@@ -6,6 +6,7 @@ use super::overlap::{idealise, study, Study};
 use super::{pct, Assumption, Claim, ClaimPlot, PlotSeries, Table, Verdict};
 use crate::config::{load_hardware, load_model, MethodId, Options, Workload};
 use crate::error::Result;
+use crate::evaluate::{Evaluation, SimulateOptions};
 use crate::sim::LinkModel;
 
 const LOCAL: [u64; 7] = [128, 256, 512, 1024, 2048, 4096, 8192];
@@ -138,7 +139,11 @@ pub fn check() -> Result<Claim> {
         )?;
         w.model.layers = 1;
         w.seq = 8 * 8192;
-        let r = crate::sim::simulate_workload(&w, LinkModel::MaxMin, false)?;
+        let e =
+            Evaluation::new(w.validate()?).simulate(SimulateOptions::full(LinkModel::MaxMin))?;
+        let Some(r) = e.simulation.and_then(|s| s.run) else {
+            unreachable!("a one-layer model is simulated whole")
+        };
         let busy: Vec<f64> = r.result.devices.iter().map(|d| d.compute_busy_s).collect();
         let (lo, hi) = busy
             .iter()

@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::analytic::{self, SolvedThresholds, Thresholds};
 use crate::config::Workload;
 use crate::error::Result;
+use crate::evaluate::{Evaluation, SimDepth, SimulateOptions};
 use crate::schedule::{Pass, Stream};
 use crate::sim::{self, LinkModel, Track};
 
@@ -138,7 +139,15 @@ pub fn study(base: &Workload, local_seqs: &[u64], link: LinkModel) -> Result<Stu
         w.seq = c * p;
         // One layer: every layer repeats the same rings, so one shows the condition.
         w.model.layers = 1;
-        let s = sim::simulate_workload(&w, link, true)?;
+        let (seq, micro_batch) = (w.seq, w.micro_batch);
+        let e = Evaluation::new(w.validate()?).simulate(SimulateOptions {
+            link,
+            depth: SimDepth::Full,
+            trace: true,
+        })?;
+        let Some(s) = e.simulation.and_then(|s| s.run) else {
+            continue;
+        };
         let Some(trace) = s.result.trace.as_ref() else {
             continue;
         };
@@ -148,18 +157,18 @@ pub fn study(base: &Workload, local_seqs: &[u64], link: LinkModel) -> Result<Stu
         let a_share = share(ae, aspan);
         let m_share = share(me, mspan);
         let attention_agrees = classify(c, attn_threshold, a_share);
-        let mlp_agrees = classify(c * w.micro_batch, solved.mlp_local_seq, m_share);
+        let mlp_agrees = classify(c * micro_batch, solved.mlp_local_seq, m_share);
         let agrees = match (attention_agrees, mlp_agrees) {
             (Some(false), _) | (_, Some(false)) => Some(false),
             (None, None) => None,
             _ => Some(true),
         };
         rows.push(Row {
-            seq: w.seq,
+            seq,
             p,
             local_seq: c,
             condition_holds: c >= attn_threshold,
-            mlp_condition_holds: c * w.micro_batch >= solved.mlp_local_seq,
+            mlp_condition_holds: c * micro_batch >= solved.mlp_local_seq,
             exposed_communication_s: s.critical().exposed_comm_s,
             attention_ring_exposed_s: ae,
             attention_ring_exposed_share: a_share,

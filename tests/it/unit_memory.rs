@@ -3,14 +3,13 @@
 //! of its tensors breaks that; its fast peak search agrees with the full list of moments; and the
 //! layer inventory's METP transient phases are its phase peaks.
 
+use crate::common::inventory;
 use metp_sim::config::{
     Activation, MethodId, MetpOptions, Model, Norm, Options, Recompute, WeightExchange,
 };
 use metp_sim::exec::{run_unit, ExecMethod, RunSpec, Shape};
 use metp_sim::memory::unit::moments;
-use metp_sim::memory::{
-    inventory, phase_peaks, unit_inventory, Kind, Phase, Unit, UnitShape, UnitSpec,
-};
+use metp_sim::memory::{phase_peaks, unit_inventory, Kind, Phase, Unit, UnitShape, UnitSpec};
 
 use crate::common::workload;
 
