@@ -167,7 +167,7 @@ fn summary(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathBuf]) -> 
                 m.name, hw.name
             ));
             let mut header = vec!["method".to_string(), "p".into(), "max_seq".into()];
-            header.extend(spec.seqs.iter().map(|&q| super::fmt_tokens(q)));
+            header.extend(spec.seqs.iter().map(|&q| report::fmt_tokens(q)));
             let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
             let mut right = vec![false, true, true];
             right.extend(spec.seqs.iter().map(|_| true));
@@ -184,7 +184,7 @@ fn summary(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathBuf]) -> 
                                 && x.row.p == p
                         })
                         .and_then(|x| x.row.max_seq)
-                        .map(super::fmt_tokens)
+                        .map(report::fmt_tokens)
                         .unwrap_or_else(|| "-".into());
                     let mut row = vec![method.id().to_string(), p.to_string(), max];
                     for &q in &spec.seqs {

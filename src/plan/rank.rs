@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
-use serde::Serialize;
 
 use super::{enumerate, Candidate, PlanSpec, RejectCategory, Rejection};
 use crate::config::{Hardware, MethodId};
@@ -15,13 +14,12 @@ use crate::evaluate::{
 use crate::memory;
 use crate::sim::LinkModel;
 
-/// A feasible configuration with its times and memory.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A feasible configuration with its times and memory (its columns: `report::RANKED`).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Ranked {
     /// 1-based rank (by simulated tokens per second).
     pub rank: usize,
     /// The configuration.
-    #[serde(flatten)]
     pub candidate: Candidate,
     /// Simulated step time.
     pub step_time_s: f64,
@@ -54,8 +52,8 @@ pub struct Ranked {
     pub analytic_tokens_per_s: f64,
 }
 
-/// The answer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The answer (rendered by `report::plan_table`, `plan_csv`, `plan_json`).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// Model name.
     pub model: String,

@@ -37,7 +37,7 @@ impl RejectCategory {
 
 /// A rejected configuration. Rejections of a (method, degree) pair as a whole (degree, global
 /// batch, sequence granule) leave the per-combination fields empty.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Rejection {
     /// Method.
     pub method: MethodId,

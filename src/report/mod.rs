@@ -3,14 +3,18 @@
 //! computes a number.
 
 mod claims;
+mod columns;
 mod memory;
+mod plan;
 mod simulate;
 mod sweep;
 mod table;
 mod timeline;
 
 pub use claims::{claims_json, claims_markdown};
+pub use columns::{csv, csv_header, csv_row, json_rows, table, Cell, Column, JsonRow};
 pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json, memory_table};
+pub use plan::{plan_csv, plan_json, plan_table, ranked_columns, rejected_columns};
 pub use simulate::{fits_line, simulate_json, simulate_table, write_timeline, write_trace};
 pub use sweep::{sweep_csv, sweep_csv_header, sweep_csv_row, sweep_json};
 pub use table::{fmt_bytes, Table};
@@ -45,6 +49,17 @@ pub fn file_slug(s: &str) -> String {
         .filter(|p| !p.is_empty())
         .collect::<Vec<_>>()
         .join("-")
+}
+
+/// Token counts as on the command line: 4096 → `4k`, 100000 → `100000`.
+pub fn fmt_tokens(n: u64) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{}m", n >> 20)
+    } else if n >= 1024 && n.is_multiple_of(1024) {
+        format!("{}k", n >> 10)
+    } else {
+        n.to_string()
+    }
 }
 
 #[cfg(test)]
