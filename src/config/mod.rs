@@ -11,6 +11,7 @@ mod hardware;
 mod method;
 mod model;
 mod seq;
+mod unit;
 mod workload;
 
 pub use dims::{Dims, Size};
@@ -22,6 +23,7 @@ pub use hardware::{
 pub use method::MethodId;
 pub use model::{Activation, Model, Norm};
 pub use seq::{parse_count, parse_list, parse_seq_spec};
+pub use unit::{ExecMethod, Unit, UnitShape, UnitSpec, UnitSupport};
 pub use workload::{
     MetpOptions, Options, Recompute, ValidWorkload, WeightExchange, Workload, ZeroStage,
 };

@@ -51,6 +51,16 @@ pub enum WeightExchange {
     Broadcast,
 }
 
+impl WeightExchange {
+    /// `ring` or `broadcast`, as on the command line.
+    pub fn id(self) -> &'static str {
+        match self {
+            WeightExchange::Ring => "ring",
+            WeightExchange::Broadcast => "broadcast",
+        }
+    }
+}
+
 /// METP knobs (DESIGN §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct MetpOptions {

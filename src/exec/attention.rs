@@ -75,8 +75,8 @@ impl AttnCfg {
             shape: spec.shape,
             causal: spec.causal,
             fused: spec.fused,
-            rb: spec.recv_buffers,
-            exchange: spec.weight_exchange,
+            rb: spec.metp.recv_buffers as usize,
+            exchange: spec.metp.weight_exchange,
         }
     }
 }

@@ -18,6 +18,7 @@
 
 use super::{Block, Kind, Phase, Tensor};
 use crate::config::{Activation, Dims, Recompute, Workload};
+use crate::memory::names;
 
 /// Multiplies factors, saturating instead of wrapping.
 pub fn prod(factors: &[u128]) -> u128 {
@@ -142,35 +143,35 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
     // recomputation, in Korthikanti's order.
     let mut keep: Vec<(&'static str, Block, u128, bool, bool)> = vec![
         (
-            "norm.ln1_input",
+            names::NORM_LN1_INPUT,
             Block::Norm,
             prod(&[2, bd.rows, h_b]),
             bd.replicated,
             false,
         ),
         (
-            "attn.qkv_input",
+            names::ATTN_QKV_INPUT,
             Block::Attention,
             prod(&[2, bd.rows, h_b]),
             bd.replicated,
             false,
         ),
         (
-            "attn.q",
+            names::ATTN_Q,
             Block::Attention,
             prod(&[2, at.rows, h_at]),
             at.replicated,
             false,
         ),
         (
-            "attn.k",
+            names::ATTN_K,
             Block::Attention,
             prod(&[2, at.rows, hkv_at]),
             at.replicated,
             false,
         ),
         (
-            "attn.v",
+            names::ATTN_V,
             Block::Attention,
             prod(&[2, at.rows, hkv_at]),
             at.replicated,
@@ -182,7 +183,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         Core::Scores { cols } if !l.flash => {
             let elems = prod(&[at.heads, at.rows, cols]);
             keep.push((
-                "attn.softmax_out",
+                names::ATTN_SOFTMAX_OUT,
                 Block::Attention,
                 prod(&[2, elems]),
                 at.replicated,
@@ -190,14 +191,14 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
             ));
             if dropout {
                 keep.push((
-                    "attn.softmax_dropout_mask",
+                    names::ATTN_SOFTMAX_DROPOUT_MASK,
                     Block::Attention,
                     elems,
                     at.replicated,
                     true,
                 ));
                 keep.push((
-                    "attn.softmax_dropout_out",
+                    names::ATTN_SOFTMAX_DROPOUT_OUT,
                     Block::Attention,
                     prod(&[2, elems]),
                     at.replicated,
@@ -208,7 +209,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         }
         Core::Scores { .. } => {
             keep.push((
-                "attn.lse",
+                names::ATTN_LSE,
                 Block::Attention,
                 prod(&[4, at.heads, at.rows]),
                 at.replicated,
@@ -217,7 +218,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         }
         Core::Blockwise { block_cols } => {
             keep.push((
-                "attn.lse",
+                names::ATTN_LSE,
                 Block::Attention,
                 prod(&[4, at.heads, at.rows]),
                 at.replicated,
@@ -229,7 +230,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         }
     }
     keep.push((
-        "attn.proj_input",
+        names::ATTN_PROJ_INPUT,
         Block::Attention,
         prod(&[2, at.rows, h_at]),
         at.replicated,
@@ -237,7 +238,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
     ));
     if dropout {
         keep.push((
-            "attn.out_dropout_mask",
+            names::ATTN_OUT_DROPOUT_MASK,
             Block::Attention,
             prod(&[bd.rows, h_b]),
             bd.replicated,
@@ -245,28 +246,28 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         ));
     }
     keep.push((
-        "norm.ln2_input",
+        names::NORM_LN2_INPUT,
         Block::Norm,
         prod(&[2, bd.rows, h_b]),
         bd.replicated,
         false,
     ));
     keep.push((
-        "mlp.fc1_input",
+        names::MLP_FC1_INPUT,
         Block::Mlp,
         prod(&[2, bd.rows, h_b]),
         bd.replicated,
         false,
     ));
     keep.push((
-        "mlp.act_input",
+        names::MLP_ACT_INPUT,
         Block::Mlp,
         prod(&[2 * act_factor, ml.rows, ml.f]),
         ml.replicated,
         false,
     ));
     keep.push((
-        "mlp.fc2_input",
+        names::MLP_FC2_INPUT,
         Block::Mlp,
         prod(&[2, ml.rows, ml.f]),
         ml.replicated,
@@ -274,7 +275,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
     ));
     if dropout {
         keep.push((
-            "mlp.out_dropout_mask",
+            names::MLP_OUT_DROPOUT_MASK,
             Block::Mlp,
             prod(&[bd.rows, h_b]),
             bd.replicated,
@@ -289,7 +290,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
             // Selective recomputation drops exactly the quadratic attention-core tensors.
             Recompute::Selective => !quadratic,
             // Full recomputation keeps only each layer's input.
-            Recompute::Full => name == "norm.ln1_input",
+            Recompute::Full => name == names::NORM_LN1_INPUT,
         };
         if stored {
             out.push(stored_per_layer(name, block, bytes, layers, rep));
@@ -310,7 +311,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
     if let Some((elems, _)) = block_transient {
         let rep = at.replicated;
         out.push(tensor(
-            "attn.scores",
+            names::ATTN_SCORES,
             Block::Attention,
             Kind::Transient,
             prod(&[2, elems]),
@@ -322,7 +323,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
             // Blockwise: nothing of the block is stored; forward also holds the probabilities,
             // backward recomputes them.
             out.push(tensor(
-                "attn.block_probs",
+                names::ATTN_BLOCK_PROBS,
                 Block::Attention,
                 Kind::Transient,
                 prod(&[2, elems]),
@@ -332,7 +333,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
             ));
         }
         out.push(tensor(
-            "attn.grad_probs",
+            names::ATTN_GRAD_PROBS,
             Block::Attention,
             Kind::Transient,
             prod(&[2, elems]),
@@ -341,7 +342,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
             BWD_ATTN,
         ));
         out.push(tensor(
-            "attn.grad_scores",
+            names::ATTN_GRAD_SCORES,
             Block::Attention,
             Kind::Transient,
             prod(&[2, elems]),
@@ -353,7 +354,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
     // Gradients flowing through the layer: dY and dX at the boundary, dQ/dK/dV and the MLP
     // activation gradient inside.
     out.push(tensor(
-        "grad.layer_output",
+        names::GRAD_LAYER_OUTPUT,
         Block::Attention,
         Kind::Transient,
         prod(&[2, bd.rows, h_b]),
@@ -362,7 +363,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         BWD_BOTH,
     ));
     out.push(tensor(
-        "grad.layer_input",
+        names::GRAD_LAYER_INPUT,
         Block::Attention,
         Kind::Transient,
         prod(&[2, bd.rows, h_b]),
@@ -371,7 +372,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         BWD_BOTH,
     ));
     out.push(tensor(
-        "grad.qkv",
+        names::GRAD_QKV,
         Block::Attention,
         Kind::Transient,
         prod(&[2, at.rows, h_at + 2 * hkv_at]),
@@ -380,7 +381,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         BWD_ATTN,
     ));
     out.push(tensor(
-        "grad.mlp_act",
+        names::GRAD_MLP_ACT,
         Block::Mlp,
         Kind::Transient,
         prod(&[2 * act_factor, ml.rows, ml.f]),

@@ -30,6 +30,7 @@ use super::layer::{prod, stored_per_layer, tensor};
 use super::unit::{phase_peaks, Unit, UnitSpec};
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
 use crate::config::{Activation, Dims, Recompute, Workload};
+use crate::memory::names;
 
 /// METP.
 pub struct Metp;
@@ -74,28 +75,36 @@ impl MethodMemory for Metp {
 
         // Stored for backward, per layer, before recomputation policy.
         let mut keep: Vec<(&'static str, Block, u128)> = vec![
-            ("norm.ln1_input", Block::Norm, 2 * bch),
-            ("attn.input", Block::Attention, 2 * bch),
-            ("attn.group_outputs", Block::Attention, 2 * bch),
-            ("attn.lse", Block::Attention, prod(&[4, d.a, rows])),
+            (names::NORM_LN1_INPUT, Block::Norm, 2 * bch),
+            (names::ATTN_INPUT, Block::Attention, 2 * bch),
+            (names::ATTN_GROUP_OUTPUTS, Block::Attention, 2 * bch),
+            (names::ATTN_LSE, Block::Attention, prod(&[4, d.a, rows])),
         ];
         if m.store_qkv {
-            keep.push(("attn.qkv", Block::Attention, prod(&[2, rows, g * qkv_g])));
+            keep.push((
+                names::ATTN_QKV,
+                Block::Attention,
+                prod(&[2, rows, g * qkv_g]),
+            ));
         }
         if dropout {
-            keep.push(("attn.out_dropout_mask", Block::Attention, bch));
+            keep.push((names::ATTN_OUT_DROPOUT_MASK, Block::Attention, bch));
         }
-        keep.push(("norm.ln2_input", Block::Norm, 2 * bch));
-        keep.push(("mlp.input", Block::Mlp, 2 * bch));
+        keep.push((names::NORM_LN2_INPUT, Block::Norm, 2 * bch));
+        keep.push((names::MLP_INPUT, Block::Mlp, 2 * bch));
         if m.store_mlp_act {
-            keep.push(("mlp.act_input", Block::Mlp, prod(&[2 * act, rows, d.f])));
+            keep.push((
+                names::MLP_ACT_INPUT,
+                Block::Mlp,
+                prod(&[2 * act, rows, d.f]),
+            ));
         }
         if dropout {
-            keep.push(("mlp.out_dropout_mask", Block::Mlp, bch));
+            keep.push((names::MLP_OUT_DROPOUT_MASK, Block::Mlp, bch));
         }
         let mut out = Vec::new();
         for (name, block, bytes) in keep {
-            if o.recompute == Recompute::Full && name != "norm.ln1_input" {
+            if o.recompute == Recompute::Full && name != names::NORM_LN1_INPUT {
                 out.push(tensor(name, block, Kind::Transient, bytes, 1, false, BB));
             } else {
                 out.push(stored_per_layer(name, block, bytes, l, false));
@@ -124,7 +133,7 @@ impl MethodMemory for Metp {
         };
         if o.vocab_parallel && d.p > 1 {
             out.push(tensor(
-                "head.weight_recv",
+                names::HEAD_WEIGHT_RECV,
                 Block::Head,
                 Kind::Transient,
                 prod(&[rb, 2, v_local, d.h]),

@@ -19,6 +19,7 @@
 mod inventory;
 mod layer;
 mod metp;
+pub mod names;
 mod params;
 mod ring;
 mod rsa;

@@ -7,6 +7,7 @@
 use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
 use crate::config::{Dims, Workload};
+use crate::memory::names;
 
 /// Ring attention.
 pub struct Ring;
@@ -15,7 +16,7 @@ pub struct Ring;
 pub(crate) fn kv_ring_buffers(rows: u128, kv_width: u128, buffers: u128) -> Vec<Tensor> {
     vec![
         tensor(
-            "comm.kv_recv",
+            names::COMM_KV_RECV,
             Block::Attention,
             Kind::Transient,
             prod(&[buffers, 2, 2, rows, kv_width]),
@@ -24,7 +25,7 @@ pub(crate) fn kv_ring_buffers(rows: u128, kv_width: u128, buffers: u128) -> Vec<
             &[Phase::FwdAttention, Phase::BwdAttention],
         ),
         tensor(
-            "comm.dkv_recv_fp32",
+            names::COMM_DKV_RECV_FP32,
             Block::Attention,
             Kind::Transient,
             prod(&[buffers, 2, 4, rows, kv_width]),

@@ -7,6 +7,7 @@
 use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
 use crate::config::{Dims, Workload};
+use crate::memory::names;
 
 /// Ring self-attention.
 pub struct Rsa;
@@ -33,7 +34,7 @@ impl MethodMemory for Rsa {
         let kv_width = d.a_kv * d.d;
         if d.p > 1 {
             out.push(tensor(
-                "comm.kv_chunk_recv",
+                names::COMM_KV_CHUNK_RECV,
                 Block::Attention,
                 Kind::Transient,
                 prod(&[2, local_rows, kv_width]),
@@ -42,7 +43,7 @@ impl MethodMemory for Rsa {
                 &[Phase::FwdAttention, Phase::BwdAttention],
             ));
             out.push(tensor(
-                "attn.grad_kv_full_length",
+                names::ATTN_GRAD_KV_FULL_LENGTH,
                 Block::Attention,
                 Kind::Transient,
                 prod(&[2, 2, d.b * d.s, kv_width]),

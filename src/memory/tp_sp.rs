@@ -7,6 +7,7 @@ use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
 use super::tp::vocab_local;
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
 use crate::config::{Dims, Workload};
+use crate::memory::names;
 
 /// Megatron TP + SP.
 pub struct TpSp;
@@ -37,7 +38,7 @@ impl MethodMemory for TpSp {
         };
         let mut out = layer_tensors(w, d, &layout);
         out.push(tensor(
-            "comm.allgather_input",
+            names::COMM_ALLGATHER_INPUT,
             Block::Attention,
             Kind::Transient,
             prod(&[2, full_rows, d.h]),

@@ -7,6 +7,7 @@
 use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
 use crate::config::{Dims, Workload};
+use crate::memory::names;
 
 /// DeepSpeed-Ulysses.
 pub struct Ulysses;
@@ -37,7 +38,7 @@ impl MethodMemory for Ulysses {
         let mut out = layer_tensors(w, d, &layout);
         let qkv_width = d.h + 2 * d.kv_heads_per(1) * d.d;
         out.push(tensor(
-            "comm.all_to_all_qkv",
+            names::COMM_ALL_TO_ALL_QKV,
             Block::Attention,
             Kind::Transient,
             prod(&[2, local_rows, qkv_width]),

@@ -107,10 +107,10 @@ use super::{Kind, Phase, Tensor};
 mod attention;
 mod mlp;
 mod moments;
-mod spec;
 
+use crate::config::ExecMethod;
+pub use crate::config::{Unit, UnitShape, UnitSpec};
 use moments::{sum, Collect, DevicePeak, PhasePeaks, Sink};
-pub use spec::{Unit, UnitShape, UnitSpec};
 
 /// Where in the unit a moment is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -220,10 +220,29 @@ impl UnitInventory {
     }
 }
 
+/// The forward and backward phase of a unit.
+pub fn phases(unit: Unit) -> [Phase; 2] {
+    match unit {
+        Unit::Attention => [Phase::FwdAttention, Phase::BwdAttention],
+        Unit::Mlp => [Phase::FwdMlp, Phase::BwdMlp],
+    }
+}
+
+/// `Err` unless `spec` is a valid METP unit (the inventory describes METP's units).
+fn check(spec: &UnitSpec) -> Result<(), String> {
+    if spec.method != ExecMethod::Metp {
+        return Err(format!(
+            "the unit inventory describes METP units, not {}",
+            spec.method.id()
+        ));
+    }
+    spec.check().map_err(|e| e.to_string())
+}
+
 /// Every moment of device `rank`, in program order.
 pub fn moments(spec: &UnitSpec, rank: u64) -> Result<Vec<Moment>, String> {
-    spec.check()?;
-    if rank >= spec.shape.p {
+    check(spec)?;
+    if rank >= spec.shape.p as u64 {
         return Err(format!("device {rank} of p = {}", spec.shape.p));
     }
     let mut sink = Collect {
@@ -238,7 +257,7 @@ pub fn moments(spec: &UnitSpec, rank: u64) -> Result<Vec<Moment>, String> {
 pub fn unit_inventory(spec: &UnitSpec) -> Result<UnitInventory, String> {
     let phases = phase_peaks(spec)?;
     let mut devices = Vec::new();
-    for rank in 0..spec.shape.p {
+    for rank in 0..spec.shape.p as u64 {
         let mut sink = DevicePeak::default();
         run(spec, rank, Visit::Totals, &mut sink);
         let (_, live) = sink.best.expect("every device has a moment");
@@ -258,8 +277,8 @@ pub fn unit_inventory(spec: &UnitSpec) -> Result<UnitInventory, String> {
 /// step of each stretch where the make-up of a moment stays the same, so it costs the same at
 /// any p.
 pub fn phase_peaks(spec: &UnitSpec) -> Result<Vec<Moment>, String> {
-    spec.check()?;
-    let p = spec.shape.p;
+    check(spec)?;
+    let p = spec.shape.p as u64;
     // Every device runs the same MLP; in attention the last device computes every causal block
     // and, with the first ones, meets every combination of own and foreign shards.
     let candidates = match spec.unit {

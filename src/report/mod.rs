@@ -2,6 +2,7 @@
 //! writes. Input: result types from `memory` and `search`; output: strings or files. Nothing here
 //! computes a number.
 
+mod calibrate;
 mod claims;
 mod columns;
 mod memory;
@@ -11,6 +12,7 @@ mod sweep;
 mod table;
 mod timeline;
 
+pub use calibrate::{calibration_table, unit_run_table};
 pub use claims::{claims_json, claims_markdown};
 pub use columns::{csv, csv_header, csv_row, json_rows, table, Cell, Column, JsonRow};
 pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json, memory_table};

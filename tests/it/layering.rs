@@ -42,8 +42,19 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "report",
         &[
-            "atomic", "config", "evaluate", "memory", "plan", "plot", "schedule", "search", "sim",
-            "sweep", "validate", "error",
+            "atomic",
+            "calibrate",
+            "config",
+            "evaluate",
+            "memory",
+            "plan",
+            "plot",
+            "schedule",
+            "search",
+            "sim",
+            "sweep",
+            "validate",
+            "error",
         ],
     ),
 ];

@@ -2,6 +2,7 @@
 //! forward and backward blocks, and a timed block for calibration.
 
 use super::*;
+use crate::memory::names;
 
 /// Geometry of one attention block: `b` samples × `ag` heads, `c` query rows × `c` key
 /// columns, head dimension `d`.
@@ -163,21 +164,21 @@ pub(super) fn fwd_unfused(
 ) {
     let heads: Vec<(usize, usize)> = geo.heads().collect();
     let scores = dev.track(
-        "attn.block_scores",
+        names::ATTN_BLOCK_SCORES,
         BF16,
         heads
             .iter()
             .map(|&(beta, hd)| head_scores(geo, q, k, beta, hd, vis))
             .collect::<Vec<Mat>>(),
     );
-    let mut blse = dev.zeros("attn.block_lse_fp32", FP32, geo.b * geo.c, geo.ag);
+    let mut blse = dev.zeros(names::ATTN_BLOCK_LSE_FP32, FP32, geo.b * geo.c, geo.ag);
     for (n, &(beta, hd)) in heads.iter().enumerate() {
         for (r, l) in row_lse(&scores[n]).into_iter().enumerate() {
             blse[(beta * geo.c + r, hd)] = l;
         }
     }
     let probs = dev.track(
-        "attn.block_probs",
+        names::ATTN_BLOCK_PROBS,
         BF16,
         heads
             .iter()
@@ -190,7 +191,7 @@ pub(super) fn fwd_unfused(
             .collect::<Vec<Mat>>(),
     );
     drop(scores);
-    let mut ob = dev.zeros("attn.block_out", BF16, geo.b * geo.c, geo.ag * geo.d);
+    let mut ob = dev.zeros(names::ATTN_BLOCK_OUT, BF16, geo.b * geo.c, geo.ag * geo.d);
     for (n, &(beta, hd)) in heads.iter().enumerate() {
         let (at, size) = geo.at(beta, hd);
         ob.view_mut(at, size)
@@ -308,7 +309,7 @@ pub(super) fn bwd_unfused(
 ) {
     let heads: Vec<(usize, usize)> = geo.heads().collect();
     let probs = dev.track(
-        "attn.block_probs",
+        names::ATTN_BLOCK_PROBS,
         BF16,
         heads
             .iter()
@@ -316,7 +317,7 @@ pub(super) fn bwd_unfused(
             .collect::<Vec<Mat>>(),
     );
     let dp = dev.track(
-        "attn.block_grad_probs",
+        names::ATTN_BLOCK_GRAD_PROBS,
         BF16,
         heads
             .iter()
@@ -324,7 +325,7 @@ pub(super) fn bwd_unfused(
             .collect::<Vec<Mat>>(),
     );
     let ds = dev.track(
-        "attn.block_grad_scores",
+        names::ATTN_BLOCK_GRAD_SCORES,
         BF16,
         heads
             .iter()

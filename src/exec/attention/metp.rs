@@ -4,6 +4,7 @@
 
 use super::block::*;
 use super::*;
+use crate::memory::names;
 
 /// K and V of the current ring block: the device's own (columns of its QKV) or received.
 pub(super) fn kv_views<'a>(
@@ -99,7 +100,7 @@ impl WeightFetch {
                 None => dev.post(
                     self.src(dev, g),
                     self.tag(g),
-                    "attn.weight_recv",
+                    names::ATTN_WEIGHT_RECV,
                     &self.shapes,
                 ),
             };
@@ -118,7 +119,7 @@ impl WeightFetch {
             self.pending = Some(dev.post(
                 self.src(dev, g + 1),
                 self.tag(g + 1),
-                "attn.weight_recv",
+                names::ATTN_WEIGHT_RECV,
                 &self.shapes,
             ));
         }
@@ -137,15 +138,19 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
     let dkv_shapes = [(rows, hg, FP32), (rows, hg, FP32)];
 
     // Static for the whole run: the own shard (bf16) and its fp32 main gradient.
-    let own_wqkv = dev.track("attn.weights", BF16, qkv_shard(&data.wqkv, h, hg, i));
-    let own_wo = dev.track("attn.weights", BF16, data.wo.rows(i * hg, hg).into_owned());
-    let mut grad_wqkv = dev.zeros("optimizer.main_grads_fp32", FP32, h, 3 * hg);
-    let mut grad_wo = dev.zeros("optimizer.main_grads_fp32", FP32, hg, h);
+    let own_wqkv = dev.track(names::ATTN_WEIGHTS, BF16, qkv_shard(&data.wqkv, h, hg, i));
+    let own_wo = dev.track(
+        names::ATTN_WEIGHTS,
+        BF16,
+        data.wo.rows(i * hg, hg).into_owned(),
+    );
+    let mut grad_wqkv = dev.zeros(names::OPTIMIZER_MAIN_GRADS_FP32, FP32, h, 3 * hg);
+    let mut grad_wo = dev.zeros(names::OPTIMIZER_MAIN_GRADS_FP32, FP32, hg, h);
     // Stored: the unit's input.
-    let x = dev.track("attn.input", BF16, local_rows(&data.x, b, s, p, i));
+    let x = dev.track(names::ATTN_INPUT, BF16, local_rows(&data.x, b, s, p, i));
 
     // ---------------- forward ----------------
-    let mut out = dev.zeros("attn.output_sum", BF16, rows, h);
+    let mut out = dev.zeros(names::ATTN_OUTPUT_SUM, BF16, rows, h);
     let mut stored_o: Vec<Tracked<Mat>> = Vec::with_capacity(p);
     let mut stored_lse: Vec<Tracked<Mat>> = Vec::with_capacity(p);
     let mut wf = WeightFetch::new(cfg, false);
@@ -155,10 +160,10 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
             Some(sl) => (&sl[0], &sl[1]),
             None => (&own_wqkv, &own_wo),
         };
-        let qkv = dev.track("attn.qkv_group", BF16, &*x * wqkv);
-        let mut acc = dev.zeros("attn.output_acc_fp32", FP32, rows, hg);
+        let qkv = dev.track(names::ATTN_QKV_GROUP, BF16, &*x * wqkv);
+        let mut acc = dev.zeros(names::ATTN_OUTPUT_ACC_FP32, FP32, rows, hg);
         let mut lse = dev.track(
-            "attn.lse",
+            names::ATTN_LSE,
             FP32,
             Mat::from_element(rows, ag, f32::NEG_INFINITY),
         );
@@ -178,7 +183,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
                 let parts = vec![(k.into_owned(), BF16), (v.into_owned(), BF16)];
                 dev.send(next, tag, parts)?;
                 if cfg.rb == 2 {
-                    pending = Some(dev.post(prev, tag, "comm.kv_recv", &kv_shapes));
+                    pending = Some(dev.post(prev, tag, names::COMM_KV_RECV, &kv_shapes));
                 }
             }
             let vis = visibility(cfg.causal, i, j);
@@ -195,7 +200,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
             if t + 1 < p {
                 let hop = Hop {
                     tag,
-                    name: "comm.kv_recv",
+                    name: names::COMM_KV_RECV,
                     shapes: &kv_shapes,
                 };
                 data_hop(dev, prev, &mut cur, pending, &hop)?;
@@ -203,7 +208,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
             dev.record_step(Phase::FwdAttention, g, t, step_start, compute_end);
         }
         drop(cur);
-        let o = dev.track("attn.group_outputs", BF16, acc.clone_owned());
+        let o = dev.track(names::ATTN_GROUP_OUTPUTS, BF16, acc.clone_owned());
         drop(acc);
         out.gemm(1.0, &*o, wo, 1.0);
         stored_o.push(o);
@@ -215,11 +220,11 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
 
     // ---------------- backward ----------------
     let dout = dev.track(
-        "grad.layer_output",
+        names::GRAD_LAYER_OUTPUT,
         BF16,
         local_rows(&data.dout, b, s, p, i),
     );
-    let mut dx = dev.zeros("grad.layer_input", BF16, rows, h);
+    let mut dx = dev.zeros(names::GRAD_LAYER_INPUT, BF16, rows, h);
     let mut wf = WeightFetch::new(cfg, true);
     for g in 0..p {
         let slot = wf.acquire(dev, g, &own_wqkv, &own_wo)?;
@@ -228,18 +233,18 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
             None => (&own_wqkv, &own_wo),
         };
         let o_g: &Mat = &stored_o[g];
-        let dog = dev.track("attn.grad_group_output", BF16, &*dout * wo.transpose());
-        let qkv = dev.track("attn.qkv_group", BF16, &*x * wqkv);
+        let dog = dev.track(names::ATTN_GRAD_GROUP_OUTPUT, BF16, &*dout * wo.transpose());
+        let qkv = dev.track(names::ATTN_QKV_GROUP, BF16, &*x * wqkv);
         let delta = dev.track(
-            "attn.delta_fp32",
+            names::ATTN_DELTA_FP32,
             FP32,
             row_dot_per_head(&dog, o_g, ag, sh.d()),
         );
-        let mut dq = dev.zeros("attn.dq_acc_fp32", FP32, rows, hg);
+        let mut dq = dev.zeros(names::ATTN_DQ_ACC_FP32, FP32, rows, hg);
         let mut cur_kv: Option<Vec<Tracked<Mat>>> = None;
         let mut cur_dkv: Vec<Tracked<Mat>> = vec![
-            dev.zeros("attn.dkv_acc_fp32", FP32, rows, hg),
-            dev.zeros("attn.dkv_acc_fp32", FP32, rows, hg),
+            dev.zeros(names::ATTN_DKV_ACC_FP32, FP32, rows, hg),
+            dev.zeros(names::ATTN_DKV_ACC_FP32, FP32, rows, hg),
         ];
         for t in 0..p {
             let step_start = dev.now_s();
@@ -262,9 +267,9 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
             let (mut next_kv, mut next_dkv) = (None, None);
             if cfg.rb == 2 && p > 1 {
                 if t + 1 < p {
-                    next_kv = Some(dev.post(prev, kv_tag, "comm.kv_recv", &kv_shapes));
+                    next_kv = Some(dev.post(prev, kv_tag, names::COMM_KV_RECV, &kv_shapes));
                 }
-                next_dkv = Some(dev.post(prev, dkv_tag, "comm.dkv_recv_fp32", &dkv_shapes));
+                next_dkv = Some(dev.post(prev, dkv_tag, names::COMM_DKV_RECV_FP32, &dkv_shapes));
             }
             let vis = visibility(cfg.causal, i, j);
             if vis != Visibility::Hidden {
@@ -298,12 +303,12 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
                     next_dkv,
                     &Hop {
                         tag: kv_tag,
-                        name: "comm.kv_recv",
+                        name: names::COMM_KV_RECV,
                         shapes: &kv_shapes,
                     },
                     &Hop {
                         tag: dkv_tag,
-                        name: "comm.dkv_recv_fp32",
+                        name: names::COMM_DKV_RECV_FP32,
                         shapes: &dkv_shapes,
                     },
                 )?;
@@ -315,7 +320,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
         dqkv_m.columns_mut(0, hg).copy_from(&*dq);
         dqkv_m.columns_mut(hg, hg).copy_from(&*cur_dkv[0]);
         dqkv_m.columns_mut(2 * hg, hg).copy_from(&*cur_dkv[1]);
-        let dqkv = dev.track("grad.qkv_group", BF16, dqkv_m);
+        let dqkv = dev.track(names::GRAD_QKV_GROUP, BF16, dqkv_m);
         drop(dq);
         drop(cur_dkv);
         drop(delta);
@@ -336,7 +341,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
                     queue.push_back(dev.post(
                         others[posted],
                         wgrad_tag,
-                        "attn.weight_grad_recv_fp32",
+                        names::ATTN_WEIGHT_GRAD_RECV_FP32,
                         &shapes,
                     ));
                     posted += 1;
@@ -348,8 +353,16 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
                 }
             }
         } else {
-            let cq = dev.track("attn.weight_grad_contrib_fp32", FP32, tr_mul(&x, &dqkv));
-            let co = dev.track("attn.weight_grad_contrib_fp32", FP32, tr_mul(o_g, &dout));
+            let cq = dev.track(
+                names::ATTN_WEIGHT_GRAD_CONTRIB_FP32,
+                FP32,
+                tr_mul(&x, &dqkv),
+            );
+            let co = dev.track(
+                names::ATTN_WEIGHT_GRAD_CONTRIB_FP32,
+                FP32,
+                tr_mul(o_g, &dout),
+            );
             dev.send(
                 g,
                 wgrad_tag,

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::{exec_error, Device, Dtype, Mat, Tracked};
 use crate::error::Result;
+use crate::memory::names;
 
 /// How long a device waits for one message before it declares the run failed (a peer died or a
 /// schedule bug left a receive without its send).
@@ -282,7 +283,7 @@ impl Device {
                     id,
                     step: step as u32,
                 },
-                "comm.allreduce_recv",
+                names::COMM_ALLREDUCE_RECV,
                 &[(b - a, 1, dtype)],
             )?;
             for (x, y) in m.as_mut_slice()[a..b].iter_mut().zip(got[0].iter()) {
@@ -298,7 +299,7 @@ impl Device {
             let out = Mat::from_column_slice(b - a, 1, &m.as_slice()[a..b]);
             self.send(next, tag, vec![(out, dtype)])?;
             let (a, b) = chunk((rank + p - step) % p);
-            let got = self.recv(prev, tag, "comm.allreduce_recv", &[(b - a, 1, dtype)])?;
+            let got = self.recv(prev, tag, names::COMM_ALLREDUCE_RECV, &[(b - a, 1, dtype)])?;
             m.as_mut_slice()[a..b].copy_from_slice(got[0].as_slice());
         }
         Ok(())

@@ -2,15 +2,11 @@
 //! and backward (the module docs of `memory::unit` give sizes and order).
 
 use super::moments::*;
-use super::{UnitShape, UnitSpec, Visit};
+use super::{UnitSpec, Visit};
 use crate::memory::layer::prod;
+use crate::memory::names;
 use crate::memory::{Kind, Phase};
 use Kind::{Static, Stored, Transient};
-
-pub(super) const KV: &str = "comm.kv_recv";
-pub(super) const DKV_OWN: &str = "attn.dkv_acc_fp32";
-pub(super) const DKV_RECV: &str = "comm.dkv_recv_fp32";
-pub(super) const W_RECV: &str = "attn.weight_recv";
 
 /// Bytes of the attention unit's tensors (see the module docs).
 pub(super) struct AttnSizes {
@@ -34,9 +30,9 @@ pub(super) struct AttnSizes {
 
 impl AttnSizes {
     fn new(spec: &UnitSpec) -> AttnSizes {
-        let UnitShape { b, s, h, a, p, .. } = spec.shape;
+        let [b, s, h, a, _, p] = spec.shape.as_u64();
         let (b, s, h, a, p) = (b as u128, s as u128, h as u128, a as u128, p as u128);
-        let g = spec.head_groups as u128;
+        let g = spec.head_groups() as u128;
         let kv_heads = spec.kv_heads as u128;
         let c = s / p;
         let r = b * c;
@@ -69,19 +65,19 @@ impl AttnSizes {
 
 pub(super) fn attention(spec: &UnitSpec, i: u64, visit: Visit, sink: &mut dyn Sink) {
     let z = AttnSizes::new(spec);
-    let p = spec.shape.p;
-    let gn = spec.head_groups;
+    let p = spec.shape.p as u64;
+    let gn = spec.head_groups();
     let k = gn / p;
-    let rb = spec.recv_buffers;
+    let rb = spec.metp.recv_buffers;
     let foreign = |g: u64| g / k != i;
     // With two buffers, the receive of W[g+1] is posted while group g runs.
     let posts_next = |g: u64| rb == 2 && g + 1 < gn && foreign(g + 1);
     let pending_at = |g: u64| g > 0 && posts_next(g - 1);
     let visible = |t: u64| !spec.causal || t <= i;
-    let (qkv_name, qkv_kind) = if spec.store_qkv {
-        ("attn.qkv", Stored)
+    let (qkv_name, qkv_kind) = if spec.metp.store_qkv {
+        (names::ATTN_QKV, Stored)
     } else {
-        ("attn.qkv_group", Transient)
+        (names::ATTN_QKV_GROUP, Transient)
     };
     // The current and next shards are own or foreign, and the stored outputs grow, in
     // stretches starting at 0, i·k − 1, i·k, (i+1)·k − 1, (i+1)·k and G − 1; the steps at 0,
@@ -96,22 +92,22 @@ pub(super) fn attention(spec: &UnitSpec, i: u64, visit: Visit, sink: &mut dyn Si
     };
     let kk = k as u128;
     let base = |live: &mut Live| {
-        live.add("attn.weights", Static, kk * z.ws);
-        live.add("optimizer.main_grads_fp32", Static, kk * z.gs);
-        live.add("attn.input", Stored, z.x);
+        live.add(names::ATTN_WEIGHTS, Static, kk * z.ws);
+        live.add(names::OPTIMIZER_MAIN_GRADS_FP32, Static, kk * z.gs);
+        live.add(names::ATTN_INPUT, Stored, z.x);
     };
     // The shard of group g: held if posted during g−1, received now if foreign, and the next
     // one posted.
     let acquire = |live: &mut Live, g: u64| {
         if pending_at(g) {
-            live.add(W_RECV, Transient, z.ws);
+            live.add(names::ATTN_WEIGHT_RECV, Transient, z.ws);
         }
         live.event("weights");
         if foreign(g) && !pending_at(g) {
-            live.alloc(W_RECV, Transient, z.ws);
+            live.alloc(names::ATTN_WEIGHT_RECV, Transient, z.ws);
         }
         if posts_next(g) {
-            live.alloc(W_RECV, Transient, z.ws);
+            live.alloc(names::ATTN_WEIGHT_RECV, Transient, z.ws);
         }
     };
 
@@ -120,49 +116,49 @@ pub(super) fn attention(spec: &UnitSpec, i: u64, visit: Visit, sink: &mut dyn Si
         let gg = g as u128;
         let mut st = Live::new(i, Phase::FwdAttention, Some(g), None);
         base(&mut st);
-        st.add("attn.output_sum", Transient, z.x);
-        st.add("attn.group_outputs", Stored, gg * z.og);
-        st.add("attn.lse", Stored, gg * z.lg);
-        if spec.store_qkv {
-            st.add("attn.qkv", Stored, gg * z.qkv);
+        st.add(names::ATTN_OUTPUT_SUM, Transient, z.x);
+        st.add(names::ATTN_GROUP_OUTPUTS, Stored, gg * z.og);
+        st.add(names::ATTN_LSE, Stored, gg * z.lg);
+        if spec.metp.store_qkv {
+            st.add(names::ATTN_QKV, Stored, gg * z.qkv);
         }
         acquire(&mut st, g);
         st.event("QKV, running output, log-sum-exp");
         st.alloc(qkv_name, qkv_kind, z.qkv);
-        st.alloc("attn.output_acc_fp32", Transient, z.acc);
-        st.alloc("attn.lse", Stored, z.lg);
+        st.alloc(names::ATTN_OUTPUT_ACC_FP32, Transient, z.acc);
+        st.alloc(names::ATTN_LSE, Stored, z.lg);
         for &t in &steps {
             let mut s = st.clone();
             s.at.step = Some(t);
             s.event("ring step");
             let cur = p > 1 && t >= 1;
             if cur {
-                s.add(KV, Transient, z.kv);
+                s.add(names::COMM_KV_RECV, Transient, z.kv);
             }
             s.rising = true;
             let more = t + 1 < p;
             if more && rb == 2 {
-                s.alloc(KV, Transient, z.kv);
+                s.alloc(names::COMM_KV_RECV, Transient, z.kv);
             }
             if visible(t) && !spec.fused {
                 s.event("block scores, log-sum-exp, probabilities");
-                s.alloc("attn.block_scores", Transient, z.blk);
-                s.alloc("attn.block_lse_fp32", Transient, z.bl);
-                s.alloc("attn.block_probs", Transient, z.blk);
-                s.free("attn.block_scores", z.blk, sink);
+                s.alloc(names::ATTN_BLOCK_SCORES, Transient, z.blk);
+                s.alloc(names::ATTN_BLOCK_LSE_FP32, Transient, z.bl);
+                s.alloc(names::ATTN_BLOCK_PROBS, Transient, z.blk);
+                s.free(names::ATTN_BLOCK_SCORES, z.blk, sink);
                 s.event("block log-sum-exp, probabilities, output");
-                s.alloc("attn.block_out", Transient, z.ob);
-                s.free("attn.block_probs", z.blk, sink);
-                s.free("attn.block_out", z.ob, sink);
-                s.free("attn.block_lse_fp32", z.bl, sink);
+                s.alloc(names::ATTN_BLOCK_OUT, Transient, z.ob);
+                s.free(names::ATTN_BLOCK_PROBS, z.blk, sink);
+                s.free(names::ATTN_BLOCK_OUT, z.ob, sink);
+                s.free(names::ATTN_BLOCK_LSE_FP32, z.bl, sink);
             }
             if more {
                 if cur {
-                    s.free(KV, z.kv, sink);
+                    s.free(names::COMM_KV_RECV, z.kv, sink);
                 }
                 if rb == 1 {
                     s.event("K/V block received");
-                    s.alloc(KV, Transient, z.kv);
+                    s.alloc(names::COMM_KV_RECV, Transient, z.kv);
                 }
             }
             s.finish(sink);
@@ -171,13 +167,13 @@ pub(super) fn attention(spec: &UnitSpec, i: u64, visit: Visit, sink: &mut dyn Si
         let mut s = st.clone();
         s.rising = false;
         s.event("group output");
-        s.alloc("attn.group_outputs", Stored, z.og);
-        s.free("attn.output_acc_fp32", z.acc, sink);
-        if !spec.store_qkv {
+        s.alloc(names::ATTN_GROUP_OUTPUTS, Stored, z.og);
+        s.free(names::ATTN_OUTPUT_ACC_FP32, z.acc, sink);
+        if !spec.metp.store_qkv {
             s.free(qkv_name, z.qkv, sink);
         }
         if foreign(g) {
-            s.free(W_RECV, z.ws, sink);
+            s.free(names::ATTN_WEIGHT_RECV, z.ws, sink);
         }
         s.finish(sink);
     }
@@ -187,22 +183,22 @@ pub(super) fn attention(spec: &UnitSpec, i: u64, visit: Visit, sink: &mut dyn Si
     for &g in &groups {
         let mut st = Live::new(i, Phase::BwdAttention, Some(g), None);
         base(&mut st);
-        st.add("attn.group_outputs", Stored, all * z.og);
-        st.add("attn.lse", Stored, all * z.lg);
-        if spec.store_qkv {
-            st.add("attn.qkv", Stored, all * z.qkv);
+        st.add(names::ATTN_GROUP_OUTPUTS, Stored, all * z.og);
+        st.add(names::ATTN_LSE, Stored, all * z.lg);
+        if spec.metp.store_qkv {
+            st.add(names::ATTN_QKV, Stored, all * z.qkv);
         }
-        st.add("grad.layer_output", Transient, z.x);
-        st.add("grad.layer_input", Transient, z.x);
+        st.add(names::GRAD_LAYER_OUTPUT, Transient, z.x);
+        st.add(names::GRAD_LAYER_INPUT, Transient, z.x);
         acquire(&mut st, g);
         st.event("dO, QKV, D, dQ, dK/dV");
-        st.alloc("attn.grad_group_output", Transient, z.dog);
-        if !spec.store_qkv {
+        st.alloc(names::ATTN_GRAD_GROUP_OUTPUT, Transient, z.dog);
+        if !spec.metp.store_qkv {
             st.alloc(qkv_name, Transient, z.qkv);
         }
-        st.alloc("attn.delta_fp32", Transient, z.del);
-        st.alloc("attn.dq_acc_fp32", Transient, z.dq);
-        st.alloc(DKV_OWN, Transient, z.dkv);
+        st.alloc(names::ATTN_DELTA_FP32, Transient, z.del);
+        st.alloc(names::ATTN_DQ_ACC_FP32, Transient, z.dq);
+        st.alloc(names::ATTN_DKV_ACC_FP32, Transient, z.dkv);
         for &t in &steps {
             let mut s = st.clone();
             s.at.step = Some(t);
@@ -210,46 +206,46 @@ pub(super) fn attention(spec: &UnitSpec, i: u64, visit: Visit, sink: &mut dyn Si
             let cur = p > 1 && t >= 1;
             // From step 1 the traveling dK/dV of another block replaces the own accumulator.
             let dkv_name = if cur {
-                s.remove(DKV_OWN, z.dkv);
-                s.add(DKV_RECV, Transient, z.dkv);
-                s.add(KV, Transient, z.kv);
-                DKV_RECV
+                s.remove(names::ATTN_DKV_ACC_FP32, z.dkv);
+                s.add(names::COMM_DKV_RECV_FP32, Transient, z.dkv);
+                s.add(names::COMM_KV_RECV, Transient, z.kv);
+                names::COMM_DKV_RECV_FP32
             } else {
-                DKV_OWN
+                names::ATTN_DKV_ACC_FP32
             };
             s.rising = true;
             let more = t + 1 < p;
             if rb == 2 && p > 1 {
                 if more {
-                    s.alloc(KV, Transient, z.kv);
+                    s.alloc(names::COMM_KV_RECV, Transient, z.kv);
                 }
-                s.alloc(DKV_RECV, Transient, z.dkv);
+                s.alloc(names::COMM_DKV_RECV_FP32, Transient, z.dkv);
             }
             if visible(t) && !spec.fused {
                 s.event("block probabilities, their gradient, score gradient");
-                s.alloc("attn.block_probs", Transient, z.blk);
-                s.alloc("attn.block_grad_probs", Transient, z.blk);
-                s.alloc("attn.block_grad_scores", Transient, z.blk);
-                s.free("attn.block_grad_probs", z.blk, sink);
-                s.free("attn.block_grad_scores", z.blk, sink);
-                s.free("attn.block_probs", z.blk, sink);
+                s.alloc(names::ATTN_BLOCK_PROBS, Transient, z.blk);
+                s.alloc(names::ATTN_BLOCK_GRAD_PROBS, Transient, z.blk);
+                s.alloc(names::ATTN_BLOCK_GRAD_SCORES, Transient, z.blk);
+                s.free(names::ATTN_BLOCK_GRAD_PROBS, z.blk, sink);
+                s.free(names::ATTN_BLOCK_GRAD_SCORES, z.blk, sink);
+                s.free(names::ATTN_BLOCK_PROBS, z.blk, sink);
             }
             if p > 1 {
                 if rb == 1 {
                     if cur {
-                        s.free(KV, z.kv, sink);
+                        s.free(names::COMM_KV_RECV, z.kv, sink);
                     }
                     s.free(dkv_name, z.dkv, sink);
                     if more {
                         s.event("K/V block received");
-                        s.alloc(KV, Transient, z.kv);
+                        s.alloc(names::COMM_KV_RECV, Transient, z.kv);
                     }
                     s.event("dK/dV received");
-                    s.alloc(DKV_RECV, Transient, z.dkv);
+                    s.alloc(names::COMM_DKV_RECV_FP32, Transient, z.dkv);
                 } else {
                     // The posted buffers become the current ones.
                     if cur {
-                        s.free(KV, z.kv, sink);
+                        s.free(names::COMM_KV_RECV, z.kv, sink);
                     }
                     s.free(dkv_name, z.dkv, sink);
                 }
@@ -259,18 +255,18 @@ pub(super) fn attention(spec: &UnitSpec, i: u64, visit: Visit, sink: &mut dyn Si
         // After p steps and the final hop: the own block's dK/dV is back.
         let mut s = st.clone();
         let dkv_name = if p > 1 {
-            s.remove(DKV_OWN, z.dkv);
-            s.add(DKV_RECV, Transient, z.dkv);
-            DKV_RECV
+            s.remove(names::ATTN_DKV_ACC_FP32, z.dkv);
+            s.add(names::COMM_DKV_RECV_FP32, Transient, z.dkv);
+            names::COMM_DKV_RECV_FP32
         } else {
-            DKV_OWN
+            names::ATTN_DKV_ACC_FP32
         };
         s.rising = false;
         s.event("dQKV");
-        s.alloc("grad.qkv_group", Transient, z.dqkv);
-        s.free("attn.dq_acc_fp32", z.dq, sink);
+        s.alloc(names::GRAD_QKV_GROUP, Transient, z.dqkv);
+        s.free(names::ATTN_DQ_ACC_FP32, z.dq, sink);
         s.free(dkv_name, z.dkv, sink);
-        s.free("attn.delta_fp32", z.del, sink);
+        s.free(names::ATTN_DELTA_FP32, z.del, sink);
         if !foreign(g) {
             // The owner adds the p − 1 contributions through `rb` receive buffers.
             s.event("weight-gradient receives");
@@ -278,25 +274,25 @@ pub(super) fn attention(spec: &UnitSpec, i: u64, visit: Visit, sink: &mut dyn Si
             let (mut posted, mut queued) = (0, 0);
             for _ in 0..n {
                 while queued < rb && posted < n {
-                    s.alloc("attn.weight_grad_recv_fp32", Transient, z.gs);
+                    s.alloc(names::ATTN_WEIGHT_GRAD_RECV_FP32, Transient, z.gs);
                     queued += 1;
                     posted += 1;
                 }
-                s.free("attn.weight_grad_recv_fp32", z.gs, sink);
+                s.free(names::ATTN_WEIGHT_GRAD_RECV_FP32, z.gs, sink);
                 queued -= 1;
             }
         } else {
             s.event("weight-gradient contribution");
-            s.alloc("attn.weight_grad_contrib_fp32", Transient, z.gs);
-            s.free("attn.weight_grad_contrib_fp32", z.gs, sink);
+            s.alloc(names::ATTN_WEIGHT_GRAD_CONTRIB_FP32, Transient, z.gs);
+            s.free(names::ATTN_WEIGHT_GRAD_CONTRIB_FP32, z.gs, sink);
         }
-        s.free("grad.qkv_group", z.dqkv, sink);
-        s.free("attn.grad_group_output", z.dog, sink);
-        if !spec.store_qkv {
+        s.free(names::GRAD_QKV_GROUP, z.dqkv, sink);
+        s.free(names::ATTN_GRAD_GROUP_OUTPUT, z.dog, sink);
+        if !spec.metp.store_qkv {
             s.free(qkv_name, z.qkv, sink);
         }
         if foreign(g) {
-            s.free(W_RECV, z.ws, sink);
+            s.free(names::ATTN_WEIGHT_RECV, z.ws, sink);
         }
         s.finish(sink);
     }

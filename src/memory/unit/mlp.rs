@@ -2,18 +2,15 @@
 //! with traveling fp32 gradient accumulators.
 
 use super::moments::*;
-use super::{UnitShape, UnitSpec, Visit};
+use super::{UnitSpec, Visit};
 use crate::config::Activation;
 use crate::memory::layer::prod;
+use crate::memory::names;
 use crate::memory::{Kind, Phase};
 use Kind::{Static, Stored, Transient};
 
-pub(super) const MW_RECV: &str = "mlp.weight_recv";
-pub(super) const MG_OWN: &str = "mlp.weight_grad_acc_fp32";
-pub(super) const MG_RECV: &str = "mlp.weight_grad_recv_fp32";
-
 pub(super) fn mlp(spec: &UnitSpec, i: u64, visit: Visit, sink: &mut dyn Sink) {
-    let UnitShape { b, s, h, f, p, .. } = spec.shape;
+    let [b, s, h, _, f, p] = spec.shape.as_u64();
     let (bb, hh, pp) = (b as u128, h as u128, p as u128);
     let r = bb * (s as u128 / pp);
     let fp = f as u128 / pp;
@@ -27,11 +24,11 @@ pub(super) fn mlp(spec: &UnitSpec, i: u64, visit: Visit, sink: &mut dyn Sink) {
     let hp = prod(&[2, u, r, fp]);
     let act = prod(&[2, r, fp]);
     let dh = prod(&[2, u, r, fp]);
-    let rb = spec.recv_buffers;
-    let (hp_name, hp_kind) = if spec.store_mlp_act {
-        ("mlp.act_input", Stored)
+    let rb = spec.metp.recv_buffers;
+    let (hp_name, hp_kind) = if spec.metp.store_mlp_act {
+        (names::MLP_ACT_INPUT, Stored)
     } else {
-        ("mlp.act_input_block", Transient)
+        (names::MLP_ACT_INPUT_BLOCK, Transient)
     };
     // Steps 0, 1 .. p−2 and p − 1 differ in the buffers they hold (and with a stored
     // activation input, the stored part grows with t).
@@ -41,43 +38,43 @@ pub(super) fn mlp(spec: &UnitSpec, i: u64, visit: Visit, sink: &mut dyn Sink) {
         Visit::Transients => exactly(p, &[0, 1, p as i128 - 1]),
     };
     let base = |live: &mut Live| {
-        live.add("mlp.weights", Static, ws);
-        live.add("optimizer.main_grads_fp32", Static, gs);
-        live.add("mlp.input", Stored, x);
+        live.add(names::MLP_WEIGHTS, Static, ws);
+        live.add(names::OPTIMIZER_MAIN_GRADS_FP32, Static, gs);
+        live.add(names::MLP_INPUT, Stored, x);
     };
 
     // ---------------- forward ----------------
     for &t in &steps {
         let mut s = Live::new(i, Phase::FwdMlp, None, Some(t));
         base(&mut s);
-        s.add("mlp.output_sum", Transient, x);
-        if spec.store_mlp_act {
+        s.add(names::MLP_OUTPUT_SUM, Transient, x);
+        if spec.metp.store_mlp_act {
             s.add(hp_name, Stored, (t as u128).saturating_mul(hp));
         }
         let cur = p > 1 && t >= 1;
         if cur {
-            s.add(MW_RECV, Transient, ws);
+            s.add(names::MLP_WEIGHT_RECV, Transient, ws);
         }
         s.rising = true;
         s.event("ring step");
         let more = t + 1 < p;
         if more && rb == 2 {
-            s.alloc(MW_RECV, Transient, ws);
+            s.alloc(names::MLP_WEIGHT_RECV, Transient, ws);
         }
         s.event("activation input and output");
         s.alloc(hp_name, hp_kind, hp);
-        s.alloc("mlp.act_output_block", Transient, act);
-        if !spec.store_mlp_act {
+        s.alloc(names::MLP_ACT_OUTPUT_BLOCK, Transient, act);
+        if !spec.metp.store_mlp_act {
             s.free(hp_name, hp, sink);
         }
-        s.free("mlp.act_output_block", act, sink);
+        s.free(names::MLP_ACT_OUTPUT_BLOCK, act, sink);
         if more {
             if cur {
-                s.free(MW_RECV, ws, sink);
+                s.free(names::MLP_WEIGHT_RECV, ws, sink);
             }
             if rb == 1 {
                 s.event("weights received");
-                s.alloc(MW_RECV, Transient, ws);
+                s.alloc(names::MLP_WEIGHT_RECV, Transient, ws);
             }
         }
         s.finish(sink);
@@ -87,53 +84,57 @@ pub(super) fn mlp(spec: &UnitSpec, i: u64, visit: Visit, sink: &mut dyn Sink) {
     for &t in &steps {
         let mut s = Live::new(i, Phase::BwdMlp, None, Some(t));
         base(&mut s);
-        if spec.store_mlp_act {
+        if spec.metp.store_mlp_act {
             s.add(hp_name, Stored, pp.saturating_mul(hp));
         }
-        s.add("grad.layer_output", Transient, x);
-        s.add("grad.layer_input", Transient, x);
+        s.add(names::GRAD_LAYER_OUTPUT, Transient, x);
+        s.add(names::GRAD_LAYER_INPUT, Transient, x);
         let cur = p > 1 && t >= 1;
         // The own accumulator at step 0; another device's, traveling, after.
-        let dw_name = if cur { MG_RECV } else { MG_OWN };
+        let dw_name = if cur {
+            names::MLP_WEIGHT_GRAD_RECV_FP32
+        } else {
+            names::MLP_WEIGHT_GRAD_ACC_FP32
+        };
         s.add(dw_name, Transient, gs);
         if cur {
-            s.add(MW_RECV, Transient, ws);
+            s.add(names::MLP_WEIGHT_RECV, Transient, ws);
         }
         s.rising = true;
         s.event("ring step");
         let more = t + 1 < p;
         if rb == 2 && p > 1 {
             if more {
-                s.alloc(MW_RECV, Transient, ws);
+                s.alloc(names::MLP_WEIGHT_RECV, Transient, ws);
             }
-            s.alloc(MG_RECV, Transient, gs);
+            s.alloc(names::MLP_WEIGHT_GRAD_RECV_FP32, Transient, gs);
         }
         s.event("activation input, output and gradient");
-        if !spec.store_mlp_act {
+        if !spec.metp.store_mlp_act {
             s.alloc(hp_name, Transient, hp);
         }
-        s.alloc("mlp.act_output_block", Transient, act);
-        s.alloc("grad.mlp_act_block", Transient, dh);
-        if !spec.store_mlp_act {
+        s.alloc(names::MLP_ACT_OUTPUT_BLOCK, Transient, act);
+        s.alloc(names::GRAD_MLP_ACT_BLOCK, Transient, dh);
+        if !spec.metp.store_mlp_act {
             s.free(hp_name, hp, sink);
         }
-        s.free("mlp.act_output_block", act, sink);
-        s.free("grad.mlp_act_block", dh, sink);
+        s.free(names::MLP_ACT_OUTPUT_BLOCK, act, sink);
+        s.free(names::GRAD_MLP_ACT_BLOCK, dh, sink);
         if p > 1 {
             if rb == 1 {
                 if cur {
-                    s.free(MW_RECV, ws, sink);
+                    s.free(names::MLP_WEIGHT_RECV, ws, sink);
                 }
                 s.free(dw_name, gs, sink);
                 if more {
                     s.event("weights received");
-                    s.alloc(MW_RECV, Transient, ws);
+                    s.alloc(names::MLP_WEIGHT_RECV, Transient, ws);
                 }
                 s.event("gradient accumulator received");
-                s.alloc(MG_RECV, Transient, gs);
+                s.alloc(names::MLP_WEIGHT_GRAD_RECV_FP32, Transient, gs);
             } else {
                 if cur {
-                    s.free(MW_RECV, ws, sink);
+                    s.free(names::MLP_WEIGHT_RECV, ws, sink);
                 }
                 s.free(dw_name, gs, sink);
             }
