@@ -130,7 +130,11 @@ pub fn run_unit(
                     hardware.gpus_per_node
                 ));
             }
-            ((**hardware).clone(), opts, format!("hardware profile {name}"))
+            (
+                (**hardware).clone(),
+                opts,
+                format!("hardware profile {name}"),
+            )
         }
         ProfileSource::OnTheFly => {
             let plan = Plan::for_units(vec![*spec], true, spec.link);
