@@ -18,6 +18,32 @@
 //! inventory and the plan are built once and passed down by reference; nothing below builds
 //! them again (`memory::inventories_built` and `schedule::plans_built` let a test count).
 //!
+//! ```
+//! use metp_sim::config::{load_hardware, load_model, MethodId, Options, Workload};
+//! use metp_sim::evaluate::{Evaluation, SimulateOptions};
+//! use metp_sim::sim::LinkModel;
+//!
+//! let mut model = load_model("llama2-7b")?;
+//! model.layers = 2; // every layer is the same work; two keep the example fast
+//! let w = Workload {
+//!     model,
+//!     hardware: load_hardware("dgx-a100-80gb")?,
+//!     method: MethodId::Metp,
+//!     p: 8,
+//!     dp: 1,
+//!     seq: 16384,
+//!     micro_batch: 1,
+//!     micro_batches: 1,
+//!     options: Options::default(),
+//! }
+//! .validate()?;
+//! let e = Evaluation::new(w).simulate(SimulateOptions::full(LinkModel::Ideal))?;
+//! // With ideal links the simulator and the closed form agree within 1% (DESIGN §3).
+//! assert!((e.metrics.step_time_s / e.estimate.step_time_s - 1.0).abs() < 0.01);
+//! assert!(e.metrics.fits && e.metrics.mfu > 0.0 && e.metrics.mfu < 1.0);
+//! # Ok::<(), metp_sim::Error>(())
+//! ```
+//!
 //! `simulate`, `sweep`, `plan` and `validate` all evaluate through this module. Depends on
 //! `config`, `memory`, `schedule`, `analytic`, `sim`; never on the studies above it or `cli`.
 

@@ -22,15 +22,18 @@
 //!    sequence length that is not a multiple of the method's granule rejects the (method,
 //!    degree) pair once, with the reason; every other combination is rejected if its memory
 //!    inventory's peak exceeds device memory ([`RejectCategory`]).
-//! 3. **Rank.** The closed-form estimate ranks everything that fits; the best
-//!    [`PlanSpec::sim_candidates`] of those (default 3 × top) go through the event simulator
-//!    ([`sim::simulate_times`], by default extrapolated from 2 and 4 layers — exact to ~10⁻⁵)
-//!    and are ranked by simulated tokens per second. Ties, and the order of everything else,
-//!    are broken by method (in [`MethodId::ALL`] order), p, dp, recomputation (none, selective,
-//!    full), micro-batch, ZeRO stage and FlashAttention (on first), so the same spec gives the
-//!    same plan, byte for byte.
+//! 3. **Rank.** Each candidate goes through the one evaluation path ([`crate::evaluate`]): its
+//!    closed-form estimate ranks everything that fits; the best [`PlanSpec::sim_candidates`] of
+//!    those (default 3 × top) are simulated ([`crate::evaluate::extrapolated_times`]: by
+//!    default extrapolated from 2 and 4 layers — exact to ~10⁻⁵) and ranked by simulated tokens
+//!    per second. Ties, and the order of everything else, are broken by method (in
+//!    [`crate::config::MethodId::ALL`] order), p, dp, recomputation (none, selective, full),
+//!    micro-batch, ZeRO stage and FlashAttention (on first), so the same spec gives the same
+//!    plan, byte for byte. Configurations that do not fit are rejected with `fits: false`, the
+//!    peak and the capacity.
 //!
-//! Depends on `config`, `memory`, `analytic` and `sim`; never on `cli`.
+//! Layout: [`spec`](PlanSpec), candidates and their enumeration, rejections, ranking. Depends on
+//! `config`, `memory`, `evaluate` and `sim` (the link model); never on `cli`.
 
 mod candidate;
 mod rank;
