@@ -12,7 +12,6 @@ mod plan;
 mod run;
 mod simulate;
 mod sweep;
-mod sweep_plots;
 mod validate;
 
 use clap::{Parser, Subcommand};

@@ -1,12 +1,16 @@
 //! `sweep` outputs: every point and the longest sequences, declared once as columns and written
 //! as CSV and JSON.
 
+use std::path::{Path, PathBuf};
+
 use serde::Serialize;
 
 use super::columns::{self, Column, JsonRow};
 use super::memory::maxseq_columns;
-use super::to_json;
-use crate::sweep::{MaxSeqRow, Point, Status, SweepResult};
+use super::table::Table;
+use super::{to_json, write_atomic};
+use crate::error::Result;
+use crate::sweep::{MaxSeqRow, Point, Status, SweepResult, SweepSpec};
 
 fn status(s: Status) -> &'static str {
     match s {
@@ -86,4 +90,81 @@ pub fn sweep_json(r: &SweepResult) -> String {
         points: columns::json_rows(&points, &r.points),
         maxseq: columns::json_rows(&maxseq, &r.maxseq),
     })
+}
+
+/// Writes `sweep.csv`, `sweep.json` (atomically, in spec order) and the plots in `exts` to
+/// `out`; returns the plots written.
+pub fn write_sweep(
+    out: &Path,
+    result: &SweepResult,
+    spec: &SweepSpec,
+    exts: &[&str],
+) -> Result<Vec<PathBuf>> {
+    write_atomic(&out.join("sweep.csv"), sweep_csv(result).as_bytes())?;
+    write_atomic(&out.join("sweep.json"), sweep_json(result).as_bytes())?;
+    super::sweep_plots::write(result, spec, out, exts)
+}
+
+/// The human summary of a sweep: per model and hardware, step time by method, degree and
+/// length (`OOM` where it does not fit), then the files written.
+pub fn sweep_table(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathBuf]) -> String {
+    let mut s = String::new();
+    for m in &spec.models {
+        for hw in &spec.hardware {
+            s.push_str(&format!(
+                "{} on {} — step time per sequence length (OOM: does not fit; -: invalid)\n\n",
+                m.name, hw.name
+            ));
+            let mut header = vec!["method".to_string(), "p".into(), "max_seq".into()];
+            header.extend(spec.seqs.iter().map(|&q| super::fmt_tokens(q)));
+            let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
+            let mut right = vec![false, true, true];
+            right.extend(spec.seqs.iter().map(|_| true));
+            let mut t = Table::new(&hdr, &right);
+            for &method in &spec.methods {
+                for &p in &spec.degrees {
+                    let max = r
+                        .maxseq
+                        .iter()
+                        .find(|x| {
+                            x.model == m.name
+                                && x.hardware == hw.name
+                                && x.row.method == method
+                                && x.row.p == p
+                        })
+                        .and_then(|x| x.row.max_seq)
+                        .map(super::fmt_tokens)
+                        .unwrap_or_else(|| "-".into());
+                    let mut row = vec![method.id().to_string(), p.to_string(), max];
+                    for &q in &spec.seqs {
+                        let pt = r.points.iter().find(|x| {
+                            x.model == m.name
+                                && x.hardware == hw.name
+                                && x.method == method
+                                && x.p == p
+                                && x.seq == q
+                        });
+                        row.push(match pt {
+                            Some(x) if x.status == Status::Ok => {
+                                format!("{:.3} s", x.step_time_s.unwrap_or(0.0))
+                            }
+                            Some(x) if x.status == Status::OutOfMemory => "OOM".into(),
+                            _ => "-".into(),
+                        });
+                    }
+                    t.row(row);
+                }
+            }
+            s.push_str(&t.render());
+            s.push('\n');
+        }
+    }
+    s.push_str(&format!("wrote {}/sweep.csv, sweep.json", out.display()));
+    for p in plots {
+        if let Some(n) = p.file_name() {
+            s.push_str(&format!(", {}", n.to_string_lossy()));
+        }
+    }
+    s.push('\n');
+    s
 }

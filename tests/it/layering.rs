@@ -42,6 +42,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "report",
         &[
+            "analytic",
             "atomic",
             "calibrate",
             "config",
