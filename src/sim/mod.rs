@@ -14,8 +14,12 @@
 //! - [`network`]: the links of a profile (GPU ports, rail-optimised NICs), routes, α, and the
 //!   flows in flight under [`LinkModel::Ideal`] or [`LinkModel::MaxMin`];
 //! - [`collective`]: collectives as NCCL ring steps;
-//! - [`engine`]: the executor (streams, rendezvous, fluid compute slowdown, accounting);
-//! - [`trace`]: Chrome trace JSON.
+//! - [`engine`]: the executor — preparation (validating and indexing the graph, pricing
+//!   kernels), the event loop (streams, rendezvous, fluid compute slowdown, accounting) and
+//!   deadlock diagnosis;
+//! - [`trace`]: spans of a run ([`Span`], [`Trace`]) and their Chrome trace JSON;
+//! - `workload`: a workload's plan lowered with its inventory and simulated
+//!   ([`simulate_plan`]).
 //!
 //! ```
 //! use metp_sim::schedule::{Label, OpKind, Pass, Stream, TaskGraph, Work};
