@@ -193,12 +193,6 @@ impl Workload {
         if self.micro_batches == 0 {
             return Err(self.invalid("the number of micro-batches must be positive"));
         }
-        if self.seq > 1 << 40 {
-            return Err(self.invalid(format!(
-                "sequence length {} is above the supported 2^40",
-                self.seq
-            )));
-        }
         if self.micro_batch > 1 << 20 {
             return Err(self.invalid(format!(
                 "micro-batch {} is above the supported 2^20",
@@ -221,14 +215,23 @@ impl Workload {
         self.method
             .check_degree(&self.model, self.p, &self.options)
             .map_err(|m| self.invalid(m))?;
+        self.check_seq(self.seq)?;
+        Ok(ValidWorkload(self))
+    }
+
+    /// What a sequence length must be for this workload: at most 2^40 and a multiple of the
+    /// method's granule at this degree.
+    fn check_seq(&self, seq: u64) -> Result<()> {
+        if seq > 1 << 40 {
+            return Err(self.invalid(format!("sequence length {seq} is above the supported 2^40")));
+        }
         let multiple = self.method.seq_multiple(self.p, &self.options);
-        if !self.seq.is_multiple_of(multiple) {
+        if !seq.is_multiple_of(multiple) {
             return Err(self.invalid(format!(
-                "sequence length {} is not a multiple of {multiple}",
-                self.seq
+                "sequence length {seq} is not a multiple of {multiple}"
             )));
         }
-        Ok(ValidWorkload(self))
+        Ok(())
     }
 }
 
@@ -255,6 +258,18 @@ impl ValidWorkload {
         self.0
     }
 
+    /// Changes the sequence length to `seq` if the workload stays valid (nothing else depends
+    /// on it), else leaves it unchanged: the search for the longest sequence that fits probes
+    /// many lengths of one workload without copying it.
+    pub fn set_seq(&mut self, seq: u64) -> Result<()> {
+        if seq == 0 {
+            return Err(self.invalid("p, dp, sequence and micro-batch must be positive"));
+        }
+        self.0.check_seq(seq)?;
+        self.0.seq = seq;
+        Ok(())
+    }
+
     /// Devices the step runs on: p · dp.
     pub fn devices(&self) -> u64 {
         self.p * self.dp
@@ -274,6 +289,52 @@ impl ValidWorkload {
             (0..p * dp).collect()
         } else {
             (0..dp).map(|r| r * p).collect()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{load_hardware, load_model};
+
+    fn ring(seq: u64) -> Workload {
+        Workload {
+            model: load_model("llama2-7b").unwrap(),
+            hardware: load_hardware("dgx-a100-80gb").unwrap(),
+            method: MethodId::Ring,
+            p: 8,
+            dp: 1,
+            seq,
+            micro_batch: 1,
+            micro_batches: 1,
+            options: Options::default(),
+        }
+    }
+
+    /// Validation checks once, with the reason; a valid workload's length changes only to
+    /// another valid one (ring attention at p = 8: multiples of 8).
+    #[test]
+    fn validation_names_what_is_wrong_and_set_seq_keeps_it_valid() {
+        let e = ring(4100).validate().unwrap_err().to_string();
+        assert!(
+            e.contains("sequence length 4100 is not a multiple of 8"),
+            "{e}"
+        );
+        let e = ring(4096).with_p(16).validate().unwrap_err().to_string();
+        assert!(e.contains("needs 16 GPUs"), "{e}");
+        let mut v = ring(4096).validate().unwrap();
+        assert!(v.set_seq(4100).is_err() && v.seq == 4096);
+        assert!(v.set_seq(0).is_err() && v.seq == 4096);
+        v.set_seq(8192).unwrap();
+        assert_eq!((v.seq, v.tokens_per_step(), v.devices()), (8192, 8192, 8));
+        assert_eq!(v.replica_group(false), [0]);
+    }
+
+    impl Workload {
+        fn with_p(mut self, p: u64) -> Workload {
+            self.p = p;
+            self
         }
     }
 }
