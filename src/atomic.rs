@@ -1,6 +1,7 @@
-//! Writing files so that a failed or interrupted run never leaves a half-written one: write a
-//! temporary file beside the target, flush it, then rename it into place. Used by every module
-//! that writes outputs (reports, plots, calibrated profiles). Depends only on `error`.
+//! Writing output files so that a failed or interrupted run never leaves a half-written one:
+//! write a temporary file beside the target, flush it, then rename it into place; and the JSON
+//! form every output uses. Used by every module that writes outputs (reports, plots, calibrated
+//! profiles). Depends only on `error`.
 
 use std::io::Write;
 use std::path::Path;
@@ -35,4 +36,16 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
         return Err(io(e));
     }
     Ok(())
+}
+
+/// Serialises to pretty JSON with a trailing newline. Serialisation of our own types cannot fail
+/// (no maps with non-string keys), so a failure is reported rather than unwrapped.
+pub fn to_json<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_string_pretty(value) {
+        Ok(mut s) => {
+            s.push('\n');
+            s
+        }
+        Err(e) => format!("{{\"error\": \"{e}\"}}\n"),
+    }
 }

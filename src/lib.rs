@@ -1,12 +1,30 @@
 //! metp-sim: how long a sequence fits, how fast a step runs, and where memory and time go, for
 //! METP (memory-efficient tensor parallelism) and the methods it competes with.
 //!
-//! Data flows one way (DESIGN §3): [`config`] loads models, hardware profiles and the workload;
-//! [`memory`] builds each method's per-device tensor inventory and peak; [`search`] finds the
-//! longest sequence that fits; [`report`] renders results and [`plot`] draws them (SVG/PNG);
-//! [`cli`] is the thin command-line layer. [`exec`] runs METP's units for real on virtual
-//! devices and [`calibrate`] measures a machine, fits a hardware profile and compares
-//! predicted with measured unit times.
+//! Data flows one way (DESIGN §3; `tests/it/layering.rs` checks every edge, and the README's
+//! layout table is checked against it):
+//!
+//! - [`error`]: the crate's one error type and exit codes;
+//! - [`atomic`]: output files written atomically, and their JSON form;
+//! - [`config`]: model and hardware files, command-line quantities, the [`config::Workload`]
+//!   and its validated form, the methods' partition rules, one METP unit's description;
+//! - [`memory`]: per-device tensor inventories of every method, the METP unit inventory moment
+//!   by moment, the tensor names;
+//! - [`search`]: the longest sequence that fits;
+//! - [`schedule`]: each method's step plan and its lowering to a task graph;
+//! - [`cost`]: kernel and message durations from a hardware profile;
+//! - [`analytic`]: the closed-form step time and overlap thresholds;
+//! - [`sim`]: the discrete-event simulator;
+//! - [`evaluate`]: one workload evaluated once — inventory, plan, estimate, simulation and
+//!   metrics (tokens/s, MFU, overlap, fits);
+//! - [`exec`]: METP's and TP's units executed on virtual CPU devices, against an f64 reference;
+//! - [`calibrate`]: backends (CPU, mock, CUDA), measuring, fitting and writing hardware
+//!   profiles, predicted against measured unit times;
+//! - [`sweep`], [`validate`], [`plan`]: every method × degree × length; the published claims
+//!   C1–C4; the configurations that fit N GPUs;
+//! - [`plot`]: SVG/PNG charts and timelines;
+//! - [`report`]: tables, CSV and JSON from columns declared once per result, Markdown;
+//! - [`cli`]: the thin command-line layer (clap), which nothing depends on.
 #![warn(missing_docs)]
 
 pub mod analytic;
@@ -16,6 +34,7 @@ pub mod cli;
 pub mod config;
 pub mod cost;
 pub mod error;
+pub mod evaluate;
 pub mod exec;
 pub mod memory;
 pub mod plan;

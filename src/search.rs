@@ -48,15 +48,16 @@ pub fn max_seq(template: &Workload, method: MethodId, p: u64) -> MaxSeq {
         capacity_bytes,
         reason,
     };
-    if let Err(reason) = memory::check_degree(method, &w.model, p, &w.options) {
+    if let Err(reason) = method.check_degree(&w.model, p, &w.options) {
         return row(None, 0, None, Some(reason));
     }
-    let k = memory::seq_multiple(method, &w.model, p, &w.options);
+    let k = method.seq_multiple(p, &w.options);
     w.seq = k;
-    let shortest = match memory::inventory(&w) {
-        Ok(inv) => inv,
+    let mut v = match w.validate() {
+        Ok(v) => v,
         Err(e) => return row(None, k, None, Some(e.to_string())),
     };
+    let shortest = memory::inventory(&v);
     if shortest.peak_bytes > capacity_bytes {
         let gib = |b: u128| b as f64 / (1u64 << 30) as f64;
         return row(
@@ -70,7 +71,7 @@ pub fn max_seq(template: &Workload, method: MethodId, p: u64) -> MaxSeq {
                 gib(capacity_bytes),
                 if method.shards_weights() {
                     "try a larger p, or --dp N with --zero 1-3"
-                } else if w.zero_stage() < crate::config::ZeroStage::Zero3 {
+                } else if v.zero_stage() < crate::config::ZeroStage::Zero3 {
                     "try --zero 3, which shards them over the p devices"
                 } else {
                     "try a larger p or --dp N: ZeRO-3 shards them over p × dp devices"
@@ -80,10 +81,8 @@ pub fn max_seq(template: &Workload, method: MethodId, p: u64) -> MaxSeq {
     }
     let lo_peak = shortest.peak_bytes;
     let mut peak_at = |s: u64| -> Result<u128, String> {
-        w.seq = s;
-        memory::inventory(&w)
-            .map(|inv| inv.peak_bytes)
-            .map_err(|e| e.to_string())
+        v.set_seq(s).map_err(|e| e.to_string())?;
+        Ok(memory::inventory(&v).peak_bytes)
     };
     // Invariant: lo·k fits; hi·k does not (or exceeds the limit).
     let limit = SEQ_LIMIT / k;

@@ -16,45 +16,17 @@
 //!   behind the previous group's body when two buffers allow it, and weight-gradient returns
 //!   queue behind the bodies.
 //!
-//! Depends on `config`, `cost`, `memory` and `schedule`'s plan types; never on `sim`.
+//! Depends on `config`, `cost` and `schedule`'s plan types; never on `sim`.
 
 mod overlap;
 
 pub use overlap::{solve_thresholds, thresholds, SolvedThresholds, Thresholds};
 
-use serde::Serialize;
-
-use crate::config::Workload;
+use crate::config::{ValidWorkload, Workload};
 use crate::cost::{collective_steps, CostModel, LinkClass};
-use crate::error::Result;
-use crate::memory;
 use crate::schedule::{
-    self, CollectiveOp, Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan,
+    CollectiveOp, Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan, StepTimes,
 };
-
-/// Closed-form estimate of one training step.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Estimate {
-    /// Step time.
-    pub step_time_s: f64,
-    /// Compute time on the critical device, at full speed.
-    pub compute_s: f64,
-    /// Communication time (sum of transfer and collective durations on the critical path's
-    /// device, overlapped or not).
-    pub communication_s: f64,
-    /// Wall time with the compute stream idle: `step time − compute busy time` (compute slowed
-    /// by overlapped communication counts as busy). The simulator's definition, on the
-    /// critical device.
-    pub exposed_communication_s: f64,
-    /// Share of communication hidden behind compute: `1 − exposed / communication`.
-    pub overlap_efficiency: f64,
-    /// Peak bytes per device (the memory inventory's).
-    pub peak_bytes: u128,
-    /// Tokens per second over all devices.
-    pub tokens_per_s: f64,
-    /// Model FLOPs utilisation.
-    pub mfu: f64,
-}
 
 /// Accumulated times of a part of the step.
 #[derive(Debug, Clone, Copy, Default)]
@@ -363,39 +335,8 @@ impl Clock {
     }
 }
 
-/// Model FLOPs of one step (no recomputation): 6 FLOPs per parameter per token for the GEMMs
-/// (layers and head), plus attention scores 12·b·s²·h per layer (4 forward, 8 backward),
-/// halved under causal masking.
-pub fn model_flops(w: &Workload) -> f64 {
-    let m = &w.model;
-    let tokens = (w.seq * w.micro_batch * w.micro_batches * w.dp) as f64;
-    let gemm_params = (m.layers * (m.attention_params_per_layer() + m.mlp_params_per_layer())
-        + m.vocab * m.hidden) as f64;
-    let causal = if w.options.causal { 0.5 } else { 1.0 };
-    let s = w.seq as f64;
-    let attn = 12.0
-        * s
-        * s
-        * m.hidden as f64
-        * m.layers as f64
-        * causal
-        * (w.micro_batch * w.micro_batches * w.dp) as f64;
-    6.0 * gemm_params * tokens + attn
-}
-
-/// Devices that hold the same weights as device 0 (ZeRO gathers and gradient
-/// synchronisation): all p·dp for replicated-weight plans, else rank 0 of every replica.
-pub fn sync_group(w: &Workload, over_p: bool) -> Vec<u32> {
-    let (p, dp) = (w.p as u32, w.dp as u32);
-    if over_p {
-        (0..p * dp).collect()
-    } else {
-        (0..dp).map(|r| r * p).collect()
-    }
-}
-
-/// Prices a plan.
-pub fn price(w: &Workload, plan: &StepPlan, peak_bytes: u128) -> Estimate {
+/// Prices a plan in closed form.
+pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
     let cost = CostModel::new(&w.hardware);
     let pr = Pricer::new(w);
     let mut step = T::default();
@@ -406,7 +347,7 @@ pub fn price(w: &Workload, plan: &StepPlan, peak_bytes: u128) -> Estimate {
     } else {
         w.dp
     };
-    let sync_class = cost.group_class(&sync_group(w, plan.grad_sync_over_p));
+    let sync_class = cost.group_class(&w.replica_group(plan.grad_sync_over_p));
     let gather = if plan.zero3_gather_bytes > 0 {
         pr.collective(
             CollectiveOp::AllGather,
@@ -521,45 +462,10 @@ pub fn price(w: &Workload, plan: &StepPlan, peak_bytes: u128) -> Estimate {
         busy: opt,
         comm: 0.0,
     };
-    let tokens = (w.seq * w.micro_batch * w.micro_batches * w.dp) as f64;
-    let devices = (w.p * w.dp) as f64;
-    let peak = w.hardware.gpu.peak_bf16_flops_per_s.value;
-    Estimate {
+    StepTimes {
         step_time_s: step.wall,
         compute_s: step.compute,
         communication_s: step.comm,
         exposed_communication_s: (step.wall - step.busy).max(0.0),
-        overlap_efficiency: if step.comm > 0.0 {
-            (1.0 - (step.wall - step.busy).max(0.0) / step.comm).clamp(0.0, 1.0)
-        } else {
-            1.0
-        },
-        peak_bytes,
-        tokens_per_s: tokens / step.wall,
-        mfu: model_flops(w) / (step.wall * peak * devices),
     }
-}
-
-/// Wall, compute-busy and communication time of each phase block of one layer (forward blocks,
-/// then the head, then backward blocks), priced on its own.
-pub fn phase_times(w: &Workload) -> Result<Vec<(crate::memory::Phase, f64, f64, f64)>> {
-    let plan = schedule::plan(w)?;
-    let pr = Pricer::new(w);
-    Ok(plan
-        .layer_fwd
-        .iter()
-        .chain(std::iter::once(&plan.head))
-        .chain(&plan.layer_bwd)
-        .map(|b| {
-            let t = pr.stages(&b.stages);
-            (b.phase, t.wall, t.busy, t.comm)
-        })
-        .collect())
-}
-
-/// Estimates a workload: its plan, priced in closed form.
-pub fn estimate(w: &Workload) -> Result<Estimate> {
-    let inv = memory::inventory(w)?;
-    let plan = schedule::plan(w)?;
-    Ok(price(w, &plan, inv.peak_bytes))
 }

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::config::UnitSupport;
 use crate::error::Result;
 use crate::exec::device::Link;
 use crate::exec::{RunReport, RunSpec};
@@ -108,6 +109,12 @@ pub trait Backend {
     fn slowdown(&mut self, gemm: GemmShape, bytes: u64) -> Result<SlowdownSample>;
     /// Executes one unit (METP or TP, attention or MLP) and reports error, memory and time.
     fn run_unit(&mut self, spec: &RunSpec) -> Result<RunReport>;
+    /// The unit options this backend honours; a unit asking for another is refused with one
+    /// line before anything runs ([`UnitSupport::check`]). The default is the CPU reference
+    /// runtime's ([`crate::exec::SUPPORT`]); a backend that does less must say so.
+    fn support(&self) -> UnitSupport {
+        crate::exec::SUPPORT
+    }
     /// Whether `run_unit` and `attention_s` run forward passes only (then predictions and
     /// measurements leave the backward pass out).
     fn forward_only(&self) -> bool {

@@ -94,6 +94,7 @@ pub fn compare_unit(
     opts: PredictOptions,
     runs: usize,
 ) -> Result<UnitComparison> {
+    backend.support().check(backend.name(), spec)?;
     let opts = PredictOptions {
         forward_only: opts.forward_only || backend.forward_only(),
         ..opts

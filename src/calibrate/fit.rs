@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::measure::Measurements;
 use crate::error::{Error, Result};
 
 fn calib_err(message: impl Into<String>) -> Error {
@@ -198,4 +199,87 @@ mod tests {
         assert_eq!(slowdown(&[(1.0, 0.9)]).unwrap(), 0.0);
         assert_eq!(slowdown(&[(1.0, 3.0)]).unwrap(), 0.95);
     }
+}
+
+/// The fitted figures.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Fits {
+    /// GEMM rates (FLOP/s) by FLOPs of one call; `peak` is the profile's peak.
+    pub gemm: EfficiencyFit,
+    /// Attention-block rates by FLOPs of one call, as fractions of the GEMM table's peak.
+    pub attention: EfficiencyFit,
+    /// Element-wise rates (bytes/s) by bytes moved.
+    pub elementwise: EfficiencyFit,
+    /// Point-to-point link.
+    pub link: LinkFit,
+    /// Compute slowdown under a concurrent transfer.
+    pub slowdown_fraction: f64,
+}
+
+/// Fits every figure from the measurements. The peak is the best FLOP rate over GEMMs and
+/// attention blocks (so no fraction exceeds 1).
+pub fn fit_all(m: &Measurements) -> Result<Fits> {
+    let gemm_rates: Vec<(f64, f64)> = m
+        .gemm
+        .iter()
+        .map(|t| (t.what.flops(), t.what.flops() / t.seconds))
+        .collect();
+    let attn_rates: Vec<(f64, f64)> = m
+        .attention
+        .iter()
+        .map(|t| {
+            let flops = t.what.0.flops(t.what.1);
+            (flops, flops / t.seconds)
+        })
+        .collect();
+    let gemm = efficiency("gemm", &gemm_rates)?;
+    let attention = efficiency("attention", &attn_rates)?;
+    let peak = gemm.peak.max(attention.peak);
+    let rescale = |f: EfficiencyFit| EfficiencyFit {
+        points: f
+            .points
+            .iter()
+            .map(|&(s, e)| (s, e * f.peak / peak))
+            .collect(),
+        peak,
+    };
+    let ew_rates: Vec<(f64, f64)> = m
+        .elementwise
+        .iter()
+        .map(|t| (t.what as f64, t.what as f64 / t.seconds))
+        .collect();
+    let copy_rate = m
+        .copies
+        .iter()
+        .map(|t| t.what as f64 / t.seconds)
+        .fold(0.0, f64::max);
+    let ew = efficiency("elementwise", &ew_rates)?;
+    // Fractions of the memory bandwidth: the best copy (or the best element-wise kernel, if
+    // that was faster or no copy was measured).
+    let hbm = copy_rate.max(ew.peak);
+    let elementwise = EfficiencyFit {
+        points: ew
+            .points
+            .iter()
+            .map(|&(s, e)| (s, e * ew.peak / hbm))
+            .collect(),
+        peak: hbm,
+    };
+    let link_pts: Vec<(f64, f64)> = m
+        .transfers
+        .iter()
+        .map(|t| (t.what as f64, t.seconds))
+        .collect();
+    let slow: Vec<(f64, f64)> = m
+        .slowdown
+        .iter()
+        .map(|s| (s.alone_s, s.with_transfer_s))
+        .collect();
+    Ok(Fits {
+        gemm: rescale(gemm),
+        attention: rescale(attention),
+        elementwise,
+        link: link(&link_pts)?,
+        slowdown_fraction: slowdown(&slow)?,
+    })
 }

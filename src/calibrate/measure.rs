@@ -1,12 +1,10 @@
-//! What to measure ([`Plan`]), measuring it on a [`Backend`] ([`measure`]) and fitting the
-//! result ([`fit_all`]).
+//! What to measure ([`Plan`]) and measuring it on a [`Backend`] ([`measure`]); [`super::fit`]
+//! fits the result.
 
 use serde::Serialize;
 
 use super::backend::{AttnBlock, Backend, GemmShape, Pass, SlowdownSample};
-use super::fit::{self, EfficiencyFit};
 use super::predict::{unit_work, Work};
-use super::profile::Fits;
 use crate::error::Result;
 use crate::exec::device::Link;
 use crate::exec::{ExecMethod, RunSpec, Shape, Unit};
@@ -251,72 +249,4 @@ pub fn measure(
         m.slowdown.push(backend.slowdown(g, bytes)?);
     }
     Ok(m)
-}
-
-/// Fits every figure from the measurements. The peak is the best FLOP rate over GEMMs and
-/// attention blocks (so no fraction exceeds 1).
-pub fn fit_all(m: &Measurements) -> Result<Fits> {
-    let gemm_rates: Vec<(f64, f64)> = m
-        .gemm
-        .iter()
-        .map(|t| (t.what.flops(), t.what.flops() / t.seconds))
-        .collect();
-    let attn_rates: Vec<(f64, f64)> = m
-        .attention
-        .iter()
-        .map(|t| {
-            let flops = t.what.0.flops(t.what.1);
-            (flops, flops / t.seconds)
-        })
-        .collect();
-    let gemm = fit::efficiency("gemm", &gemm_rates)?;
-    let attention = fit::efficiency("attention", &attn_rates)?;
-    let peak = gemm.peak.max(attention.peak);
-    let rescale = |f: EfficiencyFit| EfficiencyFit {
-        points: f
-            .points
-            .iter()
-            .map(|&(s, e)| (s, e * f.peak / peak))
-            .collect(),
-        peak,
-    };
-    let ew_rates: Vec<(f64, f64)> = m
-        .elementwise
-        .iter()
-        .map(|t| (t.what as f64, t.what as f64 / t.seconds))
-        .collect();
-    let copy_rate = m
-        .copies
-        .iter()
-        .map(|t| t.what as f64 / t.seconds)
-        .fold(0.0, f64::max);
-    let ew = fit::efficiency("elementwise", &ew_rates)?;
-    // Fractions of the memory bandwidth: the best copy (or the best element-wise kernel, if
-    // that was faster or no copy was measured).
-    let hbm = copy_rate.max(ew.peak);
-    let elementwise = EfficiencyFit {
-        points: ew
-            .points
-            .iter()
-            .map(|&(s, e)| (s, e * ew.peak / hbm))
-            .collect(),
-        peak: hbm,
-    };
-    let link_pts: Vec<(f64, f64)> = m
-        .transfers
-        .iter()
-        .map(|t| (t.what as f64, t.seconds))
-        .collect();
-    let slow: Vec<(f64, f64)> = m
-        .slowdown
-        .iter()
-        .map(|s| (s.alone_s, s.with_transfer_s))
-        .collect();
-    Ok(Fits {
-        gemm: rescale(gemm),
-        attention: rescale(attention),
-        elementwise,
-        link: fit::link(&link_pts)?,
-        slowdown_fraction: fit::slowdown(&slow)?,
-    })
 }

@@ -63,7 +63,7 @@ impl MockBackend {
             p: 2,
         };
         let mut att = RunSpec::new(Unit::Attention, ExecMethod::Metp, shape);
-        att.weight_exchange = WeightExchange::Broadcast;
+        att.metp.weight_exchange = WeightExchange::Broadcast;
         Plan {
             gemms: [8, 32, 128].map(|n| GemmShape::new(n, n, n)).to_vec(),
             attention: [16, 64]

@@ -17,7 +17,8 @@
 //! - [`threshold`]: the overlap-threshold experiment (exposed communication below c* = F/B).
 //!
 //! Calibration writes data that the cost model reads; nothing in `cost`, `analytic` or
-//! `schedule` calls this module. Depends on `config`, `cost`, `exec`, `report`.
+//! `schedule` calls this module. Depends on `config`, `cost`, `exec`, `atomic`; never on
+//! `report` or the studies above it.
 
 pub mod backend;
 pub mod compare;
@@ -30,6 +31,7 @@ pub mod mock;
 pub mod predict;
 pub mod profile;
 pub mod threshold;
+pub mod unit_run;
 
 use std::path::PathBuf;
 
@@ -37,9 +39,10 @@ use serde::Serialize;
 
 pub use backend::{AttnBlock, Backend, GemmShape, Pass, SlowdownSample};
 pub use compare::{compare_unit, UnitComparison};
-pub use measure::{default_units, fit_all, measure, Measurements, Plan};
+pub use fit::{fit_all, Fits};
+pub use measure::{default_units, measure, Measurements, Plan};
 pub use predict::{predict, PredictOptions, Prediction};
-pub use profile::{Fits, Meta};
+pub use profile::Meta;
 
 use crate::config::Hardware;
 use crate::error::Result;
@@ -95,18 +98,8 @@ pub fn calibrate(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report> {
     profile::ensure_writable(&opts.out, opts.force)?;
-    let m = measure(backend, plan, progress)?;
-    let fits = fit_all(&m)?;
-    let meta = Meta {
-        backend: backend.name().to_string(),
-        host: opts.host.clone(),
-        date: opts.date.clone(),
-        device: backend.device(),
-        devices: backend.devices(),
-        link: backend.link(),
-        memory_bytes: backend.memory_bytes(),
-    };
-    let hw = profile::build(&meta, &fits, &m);
+    let load_before = cpu::load_average();
+    let (hw, fits, m) = fitted_profile(backend, plan, &opts.host, &opts.date, progress)?;
     profile::write(&opts.out, &hw, opts.force)?;
     progress(&format!("profile written to {}", opts.out.display()));
     let mut units = Vec::new();
@@ -129,15 +122,59 @@ pub fn calibrate(
         units.push(compare_unit(backend, spec, &hw, popts, opts.unit_runs)?);
     }
     Ok(Report {
-        backend: meta.backend,
-        device: meta.device,
-        host: meta.host,
-        date: meta.date,
+        backend: backend.name().to_string(),
+        device: backend.device(),
+        host: opts.host.clone(),
+        date: opts.date.clone(),
         profile_path: opts.out.clone(),
         fits,
         measurements: m,
         units,
         profile: hw,
-        notes: vec![],
+        notes: load_notes(backend.name(), load_before, cpu::load_average()),
     })
+}
+
+/// Measures `plan` on `backend`, fits every figure and builds a complete hardware profile from
+/// them (not written anywhere): the profile, the fits and the raw measurements.
+pub fn fitted_profile(
+    backend: &mut dyn Backend,
+    plan: &Plan,
+    host: &str,
+    date: &str,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Hardware, Fits, Measurements)> {
+    let m = measure(backend, plan, progress)?;
+    let fits = fit_all(&m)?;
+    let meta = Meta {
+        backend: backend.name().to_string(),
+        host: host.to_string(),
+        date: date.to_string(),
+        device: backend.device(),
+        devices: backend.devices(),
+        link: backend.link(),
+        memory_bytes: backend.memory_bytes(),
+    };
+    let hw = profile::build(&meta, &fits, &m);
+    Ok((hw, fits, m))
+}
+
+/// The host's load average before and after a calibration and, on the CPU backend, a warning
+/// when other processes were using the cores.
+fn load_notes(backend: &str, before: Option<f64>, after: Option<f64>) -> Vec<String> {
+    let (Some(before), Some(after)) = (before, after) else {
+        return Vec::new();
+    };
+    let cores = cpu::cores();
+    let mut notes = vec![format!(
+        "host load average {before:.2} before, {after:.2} after, on {cores} cores"
+    )];
+    if backend == "cpu" && before.max(after) > cores as f64 * 0.75 {
+        notes.push(
+            "other processes were using the cores: CPU timings, and so the unit errors, are \
+             unreliable — calibrate on a quiet machine"
+                .into(),
+        );
+    }
+    notes
 }

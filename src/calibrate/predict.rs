@@ -165,7 +165,7 @@ fn visible(causal: bool, i: usize, j: usize) -> bool {
 fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
     let sh = spec.shape;
     let (b, s, h, p) = (sh.b, sh.s, sh.h, sh.p);
-    let rb = spec.recv_buffers;
+    let rb = spec.metp.recv_buffers as usize;
     let mut v = Vec::new();
     let serial = |work: Vec<Work>| Seg::Serial {
         work,
@@ -187,7 +187,7 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
             ]));
             for bwd in [false, true] {
                 for g in 0..p {
-                    let hops = weight_wait_hops(i, g, p, rb, spec.weight_exchange);
+                    let hops = weight_wait_hops(i, g, p, rb, spec.metp.weight_exchange);
                     let mut pre = vec![];
                     if bwd {
                         pre.push(ew(hg * h));
@@ -484,7 +484,7 @@ pub fn predict(spec: &RunSpec, hw: &Hardware, opts: PredictOptions) -> Predictio
                     let c: f64 = work.iter().map(|&w| pr.work_s(w)).sum();
                     let mb: f64 = before.iter().map(|&x| pr.message_s(x)).sum();
                     let ma: f64 = after.iter().map(|&x| pr.message_s(x)).sum();
-                    let d = if spec.recv_buffers == 2 {
+                    let d = if spec.metp.recv_buffers == 2 {
                         let overlapped = if mb > c { mb } else { c + pr.sigma * mb };
                         overlapped + ma
                     } else {

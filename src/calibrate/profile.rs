@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::fit::{EfficiencyFit, LinkFit};
+use super::fit::Fits;
 use super::measure::Measurements;
 use crate::config::{
     Efficiency, EfficiencyTable, Figure, Gpu, Hardware, InterNode, InterNodeKind, IntraNode,
@@ -39,21 +39,6 @@ impl Meta {
             self.backend, self.host, self.date
         )
     }
-}
-
-/// The fitted figures.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Fits {
-    /// GEMM rates (FLOP/s) by FLOPs of one call; `peak` is the profile's peak.
-    pub gemm: EfficiencyFit,
-    /// Attention-block rates by FLOPs of one call, as fractions of the GEMM table's peak.
-    pub attention: EfficiencyFit,
-    /// Element-wise rates (bytes/s) by bytes moved.
-    pub elementwise: EfficiencyFit,
-    /// Point-to-point link.
-    pub link: LinkFit,
-    /// Compute slowdown under a concurrent transfer.
-    pub slowdown_fraction: f64,
 }
 
 fn range(points: &[(f64, f64)]) -> String {
@@ -213,7 +198,7 @@ pub fn ensure_writable(path: &Path, force: bool) -> Result<()> {
 pub fn write(path: &Path, hw: &Hardware, force: bool) -> Result<()> {
     ensure_writable(path, force)?;
     hw.validate(path)?;
-    crate::atomic::write_atomic(path, crate::report::to_json(hw).as_bytes())
+    crate::atomic::write_atomic(path, crate::atomic::to_json(hw).as_bytes())
 }
 
 /// The default output: `hardware-profiles/calibrated/<host>-<backend>.json`.

@@ -39,6 +39,15 @@ pub enum ExchangeArg {
     Broadcast,
 }
 
+impl From<WeightExchange> for ExchangeArg {
+    fn from(e: WeightExchange) -> ExchangeArg {
+        match e {
+            WeightExchange::Ring => ExchangeArg::Ring,
+            WeightExchange::Broadcast => ExchangeArg::Broadcast,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ZeroArg {
     Auto,
@@ -62,6 +71,42 @@ pub enum CausalOrderArg {
 pub enum OnOff {
     On,
     Off,
+}
+
+/// METP's knobs, defined once for every command that takes them (defaults:
+/// [`MetpOptions::default`]).
+#[derive(Debug, Args)]
+pub struct MetpArgs {
+    /// METP: head groups in the outer attention loop (default p).
+    #[arg(long)]
+    pub metp_head_groups: Option<u64>,
+    /// METP: how attention weight shards move.
+    #[arg(long, value_enum, default_value_t = ExchangeArg::from(MetpOptions::default().weight_exchange))]
+    pub metp_weight_exchange: ExchangeArg,
+    /// METP: receive buffers per traveling tensor (1 or 2).
+    #[arg(long, default_value_t = MetpOptions::default().recv_buffers, value_parser = clap::value_parser!(u64).range(1..=2))]
+    pub metp_recv_buffers: u64,
+    /// METP: store Q, K, V for backward instead of recomputing them.
+    #[arg(long)]
+    pub metp_store_qkv: bool,
+    /// METP: store the MLP activation input instead of recomputing it.
+    #[arg(long)]
+    pub metp_store_mlp_act: bool,
+}
+
+impl MetpArgs {
+    pub fn options(&self) -> MetpOptions {
+        MetpOptions {
+            head_groups: self.metp_head_groups,
+            weight_exchange: match self.metp_weight_exchange {
+                ExchangeArg::Ring => WeightExchange::Ring,
+                ExchangeArg::Broadcast => WeightExchange::Broadcast,
+            },
+            recv_buffers: self.metp_recv_buffers,
+            store_qkv: self.metp_store_qkv,
+            store_mlp_act: self.metp_store_mlp_act,
+        }
+    }
 }
 
 /// Model, hardware and options: everything of a workload except method, degree and sequence.
@@ -108,21 +153,8 @@ pub struct CommonArgs {
     /// Replicate the output head instead of splitting the vocabulary (tp, tp-sp, metp).
     #[arg(long)]
     pub no_vocab_parallel: bool,
-    /// METP: head groups in the outer attention loop (default p).
-    #[arg(long)]
-    pub metp_head_groups: Option<u64>,
-    /// METP: how attention weight shards move.
-    #[arg(long, value_enum, default_value = "broadcast")]
-    pub metp_weight_exchange: ExchangeArg,
-    /// METP: receive buffers per traveling tensor (1 or 2).
-    #[arg(long, default_value = "2", value_parser = clap::value_parser!(u64).range(1..=2))]
-    pub metp_recv_buffers: u64,
-    /// METP: store Q, K, V for backward instead of recomputing them.
-    #[arg(long)]
-    pub metp_store_qkv: bool,
-    /// METP: store the MLP activation input instead of recomputing it.
-    #[arg(long)]
-    pub metp_store_mlp_act: bool,
+    #[command(flatten)]
+    pub metp: MetpArgs,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: FormatArg,
@@ -148,16 +180,7 @@ impl CommonArgs {
             causal_zigzag: matches!(self.causal_order, CausalOrderArg::Zigzag),
             dropout: self.dropout.map(|d| matches!(d, OnOff::On)),
             vocab_parallel: !self.no_vocab_parallel,
-            metp: MetpOptions {
-                head_groups: self.metp_head_groups,
-                weight_exchange: match self.metp_weight_exchange {
-                    ExchangeArg::Ring => WeightExchange::Ring,
-                    ExchangeArg::Broadcast => WeightExchange::Broadcast,
-                },
-                recv_buffers: self.metp_recv_buffers,
-                store_qkv: self.metp_store_qkv,
-                store_mlp_act: self.metp_store_mlp_act,
-            },
+            metp: self.metp.options(),
         }
     }
 
@@ -194,5 +217,27 @@ pub fn single_degree(text: &str) -> Result<u64> {
             "--p",
             format!("'{text}': this command takes one degree"),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Probe {
+        #[command(flatten)]
+        metp: MetpArgs,
+    }
+
+    /// The METP flags' defaults are the library's (one definition, shared by every command).
+    #[test]
+    fn metp_defaults_are_the_library_defaults() {
+        let p = Probe::try_parse_from(["probe"]).unwrap();
+        assert_eq!(p.metp.options(), MetpOptions::default());
+        let p = Probe::try_parse_from(["probe", "--metp-weight-exchange", "ring"]).unwrap();
+        assert_eq!(p.metp.options().weight_exchange, WeightExchange::Ring);
     }
 }

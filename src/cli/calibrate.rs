@@ -9,10 +9,9 @@ use clap::Args;
 use super::link::{BackendArg, LinkArgs, OutFormat};
 use crate::calibrate::cpu::CpuBackend;
 use crate::calibrate::profile::{default_path, host_name, today};
-use crate::calibrate::{self, Backend, Options, Plan, Report};
+use crate::calibrate::{self, Backend, Options, Plan};
 use crate::error::{Error, Result};
-use crate::exec::Unit;
-use crate::report::{to_json, Table};
+use crate::report;
 
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
@@ -86,114 +85,9 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
             eprintln!("calibrate: {msg}");
         }
     };
-    let load_before = calibrate::cpu::load_average();
-    let mut report = calibrate::calibrate(backend.as_mut(), &plan, &opts, &mut progress)?;
-    if let (Some(before), Some(after)) = (load_before, calibrate::cpu::load_average()) {
-        let cores = calibrate::cpu::cores();
-        report.notes.push(format!(
-            "host load average {before:.2} before, {after:.2} after, on {cores} cores"
-        ));
-        if a.backend == BackendArg::Cpu && before.max(after) > cores as f64 * 0.75 {
-            report.notes.push(
-                "other processes were using the cores: CPU timings, and so the unit errors, \
-                 are unreliable — calibrate on a quiet machine"
-                    .into(),
-            );
-        }
-    }
+    let result = calibrate::calibrate(backend.as_mut(), &plan, &opts, &mut progress)?;
     Ok(match a.format {
-        OutFormat::Json => to_json(&report),
-        OutFormat::Table => table(&report),
+        OutFormat::Json => report::to_json(&result),
+        OutFormat::Table => report::calibration_table(&result),
     })
-}
-
-fn table(r: &Report) -> String {
-    let f = &r.fits;
-    let mut s = format!(
-        "calibrated {} profile written to {}\ndevice: {}\n\n",
-        r.backend,
-        r.profile_path.display(),
-        r.device
-    );
-    s.push_str(&format!(
-        "peak (best GEMM / attention block)  {:.4e} FLOP/s\n\
-         element-wise (best)                 {:.4e} B/s\n\
-         link                                {:.4e} B/s, latency {:.3e} s (r² {:.4})\n\
-         compute slowdown under a transfer   {:.3}\n",
-        f.gemm.peak,
-        f.elementwise.peak,
-        f.link.bytes_per_s,
-        f.link.latency_s,
-        f.link.r2,
-        f.slowdown_fraction
-    ));
-    let pts = |v: &[(f64, f64)]| {
-        v.iter()
-            .map(|(x, y)| format!("{x:.2e}:{y:.3}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    s.push_str(&format!("gemm efficiency        {}\n", pts(&f.gemm.points)));
-    s.push_str(&format!(
-        "attention efficiency   {}\n",
-        pts(&f.attention.points)
-    ));
-    s.push_str(&format!(
-        "elementwise efficiency {}\n\n",
-        pts(&f.elementwise.points)
-    ));
-    let mut t = Table::new(
-        &[
-            "unit / ring",
-            "predicted_s",
-            "measured_s",
-            "error",
-            "max_rel_error",
-        ],
-        &[false, true, true, true, true],
-    );
-    for u in &r.units {
-        let name = format!(
-            "{} {} p={} s={} h={}",
-            u.spec.method.id(),
-            match u.spec.unit {
-                Unit::Attention => "attention",
-                Unit::Mlp => "mlp",
-            },
-            u.spec.shape.p,
-            u.spec.shape.s,
-            u.spec.shape.h
-        );
-        t.row(vec![
-            name,
-            format!("{:.6}", u.predicted.time_s),
-            format!("{:.6}", u.measured_time_s),
-            format!("{:+.1}%", 100.0 * u.rel_error),
-            format!("{:.2e}", u.max_rel_error),
-        ]);
-        for p in &u.phases {
-            t.row(vec![
-                format!("  {:?} ({} steps)", p.phase, p.steps),
-                format!("{:.6}", p.predicted_s),
-                format!("{:.6}", p.measured_s),
-                format!("{:+.1}%", 100.0 * p.rel_error),
-                String::new(),
-            ]);
-        }
-    }
-    s.push_str(&t.render());
-    let worst = r
-        .units
-        .iter()
-        .map(|u| u.rel_error.abs())
-        .fold(0.0, f64::max);
-    s.push_str(&format!(
-        "\nlargest unit error {:.1}% (goal on CPU: within 10%){}\n",
-        100.0 * worst,
-        if worst <= 0.10 { "" } else { " — not met" }
-    ));
-    for n in &r.notes {
-        s.push_str(&format!("note: {n}\n"));
-    }
-    s
 }

@@ -26,8 +26,8 @@ pub fn run(a: MemoryArgs) -> Result<String> {
     let method = MethodId::parse("--method", &a.method)?;
     let p = single_degree(&a.p)?;
     let seq = parse_count("--seq", &a.seq)?;
-    let w = a.common.workload(method, p, seq)?;
-    let inv = crate::memory::inventory(&w)?;
+    let w = a.common.workload(method, p, seq)?.validate()?;
+    let inv = crate::memory::inventory(&w);
     Ok(match a.common.format.into() {
         Format::Table => report::memory_table(&w, &inv),
         Format::Json => report::memory_json(&w, &inv),

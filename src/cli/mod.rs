@@ -12,7 +12,6 @@ mod plan;
 mod run;
 mod simulate;
 mod sweep;
-mod sweep_plots;
 mod validate;
 
 use clap::{Parser, Subcommand};
@@ -96,17 +95,6 @@ fn list() -> String {
         list_names(DataKind::Model).join(", "),
         list_names(DataKind::Hardware).join(", ")
     )
-}
-
-/// Token counts as on the command line: 4096 → `4k`, 100000 → `100000`.
-fn fmt_tokens(n: u64) -> String {
-    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
-        format!("{}m", n >> 20)
-    } else if n >= 1024 && n.is_multiple_of(1024) {
-        format!("{}k", n >> 10)
-    } else {
-        n.to_string()
-    }
 }
 
 /// Prints to stdout, ignoring a closed pipe (`metp-sim … | head`).

@@ -1,18 +1,16 @@
 //! `metp-sim run`: executes one unit on a backend and prints DESIGN §8's `run` fields.
 
 use clap::{Args, ValueEnum};
-use serde::Serialize;
 
-use super::args::ExchangeArg;
+use super::args::MetpArgs;
 use super::link::{BackendArg, LinkArgs, OutFormat};
-use crate::calibrate::compare::{compare_unit, PhaseComparison};
 use crate::calibrate::cpu::CpuBackend;
-use crate::calibrate::{self, Backend, PredictOptions};
-use crate::config::{load_hardware, load_model, parse_count, WeightExchange};
+use crate::calibrate::unit_run::{self, ProfileSource};
+use crate::calibrate::{self, Backend};
+use crate::config::{load_hardware, load_model, parse_count, ExecMethod, Unit, UnitShape};
 use crate::error::{Error, Result};
-use crate::exec::device::Link;
-use crate::exec::{ExecMethod, RunSpec, Shape, Unit};
-use crate::report::{to_json, Table};
+use crate::exec::RunSpec;
+use crate::report;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum UnitArg {
@@ -69,12 +67,8 @@ pub struct RunArgs {
     /// Unfused attention: one block's scores and probabilities materialised.
     #[arg(long, overrides_with = "flash")]
     no_flash: bool,
-    /// METP receive buffers per traveling tensor (1 or 2).
-    #[arg(long, default_value = "2", value_parser = clap::value_parser!(u64).range(1..=2))]
-    metp_recv_buffers: u64,
-    /// METP: how attention weight shards move.
-    #[arg(long, value_enum, default_value = "ring")]
-    metp_weight_exchange: ExchangeArg,
+    #[command(flatten)]
+    metp: MetpArgs,
     /// Seed of the random inputs.
     #[arg(long, default_value = "0")]
     seed: u64,
@@ -96,34 +90,6 @@ pub struct RunArgs {
     format: OutFormat,
 }
 
-/// DESIGN §8 `run` output.
-#[derive(Debug, Serialize)]
-struct RunOutput {
-    backend: &'static str,
-    unit: Unit,
-    method: ExecMethod,
-    shape: Shape,
-    causal: bool,
-    flash: bool,
-    recv_buffers: usize,
-    weight_exchange: WeightExchange,
-    link: Option<Link>,
-    max_rel_error: f64,
-    errors: std::collections::BTreeMap<String, f64>,
-    measured_peak_bytes: u64,
-    predicted_peak_bytes: Option<u64>,
-    measured_time_s: f64,
-    predicted_time_s: f64,
-    time_rel_error: f64,
-    predicted_compute_s: f64,
-    predicted_exposed_communication_s: f64,
-    predicted_from: String,
-    phases: Vec<PhaseComparison>,
-    notes: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    steps: Option<Vec<crate::calibrate::compare::StepComparison>>,
-}
-
 fn count(flag: &str, v: &Option<String>, default: u64) -> Result<usize> {
     Ok(match v {
         Some(t) => parse_count(flag, t)? as usize,
@@ -131,7 +97,8 @@ fn count(flag: &str, v: &Option<String>, default: u64) -> Result<usize> {
     })
 }
 
-pub fn run(a: RunArgs) -> Result<String> {
+/// The run the flags describe.
+fn spec(a: &RunArgs) -> Result<RunSpec> {
     let (h0, a0, f0) = match &a.model {
         Some(m) => {
             let m = load_model(m)?;
@@ -139,7 +106,7 @@ pub fn run(a: RunArgs) -> Result<String> {
         }
         None => (64, 4, 256),
     };
-    let shape = Shape {
+    let shape = UnitShape {
         b: parse_count("--micro-batch", &a.micro_batch)? as usize,
         s: parse_count("--seq", &a.seq)? as usize,
         h: count("--hidden", &a.hidden, h0)?,
@@ -155,208 +122,43 @@ pub fn run(a: RunArgs) -> Result<String> {
         ExecMethodArg::Metp => ExecMethod::Metp,
         ExecMethodArg::Tp => ExecMethod::Tp,
     };
-    let link = a.link.link()?;
     let mut spec = RunSpec::new(unit, method, shape);
     spec.causal = a.causal;
     spec.fused = !a.no_flash;
-    spec.recv_buffers = a.metp_recv_buffers as usize;
-    spec.weight_exchange = match a.metp_weight_exchange {
-        ExchangeArg::Ring => WeightExchange::Ring,
-        ExchangeArg::Broadcast => WeightExchange::Broadcast,
-    };
+    spec.metp = a.metp.options();
     spec.seed = a.seed;
-    spec.link = link;
-    shape.check(unit, method)?;
+    spec.link = a.link.link()?;
+    spec.unit_spec.check()?;
+    Ok(spec)
+}
+
+pub fn run(a: RunArgs) -> Result<String> {
+    let spec = spec(&a)?;
     if a.runs == 0 {
         return Err(Error::arg("--runs", "must be positive"));
     }
-
     let mut backend: Box<dyn Backend> = match a.backend {
-        BackendArg::Cpu => Box::new(CpuBackend::new(shape.p, link, true)?),
+        BackendArg::Cpu => Box::new(CpuBackend::new(spec.shape.p, spec.link, true)?),
         BackendArg::Cuda => {
-            if link.is_some() {
+            if spec.link.is_some() {
                 return Err(Error::arg(
                     "--link-bandwidth",
                     "the link throttle exists only on the cpu backend",
                 ));
             }
-            calibrate::cuda::open(shape.p, true)?
+            calibrate::cuda::open(spec.shape.p, true)?
         }
     };
-    let mut notes = vec![
-        "predicted_peak_bytes is the memory inventory's figure for this unit (memory::unit: the \
-         largest set of tensors one device holds at once); null for tp, whose runtime has no \
-         inventory yet"
-            .to_string(),
-    ];
-    let (hw, opts, from) = match &a.hw {
-        Some(name) => {
-            let hw = load_hardware(name)?;
-            let opts = PredictOptions {
-                link,
-                compute_scale: backend.compute_scale(shape.p, hw.gpus_per_node as usize),
-                transfer_scale: backend.transfer_scale(shape.p),
-                ..Default::default()
-            };
-            if opts.compute_scale != 1.0 {
-                notes.push(format!(
-                    "compute times scaled by {:.3}: {} devices share the {} backend's compute \
-                     ({} cores here); the profile was measured with {} devices at once",
-                    opts.compute_scale,
-                    shape.p,
-                    backend.name(),
-                    crate::calibrate::cpu::cores(),
-                    hw.gpus_per_node
-                ));
-            }
-            (hw, opts, format!("hardware profile {name}"))
-        }
-        None => {
-            let plan = calibrate::Plan::for_units(vec![spec], true, link);
-            let m = calibrate::measure(backend.as_mut(), &plan, &mut |_| {})?;
-            let fits = calibrate::fit_all(&m)?;
-            let meta = calibrate::Meta {
-                backend: backend.name().to_string(),
-                host: calibrate::profile::host_name(),
-                date: calibrate::profile::today(),
-                device: backend.device(),
-                devices: backend.devices(),
-                link: backend.link(),
-                memory_bytes: backend.memory_bytes(),
-            };
-            let hw = calibrate::profile::build(&meta, &fits, &m);
-            (
-                hw,
-                PredictOptions {
-                    compute_scale: backend.compute_scale(shape.p, backend.devices()),
-                    transfer_scale: backend.transfer_scale(shape.p),
-                    ..Default::default()
-                },
-                format!(
-                    "profile measured on the fly on the {} backend: this unit's own kernels and \
-                     messages ({} GEMM shapes, {} attention blocks, {} message sizes, {} devices \
-                     at once)",
-                    backend.name(),
-                    plan.gemms.len(),
-                    plan.attention.len(),
-                    plan.transfer_bytes.len(),
-                    backend.devices()
-                ),
-            )
-        }
-    };
-    let cmp = compare_unit(backend.as_mut(), &spec, &hw, opts, a.runs)?;
-    if a.backend == BackendArg::Cpu {
-        if let Some(load) = crate::calibrate::cpu::load_average() {
-            let cores = crate::calibrate::cpu::cores();
-            if load > 0.75 * cores as f64 {
-                notes.push(format!(
-                    "host load average {load:.2} on {cores} cores: other processes share the \
-                     cores, so measured times (and the prediction's error) are unreliable"
-                ));
-            }
-        }
-    }
-    let out = RunOutput {
-        backend: backend.name(),
-        unit,
-        method,
-        shape,
-        causal: spec.causal,
-        flash: spec.fused,
-        recv_buffers: spec.recv_buffers,
-        weight_exchange: spec.weight_exchange,
-        link,
-        max_rel_error: cmp.max_rel_error,
-        errors: cmp.errors.clone(),
-        measured_peak_bytes: cmp.measured_peak_bytes,
-        predicted_peak_bytes: cmp.inventory_peak_bytes,
-        measured_time_s: cmp.measured_time_s,
-        predicted_time_s: cmp.predicted.time_s,
-        time_rel_error: cmp.rel_error,
-        predicted_compute_s: cmp.predicted.compute_s,
-        predicted_exposed_communication_s: cmp.predicted.exposed_communication_s,
-        predicted_from: from,
-        phases: cmp.phases.clone(),
-        notes,
-        steps: a.steps.then(|| cmp.steps.clone()),
-    };
-    Ok(match a.format {
-        OutFormat::Json => to_json(&out),
-        OutFormat::Table => table(&out),
-    })
-}
-
-fn table(o: &RunOutput) -> String {
-    let sh = o.shape;
-    let mut s = format!(
-        "{} {} {:?} on the {} backend — p = {}, b = {}, s = {}, h = {}, a = {}, f = {}{}{}\n\n",
-        o.method.id(),
-        match o.unit {
-            Unit::Attention => "attention",
-            Unit::Mlp => "mlp",
+    let profile = match &a.hw {
+        Some(name) => ProfileSource::Given {
+            name: name.clone(),
+            hardware: Box::new(load_hardware(name)?),
         },
-        if o.flash { "fused" } else { "unfused" },
-        o.backend,
-        sh.p,
-        sh.b,
-        sh.s,
-        sh.h,
-        sh.a,
-        sh.f,
-        if o.causal { ", causal" } else { "" },
-        match o.link {
-            Some(l) => format!(
-                ", link {:.3e} B/s + {:.3e} s",
-                l.bandwidth_bytes_per_s, l.latency_s
-            ),
-            None => String::new(),
-        }
-    );
-    let mut t = Table::new(&["field", "value"], &[false, true]);
-    let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
-    for (k, v) in [
-        ("max_rel_error", format!("{:.3e}", o.max_rel_error)),
-        ("measured_peak_bytes", o.measured_peak_bytes.to_string()),
-        ("predicted_peak_bytes", opt(o.predicted_peak_bytes)),
-        ("measured_time_s", format!("{:.6}", o.measured_time_s)),
-        ("predicted_time_s", format!("{:.6}", o.predicted_time_s)),
-        (
-            "time_rel_error",
-            format!("{:+.1}%", 100.0 * o.time_rel_error),
-        ),
-    ] {
-        t.row(vec![k.to_string(), v]);
-    }
-    s.push_str(&t.render());
-    if !o.phases.is_empty() {
-        s.push('\n');
-        let mut t = Table::new(
-            &[
-                "ring",
-                "steps",
-                "predicted_s",
-                "measured_s",
-                "waited_s",
-                "error",
-            ],
-            &[false, true, true, true, true, true],
-        );
-        for p in &o.phases {
-            t.row(vec![
-                format!("{:?}", p.phase),
-                p.steps.to_string(),
-                format!("{:.6}", p.predicted_s),
-                format!("{:.6}", p.measured_s),
-                format!("{:.6}", p.measured_wait_s),
-                format!("{:+.1}%", 100.0 * p.rel_error),
-            ]);
-        }
-        s.push_str(&t.render());
-    }
-    s.push_str(&format!("\npredicted from: {}\n", o.predicted_from));
-    for n in &o.notes {
-        s.push_str(&format!("note: {n}\n"));
-    }
-    s
+        None => ProfileSource::OnTheFly,
+    };
+    let out = unit_run::run_unit(backend.as_mut(), &spec, &profile, a.runs, a.steps)?;
+    Ok(match a.format {
+        OutFormat::Json => report::to_json(&out),
+        OutFormat::Table => report::unit_run_table(&out),
+    })
 }

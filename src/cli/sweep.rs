@@ -1,7 +1,7 @@
 //! `metp-sim sweep`.
 
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
@@ -10,8 +10,9 @@ use super::args::CommonArgs;
 use super::simulate::LinkModelArg;
 use crate::config::{load_hardware, load_model, parse_list, parse_seq_spec, MethodId};
 use crate::error::{Error, Result};
-use crate::report::{self, Table};
-use crate::sweep::{self, Engine, Point, Status, SweepResult, SweepSpec};
+use crate::evaluate::Timing;
+use crate::report;
+use crate::sweep::{self, Point, SweepSpec};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum EngineArg {
@@ -48,27 +49,6 @@ pub struct SweepArgs {
     common: CommonArgs,
 }
 
-/// A file-name-safe form of a name.
-pub fn slug_pub(s: &str) -> String {
-    slug(s)
-}
-
-fn slug(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect::<String>()
-        .split('-')
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join("-")
-}
-
 pub fn run(a: SweepArgs) -> Result<String> {
     let methods = MethodId::parse_list("--methods", &a.methods)?;
     let degrees = parse_list("--p", &a.p)?;
@@ -100,14 +80,18 @@ pub fn run(a: SweepArgs) -> Result<String> {
         seqs,
         micro_batch: template.micro_batch,
         options: template.options,
-        engine: match a.engine {
-            EngineArg::Sim => Engine::Simulate(a.link_model.into()),
-            EngineArg::Analytic => Engine::Analytic,
+        timing: match a.engine {
+            EngineArg::Sim => Timing::Simulated(a.link_model.into()),
+            EngineArg::Analytic => Timing::Analytic,
         },
     };
     let out = a.out.clone().unwrap_or_else(|| {
         let name = if model_names.len() == 1 && hw_names.len() == 1 {
-            format!("{}-{}", slug(model_names[0]), slug(hw_names[0]))
+            format!(
+                "{}-{}",
+                report::file_slug(model_names[0]),
+                report::file_slug(hw_names[0])
+            )
         } else {
             "sweep".into()
         };
@@ -156,82 +140,12 @@ pub fn run(a: SweepArgs) -> Result<String> {
     let result = sweep::run(&spec, &on_point);
     bar.finish_and_clear();
     drop(partial);
-    report::write_atomic(
-        &out.join("sweep.csv"),
-        report::sweep_csv(&result).as_bytes(),
-    )?;
-    report::write_atomic(
-        &out.join("sweep.json"),
-        report::sweep_json(&result).as_bytes(),
-    )?;
-    let _ = std::fs::remove_file(&partial_path);
     let exts: &[&str] = if a.svg_only {
         &["svg"]
     } else {
         &["svg", "png"]
     };
-    let plots = super::sweep_plots::write(&result, &spec, &out, exts)?;
-    Ok(summary(&result, &spec, &out, &plots))
-}
-
-fn summary(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathBuf]) -> String {
-    let mut s = String::new();
-    for m in &spec.models {
-        for hw in &spec.hardware {
-            s.push_str(&format!(
-                "{} on {} — step time per sequence length (OOM: does not fit; -: invalid)\n\n",
-                m.name, hw.name
-            ));
-            let mut header = vec!["method".to_string(), "p".into(), "max_seq".into()];
-            header.extend(spec.seqs.iter().map(|&q| super::fmt_tokens(q)));
-            let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
-            let mut right = vec![false, true, true];
-            right.extend(spec.seqs.iter().map(|_| true));
-            let mut t = Table::new(&hdr, &right);
-            for &method in &spec.methods {
-                for &p in &spec.degrees {
-                    let max = r
-                        .maxseq
-                        .iter()
-                        .find(|x| {
-                            x.model == m.name
-                                && x.hardware == hw.name
-                                && x.row.method == method
-                                && x.row.p == p
-                        })
-                        .and_then(|x| x.row.max_seq)
-                        .map(super::fmt_tokens)
-                        .unwrap_or_else(|| "-".into());
-                    let mut row = vec![method.id().to_string(), p.to_string(), max];
-                    for &q in &spec.seqs {
-                        let pt = r.points.iter().find(|x| {
-                            x.model == m.name
-                                && x.hardware == hw.name
-                                && x.method == method
-                                && x.p == p
-                                && x.seq == q
-                        });
-                        row.push(match pt {
-                            Some(x) if x.status == Status::Ok => {
-                                format!("{:.3} s", x.step_time_s.unwrap_or(0.0))
-                            }
-                            Some(x) if x.status == Status::OutOfMemory => "OOM".into(),
-                            _ => "-".into(),
-                        });
-                    }
-                    t.row(row);
-                }
-            }
-            s.push_str(&t.render());
-            s.push('\n');
-        }
-    }
-    s.push_str(&format!("wrote {}/sweep.csv, sweep.json", out.display()));
-    for p in plots {
-        if let Some(n) = p.file_name() {
-            s.push_str(&format!(", {}", n.to_string_lossy()));
-        }
-    }
-    s.push('\n');
-    s
+    let plots = report::write_sweep(&out, &result, &spec, exts)?;
+    let _ = std::fs::remove_file(&partial_path);
+    Ok(report::sweep_table(&result, &spec, &out, &plots))
 }

@@ -5,19 +5,25 @@
 //! and assembles a validated [`Workload`]. Depends only on `error`; nothing here knows about
 //! memory, schedules or the simulator.
 
+mod dims;
 mod files;
 mod hardware;
+mod method;
 mod model;
 mod seq;
+mod unit;
 mod workload;
 
+pub use dims::{Dims, Size};
 pub use files::{data_dir, list_names, load_hardware, load_model, read_json, resolve, DataKind};
 pub use hardware::{
     Efficiency, EfficiencyTable, Figure, Gpu, Hardware, InterNode, InterNodeKind, IntraNode,
     IntraNodeKind, Reserved,
 };
+pub use method::MethodId;
 pub use model::{Activation, Model, Norm};
 pub use seq::{parse_count, parse_list, parse_seq_spec};
+pub use unit::{ExecMethod, Unit, UnitShape, UnitSpec, UnitSupport};
 pub use workload::{
-    MethodId, MetpOptions, Options, Recompute, WeightExchange, Workload, ZeroStage,
+    MetpOptions, Options, Recompute, ValidWorkload, WeightExchange, Workload, ZeroStage,
 };

@@ -3,97 +3,8 @@
 
 use serde::Serialize;
 
-use super::{Hardware, Model};
+use super::{Hardware, MethodId, Model};
 use crate::error::{Error, Result};
-
-/// The parallel methods metp-sim compares (DESIGN §2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum MethodId {
-    /// METP (DESIGN §1).
-    #[serde(rename = "metp")]
-    Metp,
-    /// Megatron tensor parallelism.
-    #[serde(rename = "tp")]
-    Tp,
-    /// Megatron TP + sequence parallelism.
-    #[serde(rename = "tp-sp")]
-    TpSp,
-    /// DeepSpeed-Ulysses.
-    #[serde(rename = "ulysses")]
-    Ulysses,
-    /// Ring attention / context parallelism.
-    #[serde(rename = "ring")]
-    Ring,
-    /// Ring self-attention (Li et al. 2021).
-    #[serde(rename = "rsa")]
-    Rsa,
-}
-
-impl MethodId {
-    /// All methods, in the order reports list them.
-    pub const ALL: [MethodId; 6] = [
-        MethodId::Metp,
-        MethodId::Tp,
-        MethodId::TpSp,
-        MethodId::Ulysses,
-        MethodId::Ring,
-        MethodId::Rsa,
-    ];
-
-    /// The id used on the command line and in outputs.
-    pub fn id(self) -> &'static str {
-        match self {
-            MethodId::Metp => "metp",
-            MethodId::Tp => "tp",
-            MethodId::TpSp => "tp-sp",
-            MethodId::Ulysses => "ulysses",
-            MethodId::Ring => "ring",
-            MethodId::Rsa => "rsa",
-        }
-    }
-
-    /// Parses one id.
-    pub fn parse(flag: &str, text: &str) -> Result<MethodId> {
-        MethodId::ALL
-            .into_iter()
-            .find(|m| m.id() == text.trim())
-            .ok_or_else(|| {
-                Error::arg(
-                    flag,
-                    format!(
-                        "unknown method '{text}'; available: {}",
-                        MethodId::ALL.map(|m| m.id()).join(", ")
-                    ),
-                )
-            })
-    }
-
-    /// Parses `a,b,…` or `all`.
-    pub fn parse_list(flag: &str, text: &str) -> Result<Vec<MethodId>> {
-        if text.trim() == "all" {
-            return Ok(MethodId::ALL.to_vec());
-        }
-        let mut v: Vec<MethodId> = text
-            .split(',')
-            .map(|t| MethodId::parse(flag, t))
-            .collect::<Result<_>>()?;
-        v.sort();
-        v.dedup();
-        Ok(v)
-    }
-
-    /// Whether the method shards the layer weights 1/p (otherwise they are replicated across
-    /// the p devices unless ZeRO shards them).
-    pub fn shards_weights(self) -> bool {
-        matches!(self, MethodId::Metp | MethodId::Tp | MethodId::TpSp)
-    }
-}
-
-impl std::fmt::Display for MethodId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.id())
-    }
-}
 
 /// Activation recomputation policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
@@ -140,6 +51,16 @@ pub enum WeightExchange {
     Broadcast,
 }
 
+impl WeightExchange {
+    /// `ring` or `broadcast`, as on the command line.
+    pub fn id(self) -> &'static str {
+        match self {
+            WeightExchange::Ring => "ring",
+            WeightExchange::Broadcast => "broadcast",
+        }
+    }
+}
+
 /// METP knobs (DESIGN §1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct MetpOptions {
@@ -153,6 +74,13 @@ pub struct MetpOptions {
     pub store_qkv: bool,
     /// Store the MLP activation input (X·W1) instead of recomputing it.
     pub store_mlp_act: bool,
+}
+
+impl MetpOptions {
+    /// Head groups G of the outer attention loop at degree `p` (p unless set).
+    pub fn head_groups(&self, p: u64) -> u64 {
+        self.head_groups.unwrap_or(p)
+    }
 }
 
 impl Default for MetpOptions {
@@ -253,16 +181,17 @@ impl Workload {
         }
     }
 
-    /// Checks what every method needs: positive sizes and enough devices in the profile.
-    pub fn check_common(&self) -> Result<()> {
+    /// Checks everything a configuration needs before any estimate — positive sizes within the
+    /// supported range, enough devices in the profile, METP's receive buffers, and the method's
+    /// rules for this model, degree and sequence length ([`MethodId::check_degree`],
+    /// [`MethodId::seq_multiple`]) — once, and returns the workload as a [`ValidWorkload`],
+    /// the only input of the evaluation path (`memory`, `schedule`, `analytic`, `sim`).
+    pub fn validate(self) -> Result<ValidWorkload> {
         if self.p == 0 || self.dp == 0 || self.seq == 0 || self.micro_batch == 0 {
             return Err(self.invalid("p, dp, sequence and micro-batch must be positive"));
         }
-        if self.seq > 1 << 40 {
-            return Err(self.invalid(format!(
-                "sequence length {} is above the supported 2^40",
-                self.seq
-            )));
+        if self.micro_batches == 0 {
+            return Err(self.invalid("the number of micro-batches must be positive"));
         }
         if self.micro_batch > 1 << 20 {
             return Err(self.invalid(format!(
@@ -283,6 +212,129 @@ impl Workload {
         if self.options.metp.recv_buffers == 0 || self.options.metp.recv_buffers > 2 {
             return Err(self.invalid("METP receive buffers must be 1 or 2"));
         }
+        self.method
+            .check_degree(&self.model, self.p, &self.options)
+            .map_err(|m| self.invalid(m))?;
+        self.check_seq(self.seq)?;
+        Ok(ValidWorkload(self))
+    }
+
+    /// What a sequence length must be for this workload: at most 2^40 and a multiple of the
+    /// method's granule at this degree.
+    fn check_seq(&self, seq: u64) -> Result<()> {
+        if seq > 1 << 40 {
+            return Err(self.invalid(format!("sequence length {seq} is above the supported 2^40")));
+        }
+        let multiple = self.method.seq_multiple(self.p, &self.options);
+        if !seq.is_multiple_of(multiple) {
+            return Err(self.invalid(format!(
+                "sequence length {seq} is not a multiple of {multiple}"
+            )));
+        }
         Ok(())
+    }
+}
+
+/// A workload that passed [`Workload::validate`]: the one type the evaluation path accepts, so
+/// a configuration is checked once, where it is built, and never again downstream. Read-only
+/// (it dereferences to the [`Workload`]); to change a field, take the workload back out
+/// ([`ValidWorkload::into_workload`]) and validate it again.
+///
+/// It is also the one place that knows a device's coordinates: devices are numbered replica by
+/// replica (`device = replica · p + rank`), and a replica's p devices share one sequence.
+#[derive(Debug, Clone)]
+pub struct ValidWorkload(Workload);
+
+impl std::ops::Deref for ValidWorkload {
+    type Target = Workload;
+    fn deref(&self) -> &Workload {
+        &self.0
+    }
+}
+
+impl ValidWorkload {
+    /// The workload, for changing and validating again.
+    pub fn into_workload(self) -> Workload {
+        self.0
+    }
+
+    /// Changes the sequence length to `seq` if the workload stays valid (nothing else depends
+    /// on it), else leaves it unchanged: the search for the longest sequence that fits probes
+    /// many lengths of one workload without copying it.
+    pub fn set_seq(&mut self, seq: u64) -> Result<()> {
+        if seq == 0 {
+            return Err(self.invalid("p, dp, sequence and micro-batch must be positive"));
+        }
+        self.0.check_seq(seq)?;
+        self.0.seq = seq;
+        Ok(())
+    }
+
+    /// Devices the step runs on: p · dp.
+    pub fn devices(&self) -> u64 {
+        self.p * self.dp
+    }
+
+    /// Tokens one step trains on over all devices: s · b · micro-batches · dp.
+    pub fn tokens_per_step(&self) -> u64 {
+        self.seq * self.micro_batch * self.micro_batches * self.dp
+    }
+
+    /// Devices that hold the same weights as device 0 (ZeRO gathers and gradient
+    /// synchronisation): all p · dp when the p devices of a replica replicate the weights
+    /// (`over_p`), else rank 0 of every replica.
+    pub fn replica_group(&self, over_p: bool) -> Vec<u32> {
+        let (p, dp) = (self.p as u32, self.dp as u32);
+        if over_p {
+            (0..p * dp).collect()
+        } else {
+            (0..dp).map(|r| r * p).collect()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{load_hardware, load_model};
+
+    fn ring(seq: u64) -> Workload {
+        Workload {
+            model: load_model("llama2-7b").unwrap(),
+            hardware: load_hardware("dgx-a100-80gb").unwrap(),
+            method: MethodId::Ring,
+            p: 8,
+            dp: 1,
+            seq,
+            micro_batch: 1,
+            micro_batches: 1,
+            options: Options::default(),
+        }
+    }
+
+    /// Validation checks once, with the reason; a valid workload's length changes only to
+    /// another valid one (ring attention at p = 8: multiples of 8).
+    #[test]
+    fn validation_names_what_is_wrong_and_set_seq_keeps_it_valid() {
+        let e = ring(4100).validate().unwrap_err().to_string();
+        assert!(
+            e.contains("sequence length 4100 is not a multiple of 8"),
+            "{e}"
+        );
+        let e = ring(4096).with_p(16).validate().unwrap_err().to_string();
+        assert!(e.contains("needs 16 GPUs"), "{e}");
+        let mut v = ring(4096).validate().unwrap();
+        assert!(v.set_seq(4100).is_err() && v.seq == 4096);
+        assert!(v.set_seq(0).is_err() && v.seq == 4096);
+        v.set_seq(8192).unwrap();
+        assert_eq!((v.seq, v.tokens_per_step(), v.devices()), (8192, 8192, 8));
+        assert_eq!(v.replica_group(false), [0]);
+    }
+
+    impl Workload {
+        fn with_p(mut self, p: u64) -> Workload {
+            self.p = p;
+            self
+        }
     }
 }

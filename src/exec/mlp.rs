@@ -25,6 +25,7 @@ use super::device::{
 use super::rng::SplitMix64;
 use super::{gather_rows, local_rows, random_mat, ExecMethod, RunSpec, Shape};
 use crate::error::Result;
+use crate::memory::names;
 
 const BF16: Dtype = Dtype::Bf16;
 const FP32: Dtype = Dtype::Fp32;
@@ -66,7 +67,7 @@ impl MlpCfg {
     pub fn from_spec(spec: &RunSpec) -> MlpCfg {
         MlpCfg {
             shape: spec.shape,
-            rb: spec.recv_buffers,
+            rb: spec.metp.recv_buffers as usize,
         }
     }
 }
@@ -148,18 +149,22 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
 
     let own = [
         dev.track(
-            "mlp.weights",
+            names::MLP_WEIGHTS,
             BF16,
             data.w1.columns(i * fp, fp).into_owned(),
         ),
-        dev.track("mlp.weights", BF16, data.w2.rows(i * fp, fp).into_owned()),
+        dev.track(
+            names::MLP_WEIGHTS,
+            BF16,
+            data.w2.rows(i * fp, fp).into_owned(),
+        ),
     ];
-    let mut grad_w1 = dev.zeros("optimizer.main_grads_fp32", FP32, h, fp);
-    let mut grad_w2 = dev.zeros("optimizer.main_grads_fp32", FP32, fp, h);
-    let x = dev.track("mlp.input", BF16, local_rows(&data.x, b, s, p, i));
+    let mut grad_w1 = dev.zeros(names::OPTIMIZER_MAIN_GRADS_FP32, FP32, h, fp);
+    let mut grad_w2 = dev.zeros(names::OPTIMIZER_MAIN_GRADS_FP32, FP32, fp, h);
+    let x = dev.track(names::MLP_INPUT, BF16, local_rows(&data.x, b, s, p, i));
 
     // ---------------- forward ----------------
-    let mut out = dev.zeros("mlp.output_sum", BF16, rows, h);
+    let mut out = dev.zeros(names::MLP_OUTPUT_SUM, BF16, rows, h);
     let mut cur: Option<Vec<Tracked<Mat>>> = None;
     for t in 0..p {
         let step_start = dev.now_s();
@@ -174,13 +179,13 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
             let parts = vec![(w1.clone(), BF16), (w2.clone(), BF16)];
             dev.send(next, tag, parts)?;
             if cfg.rb == 2 {
-                pending = Some(dev.post(prev, tag, "mlp.weight_recv", &w_shapes));
+                pending = Some(dev.post(prev, tag, names::MLP_WEIGHT_RECV, &w_shapes));
             }
         }
         {
             let (w1, w2) = pair(&own, &cur);
-            let hpre = dev.track("mlp.act_input_block", BF16, &*x * w1);
-            let act = dev.track("mlp.act_output_block", BF16, hpre.map(gelu_f32));
+            let hpre = dev.track(names::MLP_ACT_INPUT_BLOCK, BF16, &*x * w1);
+            let act = dev.track(names::MLP_ACT_OUTPUT_BLOCK, BF16, hpre.map(gelu_f32));
             drop(hpre);
             out.gemm(1.0, &*act, w2, 1.0);
         }
@@ -188,7 +193,7 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
         if t + 1 < p {
             let hop = Hop {
                 tag,
-                name: "mlp.weight_recv",
+                name: names::MLP_WEIGHT_RECV,
                 shapes: &w_shapes,
             };
             data_hop(dev, prev, &mut cur, pending, &hop)?;
@@ -200,15 +205,15 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
 
     // ---------------- backward ----------------
     let dout = dev.track(
-        "grad.layer_output",
+        names::GRAD_LAYER_OUTPUT,
         BF16,
         local_rows(&data.dout, b, s, p, i),
     );
-    let mut dx = dev.zeros("grad.layer_input", BF16, rows, h);
+    let mut dx = dev.zeros(names::GRAD_LAYER_INPUT, BF16, rows, h);
     let mut cur_w: Option<Vec<Tracked<Mat>>> = None;
     let mut cur_dw: Vec<Tracked<Mat>> = vec![
-        dev.zeros("mlp.weight_grad_acc_fp32", FP32, h, fp),
-        dev.zeros("mlp.weight_grad_acc_fp32", FP32, fp, h),
+        dev.zeros(names::MLP_WEIGHT_GRAD_ACC_FP32, FP32, h, fp),
+        dev.zeros(names::MLP_WEIGHT_GRAD_ACC_FP32, FP32, fp, h),
     ];
     for t in 0..p {
         let step_start = dev.now_s();
@@ -226,15 +231,15 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
         let (mut next_w, mut next_dw) = (None, None);
         if cfg.rb == 2 && p > 1 {
             if t + 1 < p {
-                next_w = Some(dev.post(prev, w_tag, "mlp.weight_recv", &w_shapes));
+                next_w = Some(dev.post(prev, w_tag, names::MLP_WEIGHT_RECV, &w_shapes));
             }
-            next_dw = Some(dev.post(prev, dw_tag, "mlp.weight_grad_recv_fp32", &dw_shapes));
+            next_dw = Some(dev.post(prev, dw_tag, names::MLP_WEIGHT_GRAD_RECV_FP32, &dw_shapes));
         }
         {
             let (w1, w2) = pair(&own, &cur_w);
-            let hpre = dev.track("mlp.act_input_block", BF16, &*x * w1);
-            let act = dev.track("mlp.act_output_block", BF16, hpre.map(gelu_f32));
-            let mut dh = dev.track("grad.mlp_act_block", BF16, &*dout * w2.transpose());
+            let hpre = dev.track(names::MLP_ACT_INPUT_BLOCK, BF16, &*x * w1);
+            let act = dev.track(names::MLP_ACT_OUTPUT_BLOCK, BF16, hpre.map(gelu_f32));
+            let mut dh = dev.track(names::GRAD_MLP_ACT_BLOCK, BF16, &*dout * w2.transpose());
             dh.zip_apply(&*hpre, |g, z| *g *= gelu_grad_f32(z));
             drop(hpre);
             gemm_tn(&mut cur_dw[1], 1.0, &act, &*dout, 1.0);
@@ -256,12 +261,12 @@ pub fn metp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
                 next_dw,
                 &Hop {
                     tag: w_tag,
-                    name: "mlp.weight_recv",
+                    name: names::MLP_WEIGHT_RECV,
                     shapes: &w_shapes,
                 },
                 &Hop {
                     tag: dw_tag,
-                    name: "mlp.weight_grad_recv_fp32",
+                    name: names::MLP_WEIGHT_GRAD_RECV_FP32,
                     shapes: &dw_shapes,
                 },
             )?;
@@ -289,26 +294,30 @@ pub fn tp(dev: &mut Device, cfg: &MlpCfg, data: &MlpData) -> Result<MlpOut> {
     let i = dev.rank;
     let (h, fp) = (sh.h, sh.fp());
     let w1 = dev.track(
-        "mlp.weights",
+        names::MLP_WEIGHTS,
         BF16,
         data.w1.columns(i * fp, fp).into_owned(),
     );
-    let w2 = dev.track("mlp.weights", BF16, data.w2.rows(i * fp, fp).into_owned());
-    let mut grad_w1 = dev.zeros("optimizer.main_grads_fp32", FP32, h, fp);
-    let mut grad_w2 = dev.zeros("optimizer.main_grads_fp32", FP32, fp, h);
-    let x = dev.track("mlp.fc1_input", BF16, data.x.clone());
-    let hpre = dev.track("mlp.act_input", BF16, &*x * &*w1);
-    let act = dev.track("mlp.fc2_input", BF16, hpre.map(gelu_f32));
-    let mut partial = dev.track("mlp.output_partial", BF16, &*act * &*w2);
+    let w2 = dev.track(
+        names::MLP_WEIGHTS,
+        BF16,
+        data.w2.rows(i * fp, fp).into_owned(),
+    );
+    let mut grad_w1 = dev.zeros(names::OPTIMIZER_MAIN_GRADS_FP32, FP32, h, fp);
+    let mut grad_w2 = dev.zeros(names::OPTIMIZER_MAIN_GRADS_FP32, FP32, fp, h);
+    let x = dev.track(names::MLP_FC1_INPUT, BF16, data.x.clone());
+    let hpre = dev.track(names::MLP_ACT_INPUT, BF16, &*x * &*w1);
+    let act = dev.track(names::MLP_FC2_INPUT, BF16, hpre.map(gelu_f32));
+    let mut partial = dev.track(names::MLP_OUTPUT_PARTIAL, BF16, &*act * &*w2);
     dev.all_reduce_sum(&mut partial, BF16, 0)?;
     let out = partial.into_inner();
 
-    let dout = dev.track("grad.layer_output", BF16, data.dout.clone());
-    let mut dh = dev.track("grad.mlp_act", BF16, &*dout * w2.transpose());
+    let dout = dev.track(names::GRAD_LAYER_OUTPUT, BF16, data.dout.clone());
+    let mut dh = dev.track(names::GRAD_MLP_ACT, BF16, &*dout * w2.transpose());
     dh.zip_apply(&*hpre, |g, z| *g *= gelu_grad_f32(z));
     gemm_tn(&mut grad_w2, 1.0, &act, &*dout, 1.0);
     gemm_tn(&mut grad_w1, 1.0, &x, &*dh, 1.0);
-    let mut dx = dev.track("grad.layer_input", BF16, &*dh * w1.transpose());
+    let mut dx = dev.track(names::GRAD_LAYER_INPUT, BF16, &*dh * w1.transpose());
     drop((dh, act, hpre));
     dev.all_reduce_sum(&mut dx, BF16, 1)?;
     Ok(MlpOut {

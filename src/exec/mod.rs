@@ -52,51 +52,14 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-pub use crate::config::WeightExchange;
+/// The sizes of a unit, under the name the runtime's callers use ([`crate::config::UnitShape`]).
+pub use crate::config::UnitShape as Shape;
+use crate::config::UnitSupport;
+pub use crate::config::{ExecMethod, Unit, UnitSpec, WeightExchange};
 use crate::error::{Error, Result};
-/// Which computing unit to run (the memory layer's unit inventory describes the same units).
-pub use crate::memory::unit::Unit;
-use crate::memory::unit::{unit_inventory, UnitShape, UnitSpec};
+use crate::memory::unit::unit_inventory;
 use device::{CommStats, DeviceRun, Link, Mat, StepTime};
 use reference::M64;
-
-/// How the unit is parallelised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ExecMethod {
-    /// METP (DESIGN §1).
-    Metp,
-    /// Megatron tensor parallelism: heads / MLP columns split, activations replicated,
-    /// all-reduce of the block output (forward) and input gradient (backward).
-    Tp,
-}
-
-impl ExecMethod {
-    /// Method id as the rest of the crate spells it.
-    pub fn id(self) -> &'static str {
-        match self {
-            ExecMethod::Metp => "metp",
-            ExecMethod::Tp => "tp",
-        }
-    }
-}
-
-/// Problem sizes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Shape {
-    /// Micro-batch.
-    pub b: usize,
-    /// Sequence length.
-    pub s: usize,
-    /// Hidden size.
-    pub h: usize,
-    /// Attention heads.
-    pub a: usize,
-    /// MLP width.
-    pub f: usize,
-    /// Devices.
-    pub p: usize,
-}
 
 /// Largest element count of one global tensor (or of all the attention blocks of one device)
 /// a run accepts: runs are checks, not benchmarks of huge shapes.
@@ -104,149 +67,102 @@ const MAX_ELEMENTS: usize = 1 << 26;
 /// Most virtual devices (threads).
 const MAX_DEVICES: usize = 256;
 
-impl Shape {
-    /// Local tokens per device, s/p.
-    pub fn c(&self) -> usize {
-        self.s / self.p
-    }
-    /// Head dimension h/a.
-    pub fn d(&self) -> usize {
-        self.h / self.a
-    }
-    /// Hidden width of one head group, h/p.
-    pub fn hg(&self) -> usize {
-        self.h / self.p
-    }
-    /// Heads of one head group, a/p.
-    pub fn ag(&self) -> usize {
-        self.a / self.p
-    }
-    /// MLP width of one shard, f/p.
-    pub fn fp(&self) -> usize {
-        self.f / self.p
-    }
+/// What this runtime honours of a [`UnitSpec`]: everything but the options its programs do
+/// not implement — head groups other than p, stored Q/K/V or MLP activation input, grouped-query
+/// attention and SwiGLU (its units are multi-head attention and a GeLU MLP).
+pub const SUPPORT: UnitSupport = UnitSupport {
+    head_groups: false,
+    store_qkv: false,
+    store_mlp_act: false,
+    grouped_kv: false,
+    activations: &[crate::config::Activation::Gelu],
+    ..UnitSupport::ALL
+};
 
-    /// Checks that `method` can run `unit` with these sizes.
-    pub fn check(&self, unit: Unit, method: ExecMethod) -> Result<()> {
-        let err = |message: String| Error::InvalidConfig {
-            method: method.id().to_string(),
-            p: self.p as u64,
-            message,
-        };
-        let Shape { b, s, h, a, f, p } = *self;
-        if p == 0 {
-            return Err(err("the degree p must be positive".into()));
+/// `Err` unless the runtime can hold `shape` for `unit`: at most [`MAX_DEVICES`] devices and
+/// [`MAX_ELEMENTS`] elements per global tensor (and per device's attention blocks).
+fn check_size(unit: Unit, method: ExecMethod, shape: &Shape) -> Result<()> {
+    let err = |message: String| Error::InvalidConfig {
+        method: method.id().to_string(),
+        p: shape.p as u64,
+        message,
+    };
+    let Shape { b, s, h, a, f, p } = *shape;
+    if p > MAX_DEVICES {
+        return Err(err(format!("at most {MAX_DEVICES} virtual devices")));
+    }
+    let big = |what: &str, n: Option<usize>| match n {
+        Some(n) if n <= MAX_ELEMENTS => Ok(()),
+        _ => Err(err(format!(
+            "{what} exceeds {MAX_ELEMENTS} elements; use smaller shapes"
+        ))),
+    };
+    big("b·s·h", b.checked_mul(s).and_then(|x| x.checked_mul(h)))?;
+    match unit {
+        Unit::Attention => {
+            big("h·3h", h.checked_mul(3 * h))?;
+            // Attention blocks one device materialises (TP: a/p heads × s × s).
+            big(
+                "the attention scores of one device",
+                b.checked_mul(a / p.max(1))
+                    .and_then(|x| x.checked_mul(s))
+                    .and_then(|x| x.checked_mul(s)),
+            )
         }
-        if p > MAX_DEVICES {
-            return Err(err(format!("at most {MAX_DEVICES} virtual devices")));
+        Unit::Mlp => {
+            big("h·f", h.checked_mul(f))?;
+            big("b·s·f", b.checked_mul(s).and_then(|x| x.checked_mul(f)))
         }
-        for (name, v) in [("micro-batch b", b), ("sequence s", s), ("hidden h", h)] {
-            if v == 0 {
-                return Err(err(format!("{name} must be positive")));
-            }
-        }
-        let divides = |name: &str, n: usize| {
-            if n.is_multiple_of(p) {
-                Ok(())
-            } else {
-                Err(err(format!("{name} ({n}) is not divisible by p = {p}")))
-            }
-        };
-        let big = |what: &str, n: Option<usize>| match n {
-            Some(n) if n <= MAX_ELEMENTS => Ok(()),
-            _ => Err(err(format!(
-                "{what} exceeds {MAX_ELEMENTS} elements; use smaller shapes"
-            ))),
-        };
-        big("b·s·h", b.checked_mul(s).and_then(|x| x.checked_mul(h)))?;
-        match unit {
-            Unit::Attention => {
-                if a == 0 {
-                    return Err(err("heads a must be positive".into()));
-                }
-                if h % a != 0 {
-                    return Err(err(format!("hidden ({h}) is not divisible by heads ({a})")));
-                }
-                divides("heads", a)?;
-                if method == ExecMethod::Metp {
-                    divides("sequence length", s)?;
-                }
-                big("h·3h", h.checked_mul(3 * h))?;
-                // Attention blocks one device materialises (TP: a/p heads × s × s).
-                big(
-                    "the attention scores of one device",
-                    b.checked_mul(a / p)
-                        .and_then(|x| x.checked_mul(s))
-                        .and_then(|x| x.checked_mul(s)),
-                )?;
-            }
-            Unit::Mlp => {
-                if f == 0 {
-                    return Err(err("MLP width f must be positive".into()));
-                }
-                divides("MLP width", f)?;
-                if method == ExecMethod::Metp {
-                    divides("sequence length", s)?;
-                }
-                big("h·f", h.checked_mul(f))?;
-                big("b·s·f", b.checked_mul(s).and_then(|x| x.checked_mul(f)))?;
-            }
-        }
-        Ok(())
     }
 }
 
-/// One run of a unit on the virtual devices.
+/// One run of a unit on the virtual devices: the unit ([`UnitSpec`], which the run
+/// dereferences to) and how to run it — the input data's seed and the optional link throttle.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct RunSpec {
-    /// Unit.
-    pub unit: Unit,
-    /// Method.
-    pub method: ExecMethod,
-    /// Sizes.
-    pub shape: Shape,
-    /// Causal attention (contiguous sequence blocks, global token positions).
-    pub causal: bool,
-    /// Fused attention (online softmax over per-head tiles; nothing of a block is
-    /// materialised) instead of unfused (one block's scores and probabilities materialised).
-    pub fused: bool,
-    /// METP receive buffers per traveling tensor: 1 (receive after use) or 2 (double
-    /// buffering: the next receive is posted before computing with the current buffer).
-    pub recv_buffers: usize,
-    /// How METP attention weight shards reach the devices.
-    pub weight_exchange: WeightExchange,
+    /// The unit.
+    #[serde(flatten)]
+    pub unit_spec: UnitSpec,
     /// Seed of the input data.
     pub seed: u64,
     /// Optional link throttle.
     pub link: Option<Link>,
 }
 
+impl std::ops::Deref for RunSpec {
+    type Target = UnitSpec;
+    fn deref(&self) -> &UnitSpec {
+        &self.unit_spec
+    }
+}
+
+impl std::ops::DerefMut for RunSpec {
+    fn deref_mut(&mut self) -> &mut UnitSpec {
+        &mut self.unit_spec
+    }
+}
+
 impl RunSpec {
-    /// A spec with the defaults: non-causal, fused, double buffered, ring weight exchange,
-    /// seed 0, no throttle.
+    /// A run of [`UnitSpec::new`]`(unit, method, shape)` with seed 0 and no throttle.
     pub fn new(unit: Unit, method: ExecMethod, shape: Shape) -> RunSpec {
+        RunSpec::of(UnitSpec::new(unit, method, shape))
+    }
+
+    /// A run of `unit_spec` with seed 0 and no throttle.
+    pub fn of(unit_spec: UnitSpec) -> RunSpec {
         RunSpec {
-            unit,
-            method,
-            shape,
-            causal: false,
-            fused: true,
-            recv_buffers: 2,
-            weight_exchange: WeightExchange::Ring,
+            unit_spec,
             seed: 0,
             link: None,
         }
     }
 
-    fn check(&self) -> Result<()> {
-        self.shape.check(self.unit, self.method)?;
-        if !(1..=2).contains(&self.recv_buffers) {
-            return Err(Error::InvalidConfig {
-                method: self.method.id().to_string(),
-                p: self.shape.p as u64,
-                message: format!("receive buffers must be 1 or 2, not {}", self.recv_buffers),
-            });
-        }
+    /// `Err` unless the unit is valid, this runtime honours its options and holds its sizes,
+    /// and the throttle is physical.
+    fn check_runtime(&self) -> Result<()> {
+        self.unit_spec.check()?;
+        SUPPORT.check("cpu", &self.unit_spec)?;
+        check_size(self.unit, self.method, &self.shape)?;
         if let Some(l) = self.link {
             let bandwidth_ok = l.bandwidth_bytes_per_s.is_finite() && l.bandwidth_bytes_per_s > 0.0;
             let latency_ok = l.latency_s.is_finite() && l.latency_s >= 0.0;
@@ -305,7 +221,7 @@ pub struct RunReport {
 /// Runs one unit forward and backward on `spec.shape.p` virtual devices in f32, checks every
 /// output and gradient against the f64 reference, and reports errors, memory and time.
 pub fn run_unit(spec: &RunSpec) -> Result<RunReport> {
-    spec.check()?;
+    spec.check_runtime()?;
     let sh = spec.shape;
     let mut rng = rng::SplitMix64::new(spec.seed);
     let (errors, runs, wall) = match spec.unit {
@@ -378,7 +294,7 @@ pub fn run_unit(spec: &RunSpec) -> Result<RunReport> {
     let mut devices: Vec<DeviceReport> = runs;
     let mut inventory_peak_bytes = None;
     if spec.method == ExecMethod::Metp {
-        let inv = unit_inventory(&unit_spec(spec)).map_err(|message| Error::InvalidConfig {
+        let inv = unit_inventory(&spec.unit_spec).map_err(|message| Error::InvalidConfig {
             method: spec.method.id().to_string(),
             p: sh.p as u64,
             message,
@@ -398,27 +314,6 @@ pub fn run_unit(spec: &RunSpec) -> Result<RunReport> {
         measured_time_s: wall,
         devices,
     })
-}
-
-/// The unit of the memory layer's unit inventory that `spec` runs (METP).
-pub fn unit_spec(spec: &RunSpec) -> UnitSpec {
-    let sh = spec.shape;
-    let u = |x: usize| x as u64;
-    let shape = UnitShape {
-        b: u(sh.b),
-        s: u(sh.s),
-        h: u(sh.h),
-        a: u(sh.a),
-        f: u(sh.f),
-        p: u(sh.p),
-    };
-    UnitSpec {
-        causal: spec.causal,
-        fused: spec.fused,
-        recv_buffers: u(spec.recv_buffers),
-        weight_exchange: spec.weight_exchange,
-        ..UnitSpec::new(spec.unit, shape)
-    }
 }
 
 fn strip<T>((rank, r): (usize, DeviceRun<T>)) -> DeviceReport {

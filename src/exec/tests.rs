@@ -2,6 +2,7 @@
 //! against the memory layer's unit inventory, errors, the link throttle. Shapes are small so that the whole set runs in seconds in debug.
 
 use super::*;
+use crate::memory::names;
 use proptest::prelude::*;
 
 const TOL: f64 = 1e-5;
@@ -29,7 +30,7 @@ fn check(spec: &RunSpec) -> RunReport {
         r.errors
     );
     if spec.method == ExecMethod::Metp {
-        let inv = crate::memory::unit_inventory(&unit_spec(spec)).unwrap();
+        let inv = crate::memory::unit_inventory(&spec.unit_spec).unwrap();
         assert_eq!(
             Some(r.measured_peak_bytes),
             r.inventory_peak_bytes,
@@ -79,8 +80,8 @@ fn exec_units_match_reference_for_all_degrees() {
                 spec.causal = causal;
                 spec.fused = fused;
                 spec.seed = 100 + n as u64;
-                spec.recv_buffers = if fused { 2 } else { 1 };
-                spec.weight_exchange = if causal {
+                spec.metp.recv_buffers = if fused { 2 } else { 1 };
+                spec.metp.weight_exchange = if causal {
                     WeightExchange::Broadcast
                 } else {
                     WeightExchange::Ring
@@ -89,7 +90,7 @@ fn exec_units_match_reference_for_all_degrees() {
             }
             for rb in [1, 2] {
                 let mut spec = RunSpec::new(Unit::Mlp, method, sh);
-                spec.recv_buffers = rb;
+                spec.metp.recv_buffers = rb as u64;
                 spec.seed = 200 + n as u64;
                 check(&spec);
             }
@@ -114,10 +115,10 @@ fn exec_metp_attention_peak_equals_unit_inventory() {
                 for causal in [false, true] {
                     for exchange in [WeightExchange::Ring, WeightExchange::Broadcast] {
                         let mut spec = RunSpec::new(Unit::Attention, ExecMethod::Metp, sh);
-                        spec.recv_buffers = rb;
+                        spec.metp.recv_buffers = rb;
                         spec.fused = fused;
                         spec.causal = causal;
-                        spec.weight_exchange = exchange;
+                        spec.metp.weight_exchange = exchange;
                         check(&spec);
                     }
                 }
@@ -143,9 +144,9 @@ fn exec_unfused_block_is_b_a_over_p_s_over_p_squared() {
         .map(|d| d.peak_breakdown.clone())
         .unwrap_or_default();
     for name in [
-        "attn.block_probs",
-        "attn.block_grad_probs",
-        "attn.block_grad_scores",
+        names::ATTN_BLOCK_PROBS,
+        names::ATTN_BLOCK_GRAD_PROBS,
+        names::ATTN_BLOCK_GRAD_SCORES,
     ] {
         assert_eq!(peak.get(name), Some(&block), "{name} in {peak:?}");
     }
@@ -167,7 +168,7 @@ fn exec_unfused_block_is_b_a_over_p_s_over_p_squared() {
         .max_by_key(|d| d.peak_bytes)
         .map(|d| d.peak_breakdown.clone())
         .unwrap_or_default();
-    assert_eq!(peak4.get("attn.block_probs"), Some(&(block / 8)));
+    assert_eq!(peak4.get(names::ATTN_BLOCK_PROBS), Some(&(block / 8)));
 }
 
 /// Double buffering holds two receive buffers of each traveling tensor once p ≥ 3 (attention
@@ -177,9 +178,9 @@ fn exec_double_buffering_holds_two_buffers_each() {
     // s/p = 16 local tokens against h = 12: the backward ring step sets the peak.
     let sh = shape(2, 48, 12, 3, 12, 3);
     let mut one = RunSpec::new(Unit::Attention, ExecMethod::Metp, sh);
-    one.recv_buffers = 1;
+    one.metp.recv_buffers = 1;
     let mut two = one;
-    two.recv_buffers = 2;
+    two.metp.recv_buffers = 2;
     let (r1, r2) = (check(&one), check(&two));
     assert!(r2.measured_peak_bytes > r1.measured_peak_bytes);
     let top = r2
@@ -191,17 +192,20 @@ fn exec_double_buffering_holds_two_buffers_each() {
     let rows = (sh.b * sh.c()) as u64;
     let (h, hg) = (sh.h as u64, sh.hg() as u64);
     assert_eq!(
-        top.get("comm.kv_recv"),
+        top.get(names::COMM_KV_RECV),
         Some(&(2 * 4 * rows * hg)),
         "{top:?}"
     );
-    assert_eq!(top.get("comm.dkv_recv_fp32"), Some(&(2 * 8 * rows * hg)));
-    assert_eq!(top.get("attn.weight_recv"), Some(&(2 * 8 * h * hg)));
+    assert_eq!(
+        top.get(names::COMM_DKV_RECV_FP32),
+        Some(&(2 * 8 * rows * hg))
+    );
+    assert_eq!(top.get(names::ATTN_WEIGHT_RECV), Some(&(2 * 8 * h * hg)));
     // With one buffer no device ever holds more than one of each.
     for d in &r1.devices {
         let b = &d.peak_breakdown;
-        assert!(b.get("comm.kv_recv").copied().unwrap_or(0) <= 4 * rows * hg);
-        assert!(b.get("attn.weight_recv").copied().unwrap_or(0) <= 8 * h * hg);
+        assert!(b.get(names::COMM_KV_RECV).copied().unwrap_or(0) <= 4 * rows * hg);
+        assert!(b.get(names::ATTN_WEIGHT_RECV).copied().unwrap_or(0) <= 8 * h * hg);
     }
 }
 
@@ -215,7 +219,7 @@ fn exec_mlp_peak_equals_unit_inventory() {
     ] {
         for rb in [1, 2] {
             let mut spec = RunSpec::new(Unit::Mlp, ExecMethod::Metp, sh);
-            spec.recv_buffers = rb;
+            spec.metp.recv_buffers = rb;
             check(&spec);
         }
     }
@@ -307,9 +311,9 @@ fn exec_rejects_shapes_p_does_not_divide() {
         }
     }
     let mut spec = RunSpec::new(Unit::Mlp, ExecMethod::Metp, shape(1, 4, 4, 1, 4, 2));
-    spec.recv_buffers = 3;
+    spec.metp.recv_buffers = 3;
     assert!(matches!(run_unit(&spec), Err(Error::InvalidConfig { .. })));
-    spec.recv_buffers = 2;
+    spec.metp.recv_buffers = 2;
     spec.link = Some(device::Link {
         bandwidth_bytes_per_s: 0.0,
         latency_s: 0.0,
@@ -392,8 +396,8 @@ proptest! {
         let mut spec = RunSpec::new(unit, method, sh);
         spec.causal = causal;
         spec.fused = fused;
-        spec.recv_buffers = rb;
-        spec.weight_exchange = if broadcast { WeightExchange::Broadcast } else { WeightExchange::Ring };
+        spec.metp.recv_buffers = rb as u64;
+        spec.metp.weight_exchange = if broadcast { WeightExchange::Broadcast } else { WeightExchange::Ring };
         spec.seed = seed;
         let r = run(&spec);
         prop_assert!(r.max_rel_error < TOL, "{:?}", r.errors);
@@ -469,11 +473,12 @@ fn exec_reconcile_with_inventory() {
                 ..Options::default()
             },
         };
-        let inv = inventory(&w).unwrap();
+        let w = w.validate().unwrap();
+        let inv = inventory(&w);
         assert_eq!(inv.transient_peak_phase, Phase::BwdAttention);
         // The device and moment of the unit inventory's largest backward working set is where
         // that device's runtime high-water mark is.
-        let unit = crate::memory::unit_inventory(&unit_spec(&spec)).unwrap();
+        let unit = crate::memory::unit_inventory(&spec.unit_spec).unwrap();
         let at = unit.phase_peak(Phase::BwdAttention).unwrap();
         assert_eq!(&unit.devices[at.rank as usize], at);
         let measured = &r.devices[at.rank as usize].peak_breakdown;
@@ -512,25 +517,25 @@ fn exec_reconcile_with_inventory() {
                 .sum()
         };
         for name in [
-            "attn.weights",
-            "attn.input",
-            "attn.group_outputs",
-            "attn.lse",
+            names::ATTN_WEIGHTS,
+            names::ATTN_INPUT,
+            names::ATTN_GROUP_OUTPUTS,
+            names::ATTN_LSE,
         ] {
             assert_eq!(measured.get(name), Some(&inv_bytes(name)), "{name}");
         }
         assert_eq!(
-            measured.get("optimizer.main_grads_fp32"),
+            measured.get(names::OPTIMIZER_MAIN_GRADS_FP32),
             Some(&(4 * w.model.attention_params_per_layer() / sh.p as u64))
         );
         // Nothing else is held.
         let accounted: u64 = layer.values().sum::<u64>()
             + [
-                "attn.weights",
-                "attn.input",
-                "attn.group_outputs",
-                "attn.lse",
-                "optimizer.main_grads_fp32",
+                names::ATTN_WEIGHTS,
+                names::ATTN_INPUT,
+                names::ATTN_GROUP_OUTPUTS,
+                names::ATTN_LSE,
+                names::OPTIMIZER_MAIN_GRADS_FP32,
             ]
             .iter()
             .map(|n| measured[*n])

@@ -2,9 +2,8 @@
 
 use serde::Serialize;
 
-use super::{layer::Dims, method_memory, params};
-use crate::config::Workload;
-use crate::error::Result;
+use super::{method_memory, params};
+use crate::config::{Dims, ValidWorkload};
 
 /// Which part of the model a tensor belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -149,21 +148,11 @@ fn phase_sum(tensors: &[Tensor], phase: Phase) -> u128 {
         .fold(0u128, |acc, t| acc.saturating_add(t.bytes()))
 }
 
-/// Builds the inventory of one device for a workload, after checking that the workload is valid
-/// for its method (degree, divisibility, device count).
-pub fn inventory(w: &Workload) -> Result<Inventory> {
-    w.check_common()?;
+/// Builds the inventory of one device for a validated workload.
+pub fn inventory(w: &ValidWorkload) -> Inventory {
+    INVENTORIES_BUILT.with(|n| n.set(n.get() + 1));
     let mm = method_memory(w.method);
-    mm.check_degree(&w.model, w.p, &w.options)
-        .map_err(|m| w.invalid(m))?;
-    let multiple = mm.seq_multiple(&w.model, w.p, &w.options);
-    if !w.seq.is_multiple_of(multiple) {
-        return Err(w.invalid(format!(
-            "sequence length {} is not a multiple of {multiple}",
-            w.seq
-        )));
-    }
-    let d = Dims::new(w);
+    let d = Dims::<u128>::new(w);
     let mut tensors = params::static_tensors(w);
     tensors.extend(mm.activation_tensors(w, &d));
     tensors.retain(|t| t.bytes_each > 0 && t.count > 0);
@@ -198,7 +187,7 @@ pub fn inventory(w: &Workload) -> Result<Inventory> {
         .saturating_add(transient_peak_bytes)
         .saturating_add(reserved_bytes);
     let capacity_bytes = w.hardware.memory_bytes();
-    Ok(Inventory {
+    Inventory {
         tensors,
         static_bytes,
         activation_bytes_per_layer,
@@ -210,5 +199,16 @@ pub fn inventory(w: &Workload) -> Result<Inventory> {
         capacity_bytes,
         fits: peak_bytes <= capacity_bytes,
         notes: mm.notes(w),
-    })
+    }
+}
+
+thread_local! {
+    /// Inventories built on this thread (instrumentation: see [`inventories_built`]).
+    static INVENTORIES_BUILT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many inventories this thread has built so far: lets a test check that an evaluation
+/// builds each workload's inventory once. Never part of a result.
+pub fn inventories_built() -> u64 {
+    INVENTORIES_BUILT.with(|n| n.get())
 }

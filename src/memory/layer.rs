@@ -17,61 +17,8 @@
 //! (heads or MLP columns) of one group of tensors.
 
 use super::{Block, Kind, Phase, Tensor};
-use crate::config::{Activation, Recompute, Workload};
-
-/// Model and workload sizes as u128, so products never wrap.
-#[derive(Debug, Clone, Copy)]
-pub struct Dims {
-    /// Micro-batch.
-    pub b: u128,
-    /// Sequence length.
-    pub s: u128,
-    /// Hidden size.
-    pub h: u128,
-    /// Query heads.
-    pub a: u128,
-    /// KV heads.
-    pub a_kv: u128,
-    /// Head dimension.
-    pub d: u128,
-    /// MLP width.
-    pub f: u128,
-    /// Vocabulary.
-    pub v: u128,
-    /// Layers.
-    pub layers: u64,
-    /// Degree.
-    pub p: u128,
-}
-
-impl Dims {
-    /// Dimensions of a workload.
-    pub fn new(w: &Workload) -> Dims {
-        let m = &w.model;
-        Dims {
-            b: w.micro_batch as u128,
-            s: w.seq as u128,
-            h: m.hidden as u128,
-            a: m.heads as u128,
-            a_kv: m.kv_heads as u128,
-            d: m.head_dim() as u128,
-            f: m.ffn_hidden as u128,
-            v: m.vocab as u128,
-            layers: m.layers,
-            p: w.p as u128,
-        }
-    }
-
-    /// KV heads held by one of `groups` head groups: KV heads are split while there are enough,
-    /// then replicated (Megatron's rule for t > num_query_groups).
-    pub fn kv_heads_per(&self, groups: u128) -> u128 {
-        if self.a_kv >= groups {
-            self.a_kv / groups
-        } else {
-            1
-        }
-    }
-}
+use crate::config::{Activation, Dims, Recompute, Workload};
+use crate::memory::names;
 
 /// Multiplies factors, saturating instead of wrapping.
 pub fn prod(factors: &[u128]) -> u128 {
@@ -180,7 +127,7 @@ pub fn stored_per_layer(
 }
 
 /// The stored, recomputed and working-set tensors of one layer under `layout`, for all layers.
-pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
+pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tensor> {
     let dropout = w.dropout();
     let layers = d.layers;
     let (bd, at, ml) = (l.boundary, l.attention, l.mlp);
@@ -196,35 +143,35 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
     // recomputation, in Korthikanti's order.
     let mut keep: Vec<(&'static str, Block, u128, bool, bool)> = vec![
         (
-            "norm.ln1_input",
+            names::NORM_LN1_INPUT,
             Block::Norm,
             prod(&[2, bd.rows, h_b]),
             bd.replicated,
             false,
         ),
         (
-            "attn.qkv_input",
+            names::ATTN_QKV_INPUT,
             Block::Attention,
             prod(&[2, bd.rows, h_b]),
             bd.replicated,
             false,
         ),
         (
-            "attn.q",
+            names::ATTN_Q,
             Block::Attention,
             prod(&[2, at.rows, h_at]),
             at.replicated,
             false,
         ),
         (
-            "attn.k",
+            names::ATTN_K,
             Block::Attention,
             prod(&[2, at.rows, hkv_at]),
             at.replicated,
             false,
         ),
         (
-            "attn.v",
+            names::ATTN_V,
             Block::Attention,
             prod(&[2, at.rows, hkv_at]),
             at.replicated,
@@ -236,7 +183,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
         Core::Scores { cols } if !l.flash => {
             let elems = prod(&[at.heads, at.rows, cols]);
             keep.push((
-                "attn.softmax_out",
+                names::ATTN_SOFTMAX_OUT,
                 Block::Attention,
                 prod(&[2, elems]),
                 at.replicated,
@@ -244,14 +191,14 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
             ));
             if dropout {
                 keep.push((
-                    "attn.softmax_dropout_mask",
+                    names::ATTN_SOFTMAX_DROPOUT_MASK,
                     Block::Attention,
                     elems,
                     at.replicated,
                     true,
                 ));
                 keep.push((
-                    "attn.softmax_dropout_out",
+                    names::ATTN_SOFTMAX_DROPOUT_OUT,
                     Block::Attention,
                     prod(&[2, elems]),
                     at.replicated,
@@ -262,7 +209,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
         }
         Core::Scores { .. } => {
             keep.push((
-                "attn.lse",
+                names::ATTN_LSE,
                 Block::Attention,
                 prod(&[4, at.heads, at.rows]),
                 at.replicated,
@@ -271,7 +218,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
         }
         Core::Blockwise { block_cols } => {
             keep.push((
-                "attn.lse",
+                names::ATTN_LSE,
                 Block::Attention,
                 prod(&[4, at.heads, at.rows]),
                 at.replicated,
@@ -283,7 +230,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
         }
     }
     keep.push((
-        "attn.proj_input",
+        names::ATTN_PROJ_INPUT,
         Block::Attention,
         prod(&[2, at.rows, h_at]),
         at.replicated,
@@ -291,7 +238,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
     ));
     if dropout {
         keep.push((
-            "attn.out_dropout_mask",
+            names::ATTN_OUT_DROPOUT_MASK,
             Block::Attention,
             prod(&[bd.rows, h_b]),
             bd.replicated,
@@ -299,28 +246,28 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
         ));
     }
     keep.push((
-        "norm.ln2_input",
+        names::NORM_LN2_INPUT,
         Block::Norm,
         prod(&[2, bd.rows, h_b]),
         bd.replicated,
         false,
     ));
     keep.push((
-        "mlp.fc1_input",
+        names::MLP_FC1_INPUT,
         Block::Mlp,
         prod(&[2, bd.rows, h_b]),
         bd.replicated,
         false,
     ));
     keep.push((
-        "mlp.act_input",
+        names::MLP_ACT_INPUT,
         Block::Mlp,
         prod(&[2 * act_factor, ml.rows, ml.f]),
         ml.replicated,
         false,
     ));
     keep.push((
-        "mlp.fc2_input",
+        names::MLP_FC2_INPUT,
         Block::Mlp,
         prod(&[2, ml.rows, ml.f]),
         ml.replicated,
@@ -328,7 +275,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
     ));
     if dropout {
         keep.push((
-            "mlp.out_dropout_mask",
+            names::MLP_OUT_DROPOUT_MASK,
             Block::Mlp,
             prod(&[bd.rows, h_b]),
             bd.replicated,
@@ -343,7 +290,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
             // Selective recomputation drops exactly the quadratic attention-core tensors.
             Recompute::Selective => !quadratic,
             // Full recomputation keeps only each layer's input.
-            Recompute::Full => name == "norm.ln1_input",
+            Recompute::Full => name == names::NORM_LN1_INPUT,
         };
         if stored {
             out.push(stored_per_layer(name, block, bytes, layers, rep));
@@ -364,7 +311,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
     if let Some((elems, _)) = block_transient {
         let rep = at.replicated;
         out.push(tensor(
-            "attn.scores",
+            names::ATTN_SCORES,
             Block::Attention,
             Kind::Transient,
             prod(&[2, elems]),
@@ -376,7 +323,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
             // Blockwise: nothing of the block is stored; forward also holds the probabilities,
             // backward recomputes them.
             out.push(tensor(
-                "attn.block_probs",
+                names::ATTN_BLOCK_PROBS,
                 Block::Attention,
                 Kind::Transient,
                 prod(&[2, elems]),
@@ -386,7 +333,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
             ));
         }
         out.push(tensor(
-            "attn.grad_probs",
+            names::ATTN_GRAD_PROBS,
             Block::Attention,
             Kind::Transient,
             prod(&[2, elems]),
@@ -395,7 +342,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
             BWD_ATTN,
         ));
         out.push(tensor(
-            "attn.grad_scores",
+            names::ATTN_GRAD_SCORES,
             Block::Attention,
             Kind::Transient,
             prod(&[2, elems]),
@@ -407,7 +354,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
     // Gradients flowing through the layer: dY and dX at the boundary, dQ/dK/dV and the MLP
     // activation gradient inside.
     out.push(tensor(
-        "grad.layer_output",
+        names::GRAD_LAYER_OUTPUT,
         Block::Attention,
         Kind::Transient,
         prod(&[2, bd.rows, h_b]),
@@ -416,7 +363,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
         BWD_BOTH,
     ));
     out.push(tensor(
-        "grad.layer_input",
+        names::GRAD_LAYER_INPUT,
         Block::Attention,
         Kind::Transient,
         prod(&[2, bd.rows, h_b]),
@@ -425,7 +372,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
         BWD_BOTH,
     ));
     out.push(tensor(
-        "grad.qkv",
+        names::GRAD_QKV,
         Block::Attention,
         Kind::Transient,
         prod(&[2, at.rows, h_at + 2 * hkv_at]),
@@ -434,7 +381,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims, l: &LayerLayout) -> Vec<Tensor> {
         BWD_ATTN,
     ));
     out.push(tensor(
-        "grad.mlp_act",
+        names::GRAD_MLP_ACT,
         Block::Mlp,
         Kind::Transient,
         prod(&[2 * act_factor, ml.rows, ml.f]),

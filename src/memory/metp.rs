@@ -26,10 +26,11 @@
 //! backward phases). The vocabulary-parallel head runs the MLP-like ring over vocabulary
 //! shards with an online log-sum-exp, so its logits block is b·c·(v/p).
 
-use super::layer::{prod, stored_per_layer, tensor, Dims};
+use super::layer::{prod, stored_per_layer, tensor};
 use super::unit::{phase_peaks, Unit, UnitSpec};
-use super::{divisible, params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Activation, Model, Options, Recompute, Workload};
+use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
+use crate::config::{Activation, Dims, Recompute, Workload};
+use crate::memory::names;
 
 /// METP.
 pub struct Metp;
@@ -52,44 +53,13 @@ fn add_transient(out: &mut Vec<Tensor>, t: Tensor) {
     }
 }
 
-fn head_groups(p: u64, options: &Options) -> u64 {
-    options.metp.head_groups.unwrap_or(p)
-}
-
 const BB: &[Phase] = &[Phase::BwdAttention, Phase::BwdMlp];
 
 impl MethodMemory for Metp {
-    fn check_degree(&self, model: &Model, p: u64, options: &Options) -> Result<(), String> {
-        let g = head_groups(p, options);
-        if g == 0 || !g.is_multiple_of(p) {
-            return Err(format!(
-                "head groups ({g}) must be a positive multiple of p = {p}"
-            ));
-        }
-        divisible("heads", model.heads, p)?;
-        if !model.heads.is_multiple_of(g) {
-            return Err(format!(
-                "heads ({}) is not divisible by head groups ({g})",
-                model.heads
-            ));
-        }
-        if !model.kv_heads.is_multiple_of(g) && !g.is_multiple_of(model.kv_heads) {
-            return Err(format!(
-                "kv_heads ({}) must divide head groups ({g}) or be divisible by it",
-                model.kv_heads
-            ));
-        }
-        divisible("ffn_hidden", model.ffn_hidden, p)
-    }
-
-    fn seq_multiple(&self, _: &Model, p: u64, options: &Options) -> u64 {
-        super::ring_seq_multiple(p, options)
-    }
-
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let o = &w.options;
         let m = &o.metp;
-        let g = head_groups(w.p, o) as u128;
+        let g = o.metp.head_groups(w.p) as u128;
         let rb = m.recv_buffers as u128;
         let c = d.s / d.p;
         let rows = d.b * c;
@@ -105,28 +75,36 @@ impl MethodMemory for Metp {
 
         // Stored for backward, per layer, before recomputation policy.
         let mut keep: Vec<(&'static str, Block, u128)> = vec![
-            ("norm.ln1_input", Block::Norm, 2 * bch),
-            ("attn.input", Block::Attention, 2 * bch),
-            ("attn.group_outputs", Block::Attention, 2 * bch),
-            ("attn.lse", Block::Attention, prod(&[4, d.a, rows])),
+            (names::NORM_LN1_INPUT, Block::Norm, 2 * bch),
+            (names::ATTN_INPUT, Block::Attention, 2 * bch),
+            (names::ATTN_GROUP_OUTPUTS, Block::Attention, 2 * bch),
+            (names::ATTN_LSE, Block::Attention, prod(&[4, d.a, rows])),
         ];
         if m.store_qkv {
-            keep.push(("attn.qkv", Block::Attention, prod(&[2, rows, g * qkv_g])));
+            keep.push((
+                names::ATTN_QKV,
+                Block::Attention,
+                prod(&[2, rows, g * qkv_g]),
+            ));
         }
         if dropout {
-            keep.push(("attn.out_dropout_mask", Block::Attention, bch));
+            keep.push((names::ATTN_OUT_DROPOUT_MASK, Block::Attention, bch));
         }
-        keep.push(("norm.ln2_input", Block::Norm, 2 * bch));
-        keep.push(("mlp.input", Block::Mlp, 2 * bch));
+        keep.push((names::NORM_LN2_INPUT, Block::Norm, 2 * bch));
+        keep.push((names::MLP_INPUT, Block::Mlp, 2 * bch));
         if m.store_mlp_act {
-            keep.push(("mlp.act_input", Block::Mlp, prod(&[2 * act, rows, d.f])));
+            keep.push((
+                names::MLP_ACT_INPUT,
+                Block::Mlp,
+                prod(&[2 * act, rows, d.f]),
+            ));
         }
         if dropout {
-            keep.push(("mlp.out_dropout_mask", Block::Mlp, bch));
+            keep.push((names::MLP_OUT_DROPOUT_MASK, Block::Mlp, bch));
         }
         let mut out = Vec::new();
         for (name, block, bytes) in keep {
-            if o.recompute == Recompute::Full && name != "norm.ln1_input" {
+            if o.recompute == Recompute::Full && name != names::NORM_LN1_INPUT {
                 out.push(tensor(name, block, Kind::Transient, bytes, 1, false, BB));
             } else {
                 out.push(stored_per_layer(name, block, bytes, l, false));
@@ -155,7 +133,7 @@ impl MethodMemory for Metp {
         };
         if o.vocab_parallel && d.p > 1 {
             out.push(tensor(
-                "head.weight_recv",
+                names::HEAD_WEIGHT_RECV,
                 Block::Head,
                 Kind::Transient,
                 prod(&[rb, 2, v_local, d.h]),
@@ -172,7 +150,7 @@ impl MethodMemory for Metp {
         let m = &w.options.metp;
         let mut n = vec![format!(
             "metp: {} head groups, weight exchange by {}, {} receive buffer(s), QKV {}, MLP activation input {}",
-            head_groups(w.p, &w.options),
+            w.options.metp.head_groups(w.p),
             match m.weight_exchange {
                 crate::config::WeightExchange::Ring => "ring",
                 crate::config::WeightExchange::Broadcast => "broadcast",

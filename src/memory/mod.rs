@@ -19,6 +19,7 @@
 mod inventory;
 mod layer;
 mod metp;
+pub mod names;
 mod params;
 mod ring;
 mod rsa;
@@ -27,22 +28,16 @@ mod tp_sp;
 mod ulysses;
 pub mod unit;
 
-pub use inventory::{inventory, Block, Inventory, Kind, Phase, Tensor};
-pub use layer::Dims;
+pub use inventory::{inventories_built, inventory, Block, Inventory, Kind, Phase, Tensor};
 pub use unit::{phase_peaks, unit_inventory, Moment, Unit, UnitInventory, UnitShape, UnitSpec};
 
-use crate::config::{MethodId, Model, Options, Workload};
+use crate::config::{Dims, MethodId, Workload};
 
 /// What each method's memory file provides.
 pub trait MethodMemory: Sync {
-    /// Degree-dependent constraints that do not depend on the sequence length (heads, hidden
-    /// and MLP widths divisible by p, …). `Err` carries the reason.
-    fn check_degree(&self, model: &Model, p: u64, options: &Options) -> Result<(), String>;
-    /// Sequence lengths must be a multiple of this.
-    fn seq_multiple(&self, model: &Model, p: u64, options: &Options) -> u64;
     /// The activation and working-set tensors of one device (weights and optimizer state are
     /// added by the caller from `params`).
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor>;
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor>;
     /// Remarks worth printing with the inventory (assumptions, ignored options).
     fn notes(&self, _w: &Workload) -> Vec<String> {
         Vec::new()
@@ -61,34 +56,6 @@ pub fn method_memory(id: MethodId) -> &'static dyn MethodMemory {
     }
 }
 
-/// Checks that `p` is usable for `method` with this model, independent of the sequence.
-pub fn check_degree(
-    method: MethodId,
-    model: &Model,
-    p: u64,
-    options: &Options,
-) -> Result<(), String> {
-    if p == 0 {
-        return Err("degree must be positive".into());
-    }
-    method_memory(method).check_degree(model, p, options)
-}
-
-/// The multiple every sequence length must be for `method` at degree `p`.
-pub fn seq_multiple(method: MethodId, model: &Model, p: u64, options: &Options) -> u64 {
-    method_memory(method).seq_multiple(model, p, options)
-}
-
-/// Sequence granule of the K/V rings (ring attention, METP): p blocks, or 2p chunks when causal
-/// attention is load-balanced zig-zag.
-pub(crate) fn ring_seq_multiple(p: u64, options: &Options) -> u64 {
-    if options.causal && options.causal_zigzag {
-        2 * p
-    } else {
-        p
-    }
-}
-
 /// Parameters one device holds after its method's sharding and ZeRO (what its optimizer
 /// updates), and the parameters of one layer before any sharding.
 pub fn optimizer_params(w: &Workload) -> (u128, u128) {
@@ -102,13 +69,4 @@ pub fn optimizer_params(w: &Workload) -> (u128, u128) {
     let layer =
         (m.attention_params_per_layer() + m.mlp_params_per_layer() + 2 * m.norm_params()) as u128;
     (sharded, layer)
-}
-
-/// `Err` with a reason unless `n` is divisible by `p`.
-pub(crate) fn divisible(what: &str, n: u64, p: u64) -> Result<(), String> {
-    if n.is_multiple_of(p) {
-        Ok(())
-    } else {
-        Err(format!("{what} ({n}) is not divisible by p = {p}"))
-    }
 }

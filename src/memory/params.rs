@@ -7,9 +7,10 @@
 //! gradients (stage 2: 2 + 16/N), also the weights (stage 3: 18/N). Shards that do not divide
 //! evenly are padded (ceiling), as real implementations pad their flat buffers.
 
-use super::layer::{ceil_div, prod, tensor, Dims};
+use super::layer::{ceil_div, prod, tensor};
 use super::{Block, Kind, Phase, Tensor};
-use crate::config::{Workload, ZeroStage};
+use crate::config::{Dims, Workload, ZeroStage};
+use crate::memory::names;
 
 /// Bytes per parameter of the bf16 weights.
 pub const WEIGHT_BYTES: u128 = 2;
@@ -66,11 +67,11 @@ pub fn static_tensors(w: &Workload) -> Vec<Tensor> {
     let mut out = Vec::new();
     for &(block, count, rep) in &params {
         let name = match block {
-            Block::Attention => "attn.weights",
-            Block::Mlp => "mlp.weights",
-            Block::Norm => "norm.weights",
-            Block::Embedding => "embedding.weights",
-            _ => "head.weights",
+            Block::Attention => names::ATTN_WEIGHTS,
+            Block::Mlp => names::MLP_WEIGHTS,
+            Block::Norm => names::NORM_WEIGHTS,
+            Block::Embedding => names::EMBEDDING_WEIGHTS,
+            _ => names::HEAD_WEIGHTS,
         };
         let wn = sharded_by(ZeroStage::Zero3);
         out.push(tensor(
@@ -85,7 +86,7 @@ pub fn static_tensors(w: &Workload) -> Vec<Tensor> {
     }
     let gn = sharded_by(ZeroStage::Zero2);
     out.push(tensor(
-        "optimizer.main_grads_fp32",
+        names::OPTIMIZER_MAIN_GRADS_FP32,
         Block::Optimizer,
         Kind::Static,
         ceil_div(total * GRAD_BYTES, gn),
@@ -95,7 +96,7 @@ pub fn static_tensors(w: &Workload) -> Vec<Tensor> {
     ));
     let on = sharded_by(ZeroStage::Zero1);
     out.push(tensor(
-        "optimizer.adam_state_fp32",
+        names::OPTIMIZER_ADAM_STATE_FP32,
         Block::Optimizer,
         Kind::Static,
         ceil_div(total * OPTIMIZER_BYTES, on),
@@ -139,14 +140,14 @@ pub fn static_tensors(w: &Workload) -> Vec<Tensor> {
 /// computes in fp32; the gradient is written in place).
 pub fn edge_tensors(
     w: &Workload,
-    d: &Dims,
+    d: &Dims<u128>,
     rows: u128,
     replicated: bool,
     logit_rows: u128,
     vocab_local: u128,
 ) -> Vec<Tensor> {
     let mut out = vec![tensor(
-        "embedding.token_ids",
+        names::EMBEDDING_TOKEN_IDS,
         Block::Embedding,
         Kind::Stored,
         prod(&[8, rows]),
@@ -156,7 +157,7 @@ pub fn edge_tensors(
     )];
     if w.dropout() {
         out.push(tensor(
-            "embedding.dropout_mask",
+            names::EMBEDDING_DROPOUT_MASK,
             Block::Embedding,
             Kind::Stored,
             prod(&[rows, d.h]),
@@ -166,7 +167,7 @@ pub fn edge_tensors(
         ));
     }
     out.push(tensor(
-        "head.final_norm_input",
+        names::HEAD_FINAL_NORM_INPUT,
         Block::Head,
         Kind::Stored,
         prod(&[2, rows, d.h]),
@@ -175,7 +176,7 @@ pub fn edge_tensors(
         &[],
     ));
     out.push(tensor(
-        "head.input",
+        names::HEAD_INPUT,
         Block::Head,
         Kind::Stored,
         prod(&[2, rows, d.h]),
@@ -184,7 +185,7 @@ pub fn edge_tensors(
         &[],
     ));
     out.push(tensor(
-        "head.logits_fp32",
+        names::HEAD_LOGITS_FP32,
         Block::Head,
         Kind::Transient,
         prod(&[4, logit_rows, vocab_local]),

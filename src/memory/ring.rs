@@ -4,9 +4,10 @@
 //! receive buffers; backward also moves fp32 dK/dV accumulators. Without a fused kernel one
 //! (s/p)×(s/p) score block per head is materialised per ring step and discarded.
 
-use super::layer::{layer_tensors, prod, tensor, Core, Dims, LayerLayout, Part};
+use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Model, Options, Workload};
+use crate::config::{Dims, Workload};
+use crate::memory::names;
 
 /// Ring attention.
 pub struct Ring;
@@ -15,7 +16,7 @@ pub struct Ring;
 pub(crate) fn kv_ring_buffers(rows: u128, kv_width: u128, buffers: u128) -> Vec<Tensor> {
     vec![
         tensor(
-            "comm.kv_recv",
+            names::COMM_KV_RECV,
             Block::Attention,
             Kind::Transient,
             prod(&[buffers, 2, 2, rows, kv_width]),
@@ -24,7 +25,7 @@ pub(crate) fn kv_ring_buffers(rows: u128, kv_width: u128, buffers: u128) -> Vec<
             &[Phase::FwdAttention, Phase::BwdAttention],
         ),
         tensor(
-            "comm.dkv_recv_fp32",
+            names::COMM_DKV_RECV_FP32,
             Block::Attention,
             Kind::Transient,
             prod(&[buffers, 2, 4, rows, kv_width]),
@@ -36,15 +37,7 @@ pub(crate) fn kv_ring_buffers(rows: u128, kv_width: u128, buffers: u128) -> Vec<
 }
 
 impl MethodMemory for Ring {
-    fn check_degree(&self, _: &Model, _: u64, _: &Options) -> Result<(), String> {
-        Ok(())
-    }
-
-    fn seq_multiple(&self, _: &Model, p: u64, options: &Options) -> u64 {
-        super::ring_seq_multiple(p, options)
-    }
-
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let local_rows = d.b * (d.s / d.p);
         let part = Part {
             rows: local_rows,

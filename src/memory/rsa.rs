@@ -4,23 +4,16 @@
 //! backward the implementation builds full-length dK and dV and all-reduces them, a replicated
 //! transient of 2·(2·b·s·h_kv).
 
-use super::layer::{layer_tensors, prod, tensor, Core, Dims, LayerLayout, Part};
+use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Model, Options, Workload};
+use crate::config::{Dims, Workload};
+use crate::memory::names;
 
 /// Ring self-attention.
 pub struct Rsa;
 
 impl MethodMemory for Rsa {
-    fn check_degree(&self, _: &Model, _: u64, _: &Options) -> Result<(), String> {
-        Ok(())
-    }
-
-    fn seq_multiple(&self, _: &Model, p: u64, _: &Options) -> u64 {
-        p
-    }
-
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let local_rows = d.b * (d.s / d.p);
         let part = Part {
             rows: local_rows,
@@ -41,7 +34,7 @@ impl MethodMemory for Rsa {
         let kv_width = d.a_kv * d.d;
         if d.p > 1 {
             out.push(tensor(
-                "comm.kv_chunk_recv",
+                names::COMM_KV_CHUNK_RECV,
                 Block::Attention,
                 Kind::Transient,
                 prod(&[2, local_rows, kv_width]),
@@ -50,7 +43,7 @@ impl MethodMemory for Rsa {
                 &[Phase::FwdAttention, Phase::BwdAttention],
             ));
             out.push(tensor(
-                "attn.grad_kv_full_length",
+                names::ATTN_GRAD_KV_FULL_LENGTH,
                 Block::Attention,
                 Kind::Transient,
                 prod(&[2, 2, d.b * d.s, kv_width]),

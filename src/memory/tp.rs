@@ -2,28 +2,15 @@
 //! 1/p; the layer-boundary activations (norm inputs, QKV and fc1 inputs, dropout masks) are
 //! replicated on every device — Korthikanti et al.'s sbh(10 + 24/t + 5as/(ht)).
 
-use super::layer::{layer_tensors, Core, Dims, LayerLayout, Part};
-use super::{divisible, params, MethodMemory, Tensor};
-use crate::config::{Model, Options, Workload};
+use super::layer::{layer_tensors, Core, LayerLayout, Part};
+use super::{params, MethodMemory, Tensor};
+use crate::config::{Dims, Options, Workload};
 
 /// Megatron TP.
 pub struct Tp;
 
-/// Head and width checks shared by the methods that split heads across p devices.
-pub(crate) fn check_head_split(model: &Model, p: u64) -> Result<(), String> {
-    divisible("heads", model.heads, p)?;
-    divisible("ffn_hidden", model.ffn_hidden, p)?;
-    if !model.kv_heads.is_multiple_of(p) && !p.is_multiple_of(model.kv_heads) {
-        return Err(format!(
-            "kv_heads ({}) must divide p = {p} or be divisible by it",
-            model.kv_heads
-        ));
-    }
-    Ok(())
-}
-
 /// The local vocabulary slice: 1/p (padded) when vocabulary-parallel, else all of it.
-pub(crate) fn vocab_local(d: &Dims, options: &Options) -> u128 {
+pub(crate) fn vocab_local(d: &Dims<u128>, options: &Options) -> u128 {
     if options.vocab_parallel {
         d.v.div_ceil(d.p)
     } else {
@@ -32,15 +19,7 @@ pub(crate) fn vocab_local(d: &Dims, options: &Options) -> u128 {
 }
 
 impl MethodMemory for Tp {
-    fn check_degree(&self, model: &Model, p: u64, _: &Options) -> Result<(), String> {
-        check_head_split(model, p)
-    }
-
-    fn seq_multiple(&self, _: &Model, _: u64, _: &Options) -> u64 {
-        1
-    }
-
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let rows = d.b * d.s;
         let replicated = d.p > 1;
         let inner = Part {

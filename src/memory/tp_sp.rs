@@ -3,24 +3,17 @@
 //! is an all-gathered copy of the block input (b·s·h) that lives while each block runs, forward
 //! and backward (Megatron gathers again in backward for the weight gradient).
 
-use super::layer::{layer_tensors, prod, tensor, Core, Dims, LayerLayout, Part};
-use super::tp::{check_head_split, vocab_local};
+use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
+use super::tp::vocab_local;
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Model, Options, Workload};
+use crate::config::{Dims, Workload};
+use crate::memory::names;
 
 /// Megatron TP + SP.
 pub struct TpSp;
 
 impl MethodMemory for TpSp {
-    fn check_degree(&self, model: &Model, p: u64, _: &Options) -> Result<(), String> {
-        check_head_split(model, p)
-    }
-
-    fn seq_multiple(&self, _: &Model, p: u64, _: &Options) -> u64 {
-        p
-    }
-
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let local_rows = d.b * (d.s / d.p);
         let full_rows = d.b * d.s;
         let inner = Part {
@@ -45,7 +38,7 @@ impl MethodMemory for TpSp {
         };
         let mut out = layer_tensors(w, d, &layout);
         out.push(tensor(
-            "comm.allgather_input",
+            names::COMM_ALLGATHER_INPUT,
             Block::Attention,
             Kind::Transient,
             prod(&[2, full_rows, d.h]),

@@ -4,30 +4,16 @@
 //! flash. Weights are replicated unless ZeRO shards them. The all-to-all needs a second copy of
 //! Q, K, V (and of their gradients) while it runs.
 
-use super::layer::{layer_tensors, prod, tensor, Core, Dims, LayerLayout, Part};
-use super::{divisible, params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Model, Options, Workload};
+use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
+use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
+use crate::config::{Dims, Workload};
+use crate::memory::names;
 
 /// DeepSpeed-Ulysses.
 pub struct Ulysses;
 
 impl MethodMemory for Ulysses {
-    fn check_degree(&self, model: &Model, p: u64, _: &Options) -> Result<(), String> {
-        divisible("heads", model.heads, p)?;
-        if !model.kv_heads.is_multiple_of(p) && !p.is_multiple_of(model.kv_heads) {
-            return Err(format!(
-                "kv_heads ({}) must divide p = {p} or be divisible by it",
-                model.kv_heads
-            ));
-        }
-        Ok(())
-    }
-
-    fn seq_multiple(&self, _: &Model, p: u64, _: &Options) -> u64 {
-        p
-    }
-
-    fn activation_tensors(&self, w: &Workload, d: &Dims) -> Vec<Tensor> {
+    fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
         let local_rows = d.b * (d.s / d.p);
         let seq_split = Part {
             rows: local_rows,
@@ -52,7 +38,7 @@ impl MethodMemory for Ulysses {
         let mut out = layer_tensors(w, d, &layout);
         let qkv_width = d.h + 2 * d.kv_heads_per(1) * d.d;
         out.push(tensor(
-            "comm.all_to_all_qkv",
+            names::COMM_ALL_TO_ALL_QKV,
             Block::Attention,
             Kind::Transient,
             prod(&[2, local_rows, qkv_width]),

@@ -1,8 +1,12 @@
 //! The claims report: `claims.json` (DESIGN §8) and `claims.md`.
 
+use std::path::Path;
+
 use serde::Serialize;
 
-use super::to_json;
+use super::{to_json, write_atomic};
+use crate::error::Result;
+use crate::plot::{self, AxisFormat, Chart, Series};
 use crate::validate::{Assumption, Claim, Verdict};
 
 #[derive(Serialize)]
@@ -74,5 +78,55 @@ pub fn claims_markdown(claims: &[Claim], exts: &[&str]) -> String {
             s.push_str(&format!("\n![{}]({}.{ext})\n", p.title, p.file));
         }
     }
+    s
+}
+
+fn axis(kind: &str) -> AxisFormat {
+    match kind {
+        "bytes" => AxisFormat::Bytes,
+        "tokens" => AxisFormat::Tokens,
+        "percent" => AxisFormat::Percent,
+        _ => AxisFormat::Plain,
+    }
+}
+
+/// Writes the claims report to `out`: a plot per claim plot in every format of `exts`,
+/// `claims.json` and `claims.md`.
+pub fn write_claims(out: &Path, claims: &[Claim], exts: &[&str]) -> Result<()> {
+    for c in claims {
+        for p in &c.plots {
+            let mut chart = Chart::new(p.title.clone(), p.x_label.clone(), p.y_label.clone())
+                .with_formats(axis(&p.x_kind), axis(&p.y_kind))
+                .with_log(p.x_log2, p.y_log);
+            if let Some((y, label)) = &p.reference {
+                chart = chart.with_reference(*y, label.clone());
+            }
+            for s in &p.series {
+                chart = chart.with_series(Series::new(s.name.clone(), s.points.clone()));
+            }
+            for ext in exts {
+                let path = out.join(format!("{}.{ext}", p.file));
+                plot::write_chart(&chart, &path)?;
+            }
+        }
+    }
+    write_atomic(&out.join("claims.json"), claims_json(claims).as_bytes())?;
+    write_atomic(
+        &out.join("claims.md"),
+        claims_markdown(claims, exts).as_bytes(),
+    )?;
+    Ok(())
+}
+
+/// The lines `validate` prints: each claim's verdict and what was written.
+pub fn claims_summary(claims: &[Claim], out: &Path) -> String {
+    let mut s = String::new();
+    for c in claims {
+        s.push_str(&format!("{}: {} — {}\n", c.id, c.verdict.words(), c.claim));
+    }
+    s.push_str(&format!(
+        "wrote {}/claims.md, claims.json and plots\n",
+        out.display()
+    ));
     s
 }

@@ -2,23 +2,28 @@
 
 use serde::Serialize;
 
+use super::columns::{self, Cell, Column, JsonRow};
 use super::table::{fmt_bytes, Table};
 use super::to_json;
 use crate::config::Workload;
-use crate::memory::{Block, Inventory, Kind, Phase};
+use crate::memory::{Block, Inventory, Kind, Phase, Tensor};
 use crate::search::MaxSeq;
 
-#[derive(Serialize)]
-struct TensorRow<'a> {
-    name: &'a str,
-    block: Block,
-    kind: Kind,
-    bytes: u128,
-    bytes_each: u128,
-    count: u64,
-    replicated: bool,
-    #[serde(skip_serializing_if = "<[Phase]>::is_empty")]
-    phases: &'a [Phase],
+/// The columns of one tensor of an inventory (`memory --format csv`, and `tensors` in JSON).
+pub fn tensor_columns() -> Vec<Column<Tensor>> {
+    type C = Column<Tensor>;
+    vec![
+        C::data("name", |t| t.name.into()),
+        C::data("block", |t| block_name(t.block).into()),
+        C::data("kind", |t| kind_name(t.kind).into()),
+        C::data("bytes", |t| t.bytes().into()),
+        C::data("bytes_each", |t| t.bytes_each.into()),
+        C::data("count", |t| t.count.into()),
+        C::data("replicated", |t| t.replicated.into()),
+        C::data("phases", |t| {
+            Cell::List(t.phases.iter().map(|p| p.name().to_string()).collect())
+        }),
+    ]
 }
 
 #[derive(Serialize)]
@@ -40,11 +45,12 @@ struct MemoryJson<'a> {
     capacity_bytes: u128,
     fits: bool,
     notes: &'a [String],
-    tensors: Vec<TensorRow<'a>>,
+    tensors: Vec<JsonRow<'a, Tensor>>,
 }
 
 /// JSON for `metp-sim memory`.
 pub fn memory_json(w: &Workload, inv: &Inventory) -> String {
+    let tensors = tensor_columns();
     to_json(&MemoryJson {
         model: &w.model.name,
         hardware: &w.hardware.name,
@@ -63,20 +69,7 @@ pub fn memory_json(w: &Workload, inv: &Inventory) -> String {
         capacity_bytes: inv.capacity_bytes,
         fits: inv.fits,
         notes: &inv.notes,
-        tensors: inv
-            .tensors
-            .iter()
-            .map(|t| TensorRow {
-                name: t.name,
-                block: t.block,
-                kind: t.kind,
-                bytes: t.bytes(),
-                bytes_each: t.bytes_each,
-                count: t.count,
-                replicated: t.replicated,
-                phases: &t.phases,
-            })
-            .collect(),
+        tensors: columns::json_rows(&tensors, &inv.tensors),
     })
 }
 
@@ -181,86 +174,63 @@ pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
 
 /// CSV for `metp-sim memory`: one row per tensor.
 pub fn memory_csv(inv: &Inventory) -> String {
-    let mut wtr = csv::Writer::from_writer(Vec::new());
-    let _ = wtr.write_record([
-        "name",
-        "block",
-        "kind",
-        "bytes",
-        "bytes_each",
-        "count",
-        "replicated",
-        "phases",
-    ]);
-    for t in &inv.tensors {
-        let _ = wtr.write_record([
-            t.name.to_string(),
-            block_name(t.block).into(),
-            kind_name(t.kind).into(),
-            t.bytes().to_string(),
-            t.bytes_each.to_string(),
-            t.count.to_string(),
-            t.replicated.to_string(),
-            t.phases
-                .iter()
-                .map(|p| p.name())
-                .collect::<Vec<_>>()
-                .join(" "),
-        ]);
-    }
-    String::from_utf8(wtr.into_inner().unwrap_or_default()).unwrap_or_default()
+    columns::csv(&tensor_columns(), &inv.tensors)
+}
+
+/// The columns of a `maxseq` row.
+pub fn maxseq_columns() -> Vec<Column<MaxSeq>> {
+    type C = Column<MaxSeq>;
+    vec![
+        C::plain("method", "method", false, |r| r.method.id().into()),
+        C::plain("p", "p", true, |r| r.p.into()),
+        C::shown(
+            "max_seq",
+            "max_seq",
+            true,
+            |r| r.max_seq.into(),
+            |r| {
+                r.max_seq
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "-".into())
+            },
+        ),
+        C::data("seq_multiple", |r| r.seq_multiple.into()),
+        C::shown(
+            "peak_bytes",
+            "peak",
+            true,
+            |r| r.peak_bytes.into(),
+            |r| r.peak_bytes.map(fmt_bytes).unwrap_or_default(),
+        ),
+        C::data("capacity_bytes", |r| r.capacity_bytes.into()),
+        C::shown(
+            "reason",
+            "note",
+            false,
+            |r| r.reason.clone().into(),
+            |r| r.reason.clone().unwrap_or_default(),
+        ),
+    ]
 }
 
 /// JSON for `metp-sim maxseq`: `[{method, p, max_seq, …}]`.
 pub fn maxseq_json(rows: &[MaxSeq]) -> String {
-    to_json(&rows)
+    to_json(&columns::json_rows(&maxseq_columns(), rows))
 }
 
 /// Human table for `metp-sim maxseq`.
 pub fn maxseq_table(w: &Workload, rows: &[MaxSeq]) -> String {
-    let mut out = format!(
-        "longest sequence per device group — {} on {}, b = {}, dp = {}\n\n",
-        w.model.name, w.hardware.name, w.micro_batch, w.dp
-    );
-    let mut t = Table::new(
-        &["method", "p", "max_seq", "peak", "note"],
-        &[false, true, true, true, false],
-    );
-    for r in rows {
-        t.row(vec![
-            r.method.id().into(),
-            r.p.to_string(),
-            r.max_seq
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "-".into()),
-            r.peak_bytes.map(fmt_bytes).unwrap_or_default(),
-            r.reason.clone().unwrap_or_default(),
-        ]);
-    }
-    out.push_str(&t.render());
-    out
+    format!(
+        "longest sequence per device group — {} on {}, b = {}, dp = {}\n\n{}",
+        w.model.name,
+        w.hardware.name,
+        w.micro_batch,
+        w.dp,
+        columns::table(&maxseq_columns(), rows)
+    )
 }
 
 /// CSV for `metp-sim maxseq`.
 pub fn maxseq_csv(rows: &[MaxSeq]) -> String {
-    let mut wtr = csv::Writer::from_writer(Vec::new());
-    let _ = wtr.write_record([
-        "method",
-        "p",
-        "max_seq",
-        "peak_bytes",
-        "capacity_bytes",
-        "reason",
-    ]);
-    for r in rows {
-        let _ = wtr.write_record([
-            r.method.id().to_string(),
-            r.p.to_string(),
-            r.max_seq.map(|s| s.to_string()).unwrap_or_default(),
-            r.peak_bytes.map(|b| b.to_string()).unwrap_or_default(),
-            r.capacity_bytes.to_string(),
-            r.reason.clone().unwrap_or_default(),
-        ]);
-    }
-    String::from_utf8(wtr.into_inner().unwrap_or_default()).unwrap_or_default()
+    columns::csv(&maxseq_columns(), rows)
 }

@@ -2,18 +2,29 @@
 //! writes. Input: result types from `memory` and `search`; output: strings or files. Nothing here
 //! computes a number.
 
+mod calibrate;
 mod claims;
+mod columns;
 mod memory;
+mod overlap;
+mod plan;
+mod simulate;
 mod sweep;
+mod sweep_plots;
 mod table;
 mod timeline;
 
-pub use claims::{claims_json, claims_markdown};
+pub use calibrate::{calibration_table, unit_run_table};
+pub use claims::{claims_json, claims_markdown, claims_summary, write_claims};
+pub use columns::{csv, csv_header, csv_row, json_rows, table, Cell, Column, JsonRow};
 pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json, memory_table};
-pub use sweep::{sweep_csv, sweep_csv_header, sweep_csv_row, sweep_json};
+pub use overlap::{overlap_json, overlap_table};
+pub use plan::{plan_csv, plan_json, plan_table, ranked_columns, rejected_columns};
+pub use simulate::{fits_line, simulate_json, simulate_table, write_timeline, write_trace};
+pub use sweep::{sweep_csv, sweep_csv_header, sweep_csv_row, sweep_json, sweep_table, write_sweep};
 pub use table::{fmt_bytes, Table};
 
-pub use crate::atomic::write_atomic;
+pub use crate::atomic::{to_json, write_atomic};
 pub use timeline::timeline_spans;
 
 /// Output format of a command.
@@ -27,14 +38,43 @@ pub enum Format {
     Csv,
 }
 
-/// Serialises to pretty JSON with a trailing newline. Serialisation of our own types cannot fail
-/// (no maps with non-string keys), so a failure is reported rather than unwrapped.
-pub fn to_json<T: serde::Serialize>(value: &T) -> String {
-    match serde_json::to_string_pretty(value) {
-        Ok(mut s) => {
-            s.push('\n');
-            s
-        }
-        Err(e) => format!("{{\"error\": \"{e}\"}}\n"),
+/// A file-name-safe form of a name: lower-case ASCII letters, digits and dots, every other run
+/// of characters one `-` (`LLaMA-2 7B` → `llama-2-7b`).
+pub fn file_slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// Token counts as on the command line: 4096 → `4k`, 100000 → `100000`.
+pub fn fmt_tokens(n: u64) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{}m", n >> 20)
+    } else if n >= 1024 && n.is_multiple_of(1024) {
+        format!("{}k", n >> 10)
+    } else {
+        n.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file_slug;
+
+    #[test]
+    fn slugs_keep_letters_digits_and_dots() {
+        assert_eq!(file_slug("LLaMA-2 7B"), "llama-2-7b");
+        assert_eq!(file_slug("  dgx-a100 (80 GB) "), "dgx-a100-80-gb");
+        assert_eq!(file_slug("gpt3-1.3b"), "gpt3-1.3b");
     }
 }

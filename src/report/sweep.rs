@@ -1,31 +1,16 @@
-//! `sweep` outputs: CSV and JSON.
+//! `sweep` outputs: every point and the longest sequences, declared once as columns and written
+//! as CSV and JSON.
 
-use super::to_json;
-use crate::sweep::{Point, Status, SweepResult};
+use std::path::{Path, PathBuf};
 
-const HEADER: [&str; 17] = [
-    "model",
-    "hardware",
-    "method",
-    "p",
-    "seq",
-    "status",
-    "reason",
-    "peak_bytes",
-    "capacity_bytes",
-    "step_time_s",
-    "compute_s",
-    "communication_s",
-    "exposed_communication_s",
-    "exposed_share",
-    "tokens_per_s",
-    "mfu",
-    "analytic_step_time_s",
-];
+use serde::Serialize;
 
-fn opt<T: ToString>(v: Option<T>) -> String {
-    v.map(|x| x.to_string()).unwrap_or_default()
-}
+use super::columns::{self, Column, JsonRow};
+use super::memory::maxseq_columns;
+use super::table::Table;
+use super::{to_json, write_atomic};
+use crate::error::Result;
+use crate::sweep::{MaxSeqRow, Point, Status, SweepResult, SweepSpec};
 
 fn status(s: Status) -> &'static str {
     match s {
@@ -35,48 +20,151 @@ fn status(s: Status) -> &'static str {
     }
 }
 
+/// The columns of a sweep point (`sweep.csv`, `sweep.json`'s `points`).
+pub fn point_columns() -> Vec<Column<Point>> {
+    type C = Column<Point>;
+    vec![
+        C::data("model", |p| p.model.as_str().into()),
+        C::data("hardware", |p| p.hardware.as_str().into()),
+        C::data("method", |p| p.method.id().into()),
+        C::data("p", |p| p.p.into()),
+        C::data("seq", |p| p.seq.into()),
+        C::data("status", |p| status(p.status).into()),
+        C::data("fits", |p| p.fits.into()),
+        C::data("reason", |p| p.reason.clone().into()),
+        C::data("peak_bytes", |p| p.peak_bytes.into()),
+        C::data("capacity_bytes", |p| p.capacity_bytes.into()),
+        C::data("step_time_s", |p| p.step_time_s.into()),
+        C::data("compute_s", |p| p.compute_s.into()),
+        C::data("communication_s", |p| p.communication_s.into()),
+        C::data("exposed_communication_s", |p| {
+            p.exposed_communication_s.into()
+        }),
+        C::data("exposed_share", |p| p.exposed_share.into()),
+        C::data("tokens_per_s", |p| p.tokens_per_s.into()),
+        C::data("mfu", |p| p.mfu.into()),
+        C::data("analytic_step_time_s", |p| p.analytic_step_time_s.into()),
+    ]
+}
+
+/// The columns of a sweep's longest-sequence row: its model and hardware, then `maxseq`'s.
+pub fn sweep_maxseq_columns() -> Vec<Column<MaxSeqRow>> {
+    type C = Column<MaxSeqRow>;
+    let mut v = vec![
+        C::data("model", |r| r.model.as_str().into()),
+        C::data("hardware", |r| r.hardware.as_str().into()),
+    ];
+    v.extend(
+        maxseq_columns()
+            .into_iter()
+            .map(|c| c.lift(|r: &MaxSeqRow| &r.row)),
+    );
+    v
+}
+
 /// The CSV header line.
 pub fn sweep_csv_header() -> String {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let _ = w.write_record(HEADER);
-    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+    columns::csv_header(&point_columns())
 }
 
 /// One point as a CSV line (with newline).
 pub fn sweep_csv_row(p: &Point) -> String {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    let _ = w.write_record([
-        p.model.clone(),
-        p.hardware.clone(),
-        p.method.id().to_string(),
-        p.p.to_string(),
-        p.seq.to_string(),
-        status(p.status).to_string(),
-        p.reason.clone().unwrap_or_default(),
-        opt(p.peak_bytes),
-        p.capacity_bytes.to_string(),
-        opt(p.step_time_s),
-        opt(p.compute_s),
-        opt(p.communication_s),
-        opt(p.exposed_communication_s),
-        opt(p.exposed_share),
-        opt(p.tokens_per_s),
-        opt(p.mfu),
-        opt(p.analytic_step_time_s),
-    ]);
-    String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default()
+    columns::csv_row(&point_columns(), p)
 }
 
 /// The whole sweep as CSV, in spec order.
 pub fn sweep_csv(r: &SweepResult) -> String {
-    let mut s = sweep_csv_header();
-    for p in &r.points {
-        s.push_str(&sweep_csv_row(p));
-    }
-    s
+    columns::csv(&point_columns(), &r.points)
+}
+
+#[derive(Serialize)]
+struct SweepJson<'a> {
+    points: Vec<JsonRow<'a, Point>>,
+    maxseq: Vec<JsonRow<'a, MaxSeqRow>>,
 }
 
 /// The whole sweep as JSON: `{points, maxseq}`.
 pub fn sweep_json(r: &SweepResult) -> String {
-    to_json(r)
+    let (points, maxseq) = (point_columns(), sweep_maxseq_columns());
+    to_json(&SweepJson {
+        points: columns::json_rows(&points, &r.points),
+        maxseq: columns::json_rows(&maxseq, &r.maxseq),
+    })
+}
+
+/// Writes `sweep.csv`, `sweep.json` (atomically, in spec order) and the plots in `exts` to
+/// `out`; returns the plots written.
+pub fn write_sweep(
+    out: &Path,
+    result: &SweepResult,
+    spec: &SweepSpec,
+    exts: &[&str],
+) -> Result<Vec<PathBuf>> {
+    write_atomic(&out.join("sweep.csv"), sweep_csv(result).as_bytes())?;
+    write_atomic(&out.join("sweep.json"), sweep_json(result).as_bytes())?;
+    super::sweep_plots::write(result, spec, out, exts)
+}
+
+/// The human summary of a sweep: per model and hardware, step time by method, degree and
+/// length (`OOM` where it does not fit), then the files written.
+pub fn sweep_table(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathBuf]) -> String {
+    let mut s = String::new();
+    for m in &spec.models {
+        for hw in &spec.hardware {
+            s.push_str(&format!(
+                "{} on {} — step time per sequence length (OOM: does not fit; -: invalid)\n\n",
+                m.name, hw.name
+            ));
+            let mut header = vec!["method".to_string(), "p".into(), "max_seq".into()];
+            header.extend(spec.seqs.iter().map(|&q| super::fmt_tokens(q)));
+            let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
+            let mut right = vec![false, true, true];
+            right.extend(spec.seqs.iter().map(|_| true));
+            let mut t = Table::new(&hdr, &right);
+            for &method in &spec.methods {
+                for &p in &spec.degrees {
+                    let max = r
+                        .maxseq
+                        .iter()
+                        .find(|x| {
+                            x.model == m.name
+                                && x.hardware == hw.name
+                                && x.row.method == method
+                                && x.row.p == p
+                        })
+                        .and_then(|x| x.row.max_seq)
+                        .map(super::fmt_tokens)
+                        .unwrap_or_else(|| "-".into());
+                    let mut row = vec![method.id().to_string(), p.to_string(), max];
+                    for &q in &spec.seqs {
+                        let pt = r.points.iter().find(|x| {
+                            x.model == m.name
+                                && x.hardware == hw.name
+                                && x.method == method
+                                && x.p == p
+                                && x.seq == q
+                        });
+                        row.push(match pt {
+                            Some(x) if x.status == Status::Ok => {
+                                format!("{:.3} s", x.step_time_s.unwrap_or(0.0))
+                            }
+                            Some(x) if x.status == Status::OutOfMemory => "OOM".into(),
+                            _ => "-".into(),
+                        });
+                    }
+                    t.row(row);
+                }
+            }
+            s.push_str(&t.render());
+            s.push('\n');
+        }
+    }
+    s.push_str(&format!("wrote {}/sweep.csv, sweep.json", out.display()));
+    for p in plots {
+        if let Some(n) = p.file_name() {
+            s.push_str(&format!(", {}", n.to_string_lossy()));
+        }
+    }
+    s.push('\n');
+    s
 }

@@ -1,46 +1,11 @@
-//! Pieces every method's plan shares: dimensions as floats, the embedding, the optimizer and
-//! gradient synchronisation.
+//! Pieces every method's plan shares: the embedding, the optimizer and gradient
+//! synchronisation.
 
 use super::kernels::{self, AttnShape};
 use super::stage::{Kernel, PhaseBlock, Stage, StepPlan};
 use super::CollectiveOp;
-use crate::config::{Recompute, Workload, ZeroStage};
+use crate::config::{Dims, Recompute, Workload, ZeroStage};
 use crate::memory::{self, Phase};
-
-/// Workload dimensions as f64 for FLOP and byte arithmetic.
-#[derive(Debug, Clone, Copy)]
-pub struct D {
-    pub b: f64,
-    pub s: f64,
-    pub h: f64,
-    pub a: f64,
-    pub a_kv: f64,
-    pub d: f64,
-    pub f: f64,
-    pub v: f64,
-    pub p: f64,
-}
-
-impl D {
-    pub fn new(w: &Workload) -> D {
-        let m = &w.model;
-        D {
-            b: w.micro_batch as f64,
-            s: w.seq as f64,
-            h: m.hidden as f64,
-            a: m.heads as f64,
-            a_kv: m.kv_heads as f64,
-            d: m.head_dim() as f64,
-            f: m.ffn_hidden as f64,
-            v: m.vocab as f64,
-            p: w.p as f64,
-        }
-    }
-    /// KV heads per one of `groups` head groups (replicated below one per group).
-    pub fn kv_per(&self, groups: f64) -> f64 {
-        (self.a_kv / groups).max(1.0)
-    }
-}
 
 /// Attention shape helper.
 pub fn attn(b: f64, sq: f64, sk: f64, heads: f64, kv_heads: f64, d: f64) -> AttnShape {
@@ -166,7 +131,7 @@ pub fn finish(w: &Workload, embedding_rows: f64, parts: Parts) -> StepPlan {
 /// (Ulysses, ring attention, RSA): only the attention stages differ between them.
 pub fn sequence_split_plan(
     w: &Workload,
-    d: &D,
+    d: &Dims<f64>,
     local: f64,
     attn_fwd: Vec<Stage>,
     attn_bwd: Vec<Stage>,

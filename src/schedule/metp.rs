@@ -10,11 +10,11 @@
 //! while the next group runs). With vocabulary parallelism the head is a ring over vocabulary
 //! shards with an online log-sum-exp.
 
-use super::common::{finish, Parts, D};
+use super::common::{finish, Parts};
 use super::kernels::{head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm};
 use super::ring::kv_ring;
 use super::stage::{Exchange, Kernel, Outer, Ring, RingStep, Stage, StepPlan};
-use crate::config::{Activation, Recompute, WeightExchange, Workload};
+use crate::config::{Activation, Dims, Recompute, WeightExchange, Workload};
 
 fn weight_ring(
     w: &Workload,
@@ -49,7 +49,7 @@ fn weight_ring(
 
 /// The step plan of METP.
 pub fn plan(w: &Workload) -> StepPlan {
-    let d = D::new(w);
+    let d = Dims::<f64>::new(w);
     let o = &w.options;
     let g = o.metp.head_groups.unwrap_or(w.p) as f64;
     let c = d.s / d.p;

@@ -1,6 +1,6 @@
 //! Schedules: the task graph of one training step for each method.
 //!
-//! Input: a validated workload and its memory inventory. Each method's file describes one step
+//! Input: a validated workload ([`ValidWorkload`]). Each method's file describes one step
 //! as stages ([`StepPlan`]): compute kernels, blocking collectives, double-buffered rings and
 //! METP's outer loop. [`lower`] turns a plan into a [`TaskGraph`] of compute, send/recv,
 //! collective and alloc/free tasks per device and stream; the analytic model prices the same
@@ -14,6 +14,7 @@ mod metp;
 mod ring;
 mod rsa;
 mod stage;
+mod times;
 mod tp;
 mod tp_sp;
 mod ulysses;
@@ -24,19 +25,31 @@ pub use graph::{
 pub use kernels::causal_fractions;
 pub use lower::{lower, LowerOptions};
 pub use stage::{Exchange, Kernel, Outer, PhaseBlock, Ring, RingStep, Stage, StepPlan};
+pub use times::StepTimes;
 
-use crate::config::{MethodId, Workload};
-use crate::error::Result;
+use crate::config::{MethodId, ValidWorkload};
 
-/// The step plan of a workload (validated through its memory inventory first).
-pub fn plan(w: &Workload) -> Result<StepPlan> {
-    crate::memory::inventory(w)?;
-    Ok(match w.method {
+/// The step plan of a validated workload (its tensors' sizes come from the memory inventory
+/// when the plan is lowered, [`lower`]).
+pub fn plan(w: &ValidWorkload) -> StepPlan {
+    PLANS_BUILT.with(|n| n.set(n.get() + 1));
+    match w.method {
         MethodId::Metp => metp::plan(w),
         MethodId::Tp => tp::plan(w),
         MethodId::TpSp => tp_sp::plan(w),
         MethodId::Ulysses => ulysses::plan(w),
         MethodId::Ring => ring::plan(w),
         MethodId::Rsa => rsa::plan(w),
-    })
+    }
+}
+
+thread_local! {
+    /// Step plans built on this thread (instrumentation: see [`plans_built`]).
+    static PLANS_BUILT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many step plans this thread has built so far: lets a test check that an evaluation
+/// builds each workload's plan once. Never part of a result.
+pub fn plans_built() -> u64 {
+    PLANS_BUILT.with(|n| n.get())
 }

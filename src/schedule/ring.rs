@@ -3,12 +3,12 @@
 //! block is computed (two receive buffers). Backward passes K/V again and fp32 dK/dV
 //! accumulators that make a final hop back to their owner.
 
-use super::common::{attn, recompute_kernels, sequence_split_plan, D};
+use super::common::{attn, recompute_kernels, sequence_split_plan};
 use super::kernels::{
     attention_bwd, attention_fwd, causal_fractions, linear_bwd, linear_fwd, norm,
 };
 use super::stage::{Kernel, Ring, RingStep, Stage, StepPlan};
-use crate::config::{Recompute, Workload};
+use crate::config::{Dims, Recompute, Workload};
 
 /// Per-step causal fractions for a ring of p steps (empty when not causal).
 pub fn fractions(w: &Workload, k: usize) -> Vec<f64> {
@@ -23,7 +23,7 @@ pub fn fractions(w: &Workload, k: usize) -> Vec<f64> {
 /// `kv` KV heads on blocks of `c` tokens.
 pub fn kv_ring(
     w: &Workload,
-    d: &D,
+    d: &Dims<f64>,
     c: f64,
     heads: f64,
     kv: f64,
@@ -63,7 +63,7 @@ pub fn kv_ring(
 
 /// The step plan of ring attention.
 pub fn plan(w: &Workload) -> StepPlan {
-    let d = D::new(w);
+    let d = Dims::<f64>::new(w);
     let c = d.s / d.p;
     let local = d.b * c;
     let _act = w.model.activation;

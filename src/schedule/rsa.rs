@@ -3,12 +3,12 @@
 //! implementation's ring passes are synchronous (one buffer, no overlap) and its kernels are
 //! unfused. Backward repeats both rings and all-reduces full-length dK and dV.
 
-use super::common::{sequence_split_plan, D};
+use super::common::sequence_split_plan;
 use super::kernels::{linear_bwd, linear_fwd, norm};
 use super::ring::fractions;
 use super::stage::{Kernel, Ring, RingStep, Stage, StepPlan};
 use super::CollectiveOp;
-use crate::config::{Recompute, Workload};
+use crate::config::{Dims, Recompute, Workload};
 
 fn chunk_ring(w: &Workload, name: &'static str, gemm: Kernel, chunk_bytes: u64) -> Ring {
     Ring {
@@ -28,7 +28,7 @@ fn chunk_ring(w: &Workload, name: &'static str, gemm: Kernel, chunk_bytes: u64) 
 
 /// The step plan of ring self-attention.
 pub fn plan(w: &Workload) -> StepPlan {
-    let d = D::new(w);
+    let d = Dims::<f64>::new(w);
     let c = d.s / d.p;
     let local = d.b * c;
     let _act = w.model.activation;

@@ -2,18 +2,18 @@
 //! b·s·h activation in forward (after the attention out-projection and after fc2) and two in
 //! backward (Shoeybi et al. 2019). Nothing overlaps them: compute waits for each.
 
-use super::common::{attn, finish, recompute_kernels, Parts, D};
+use super::common::{attn, finish, recompute_kernels, Parts};
 use super::kernels::{
     attention_bwd, attention_fwd, head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd,
     norm,
 };
 use super::stage::{Kernel, Stage, StepPlan};
 use super::CollectiveOp;
-use crate::config::{Recompute, Workload};
+use crate::config::{Dims, Recompute, Workload};
 
 /// The step plan of Megatron TP.
 pub fn plan(w: &Workload) -> StepPlan {
-    let d = D::new(w);
+    let d = Dims::<f64>::new(w);
     let rows = d.b * d.s;
     let heads = d.a / d.p;
     let kv = d.kv_per(d.p);

@@ -4,18 +4,18 @@
 //! as Megatron's implementation does, the block input again for the weight gradient, then
 //! reduce-scatters the input gradient: 2 AG + 2 RS forward, 4 AG + 2 RS backward per layer.
 
-use super::common::{attn, causal_factor, finish, recompute_kernels, Parts, D};
+use super::common::{attn, causal_factor, finish, recompute_kernels, Parts};
 use super::kernels::{
     attention_bwd, attention_fwd, head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd,
     norm,
 };
 use super::stage::{Kernel, Stage, StepPlan};
 use super::CollectiveOp;
-use crate::config::{Recompute, Workload};
+use crate::config::{Dims, Recompute, Workload};
 
 /// The step plan of Megatron TP + SP.
 pub fn plan(w: &Workload) -> StepPlan {
-    let d = D::new(w);
+    let d = Dims::<f64>::new(w);
     let rows = d.b * d.s;
     let local = rows / d.p;
     let heads = d.a / d.p;

@@ -2,15 +2,15 @@
 //! attention core, which an all-to-all gives a/p heads over the full sequence; a second
 //! all-to-all returns the output. Backward mirrors both. Compute waits for each all-to-all.
 
-use super::common::{attn, causal_factor, recompute_kernels, sequence_split_plan, D};
+use super::common::{attn, causal_factor, recompute_kernels, sequence_split_plan};
 use super::kernels::{attention_bwd, attention_fwd, linear_bwd, linear_fwd, norm};
 use super::stage::{Kernel, Stage, StepPlan};
 use super::CollectiveOp;
-use crate::config::{Recompute, Workload};
+use crate::config::{Dims, Recompute, Workload};
 
 /// The step plan of DeepSpeed-Ulysses.
 pub fn plan(w: &Workload) -> StepPlan {
-    let d = D::new(w);
+    let d = Dims::<f64>::new(w);
     let local = d.b * d.s / d.p;
     let heads = d.a / d.p;
     let kv = d.kv_per(d.p);

@@ -14,8 +14,12 @@
 //! - [`network`]: the links of a profile (GPU ports, rail-optimised NICs), routes, α, and the
 //!   flows in flight under [`LinkModel::Ideal`] or [`LinkModel::MaxMin`];
 //! - [`collective`]: collectives as NCCL ring steps;
-//! - [`engine`]: the executor (streams, rendezvous, fluid compute slowdown, accounting);
-//! - [`trace`]: Chrome trace JSON.
+//! - [`engine`]: the executor — preparation (validating and indexing the graph, pricing
+//!   kernels), the event loop (streams, rendezvous, fluid compute slowdown, accounting) and
+//!   deadlock diagnosis;
+//! - [`trace`]: spans of a run ([`Span`], [`Trace`]) and their Chrome trace JSON;
+//! - `workload`: a workload's plan lowered with its inventory and simulated
+//!   ([`simulate_plan`]).
 //!
 //! ```
 //! use metp_sim::schedule::{Label, OpKind, Pass, Stream, TaskGraph, Work};
@@ -40,11 +44,11 @@ pub mod queue;
 pub mod trace;
 mod workload;
 
-pub use engine::{simulate, DeviceStats, SimOptions, SimResult, Span, Trace, Track};
+pub use engine::{simulate, DeviceStats, SimOptions, SimResult};
 pub use network::{LinkModel, Network};
 pub use queue::{ps_to_secs, secs_to_ps, SimTime};
-pub use trace::{chrome_trace_json, write_chrome_trace};
-pub use workload::{simulate_workload, WorkloadSim};
+pub use trace::{chrome_trace_json, write_chrome_trace, Span, Trace, Track};
+pub use workload::{simulate_plan, WorkloadSim};
 
 #[cfg(test)]
 mod tests {
@@ -59,6 +63,9 @@ mod tests {
             ("network.rs", include_str!("network.rs")),
             ("collective.rs", include_str!("collective.rs")),
             ("engine.rs", include_str!("engine.rs")),
+            ("engine/prepare.rs", include_str!("engine/prepare.rs")),
+            ("engine/event_loop.rs", include_str!("engine/event_loop.rs")),
+            ("engine/deadlock.rs", include_str!("engine/deadlock.rs")),
             ("trace.rs", include_str!("trace.rs")),
         ];
         let forbidden = ["analytic", "cli", "search", "sweep", "report", "plot"];

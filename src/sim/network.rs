@@ -38,6 +38,16 @@ pub enum LinkModel {
     MaxMin,
 }
 
+impl LinkModel {
+    /// The name on the command line and in outputs: `ideal` or `maxmin`.
+    pub fn id(self) -> &'static str {
+        match self {
+            LinkModel::Ideal => "ideal",
+            LinkModel::MaxMin => "maxmin",
+        }
+    }
+}
+
 /// What a link is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -10,8 +10,53 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::engine::{Span, Trace, Track};
-use crate::schedule::{Label, Pass, Stream};
+use super::queue::SimTime;
+use crate::schedule::{DeviceId, Label, Pass, Stream, TaskId};
+
+/// Where a span is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Track {
+    /// A device stream.
+    Stream {
+        /// Device.
+        device: DeviceId,
+        /// Stream.
+        stream: Stream,
+    },
+    /// A link of the network (index into [`Trace::links`]).
+    Link {
+        /// Link index.
+        link: u32,
+    },
+}
+
+/// One interval of a trace. On a stream, a task's span runs from when it started (for a
+/// send, recv or collective this includes waiting for its peers) to when it finished; on a link,
+/// a flow's span runs from when its bytes started moving (after α) to when they arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Span {
+    /// Where.
+    pub track: Track,
+    /// Start, in ps.
+    pub start_ps: SimTime,
+    /// End, in ps.
+    pub end_ps: SimTime,
+    /// The task (for a link span: the send, or the first rank's collective task).
+    pub task: TaskId,
+    /// The task's label.
+    pub label: Label,
+    /// For a collective's flow: its ring step.
+    pub collective_step: Option<u32>,
+}
+
+/// A recorded trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Trace {
+    /// Spans in the order they ended.
+    pub spans: Vec<Span>,
+    /// Link names, by link index.
+    pub links: Vec<String>,
+}
 
 /// A task's display name: `fwd.L3.attention.kv-send.o2.s5`, with `.mb<k>` for micro-batches
 /// other than 0 and ` [ring step k]` for a collective's step.

@@ -1,21 +1,19 @@
-//! A workload through the simulator: its plan, lowered with the memory inventory's alloc/free
-//! sizes over p × dp devices, then simulated.
+//! A workload's step plan through the simulator: lowered with the memory inventory's alloc/free
+//! sizes over the workload's p × dp devices, then simulated.
 
 use super::{simulate, DeviceStats, LinkModel, SimOptions, SimResult};
-use crate::config::Workload;
+use crate::config::ValidWorkload;
 use crate::error::Result;
-use crate::memory;
-use crate::schedule::{self, LowerOptions};
+use crate::memory::Inventory;
+use crate::schedule::{self, LowerOptions, StepPlan, StepTimes};
 
-/// The outcome of simulating a workload.
+/// The outcome of simulating a workload's step.
 #[derive(Debug, Clone)]
 pub struct WorkloadSim {
     /// The simulator's result.
     pub result: SimResult,
     /// Devices simulated (p × dp).
     pub devices: u32,
-    /// The memory inventory's peak per device.
-    pub inventory_peak_bytes: u128,
 }
 
 impl WorkloadSim {
@@ -30,16 +28,31 @@ impl WorkloadSim {
         }
         best
     }
+
+    /// The step's times on the critical device.
+    pub fn times(&self) -> StepTimes {
+        let c = self.critical();
+        StepTimes {
+            step_time_s: self.result.step_time_s,
+            compute_s: c.compute_busy_s,
+            communication_s: c.comm_busy_s,
+            exposed_communication_s: c.exposed_comm_s,
+        }
+    }
 }
 
-/// Simulates one training step of `w`.
-pub fn simulate_workload(w: &Workload, link: LinkModel, trace: bool) -> Result<WorkloadSim> {
-    let inv = memory::inventory(w)?;
-    let plan = schedule::plan(w)?;
+/// Simulates one training step of `w` from its plan and inventory (built once by the caller).
+pub fn simulate_plan(
+    w: &ValidWorkload,
+    plan: &StepPlan,
+    inventory: &Inventory,
+    link: LinkModel,
+    trace: bool,
+) -> Result<WorkloadSim> {
     let graph = schedule::lower(
-        &plan,
+        plan,
         w.p as u32,
-        &inv,
+        inventory,
         LowerOptions {
             dp: w.dp as u32,
             memory: true,
@@ -50,6 +63,5 @@ pub fn simulate_workload(w: &Workload, link: LinkModel, trace: bool) -> Result<W
     Ok(WorkloadSim {
         result,
         devices: graph.devices,
-        inventory_peak_bytes: inv.peak_bytes,
     })
 }

@@ -5,27 +5,17 @@
 //!
 //! Input: a [`SweepSpec`]. Output: [`SweepResult`] rows in a fixed order (the same spec gives the
 //! same bytes), delivered to a callback as they complete so that the caller can flush them.
-//! Infeasible points are kept and marked (out of memory, invalid degree). Depends on `config`,
-//! `memory`, `search`, `analytic`, `sim`.
+//! Infeasible points are kept and marked (out of memory with `fits: false`, invalid degree).
+//! Each point is evaluated through `evaluate`. Depends on `config`, `memory`, `search`,
+//! `evaluate`.
 
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::analytic;
 use crate::config::{Hardware, MethodId, Model, Options, Workload};
+use crate::evaluate::{Evaluation, SimulateOptions, Timing};
 use crate::memory;
 use crate::search::{self, MaxSeq};
-use crate::sim::{self, LinkModel};
-
-/// How step times are obtained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Engine {
-    /// The discrete-event simulator with this link model (the analytic estimate is reported
-    /// beside it).
-    Simulate(LinkModel),
-    /// The closed-form model only.
-    Analytic,
-}
 
 /// What to sweep.
 #[derive(Debug, Clone)]
@@ -44,8 +34,8 @@ pub struct SweepSpec {
     pub micro_batch: u64,
     /// Options.
     pub options: Options,
-    /// Engine.
-    pub engine: Engine,
+    /// How step times are obtained.
+    pub timing: Timing,
 }
 
 /// Whether a point could be evaluated.
@@ -75,6 +65,8 @@ pub struct Point {
     pub seq: u64,
     /// Status.
     pub status: Status,
+    /// Whether the peak fits in device memory (`None` for an invalid configuration).
+    pub fits: Option<bool>,
     /// Why a point is not `ok`.
     pub reason: Option<String>,
     /// Peak bytes per device (valid points).
@@ -141,8 +133,9 @@ fn workload(
     }
 }
 
-/// Evaluates one workload.
-pub fn evaluate(w: &Workload, engine: Engine) -> Point {
+/// Evaluates one workload: invalid (with the reason), out of memory (peak against capacity, not
+/// timed), or timed through the one evaluation path.
+pub fn evaluate(w: &Workload, timing: Timing) -> Point {
     let mut pt = Point {
         model: w.model.name.clone(),
         hardware: w.hardware.name.clone(),
@@ -150,6 +143,7 @@ pub fn evaluate(w: &Workload, engine: Engine) -> Point {
         p: w.p,
         seq: w.seq,
         status: Status::Ok,
+        fits: None,
         reason: None,
         peak_bytes: None,
         capacity_bytes: w.hardware.memory_bytes(),
@@ -162,50 +156,31 @@ pub fn evaluate(w: &Workload, engine: Engine) -> Point {
         mfu: None,
         analytic_step_time_s: None,
     };
-    let inv = match memory::inventory(w) {
-        Ok(inv) => inv,
+    let valid = match w.clone().validate() {
+        Ok(v) => v,
         Err(e) => {
             pt.status = Status::Invalid;
             pt.reason = Some(e.to_string());
             return pt;
         }
     };
-    pt.peak_bytes = Some(inv.peak_bytes);
-    if !inv.fits {
+    let inventory = memory::inventory(&valid);
+    pt.peak_bytes = Some(inventory.peak_bytes);
+    pt.fits = Some(inventory.fits);
+    if !inventory.fits {
         pt.status = Status::OutOfMemory;
         pt.reason = Some(format!(
-            "peak {:.1} GiB > {:.1} GiB",
-            inv.peak_bytes as f64 / (1u64 << 30) as f64,
-            inv.capacity_bytes as f64 / (1u64 << 30) as f64
+            "does not fit: peak {:.1} GiB > {:.1} GiB",
+            inventory.peak_bytes as f64 / (1u64 << 30) as f64,
+            inventory.capacity_bytes as f64 / (1u64 << 30) as f64
         ));
         return pt;
     }
-    let est = match analytic::estimate(w) {
-        Ok(e) => e,
-        Err(e) => {
-            pt.status = Status::Invalid;
-            pt.reason = Some(e.to_string());
-            return pt;
-        }
-    };
-    pt.analytic_step_time_s = Some(est.step_time_s);
-    let (step, compute, comm, exposed) = match engine {
-        Engine::Analytic => (
-            est.step_time_s,
-            est.compute_s,
-            est.communication_s,
-            est.exposed_communication_s,
-        ),
-        Engine::Simulate(link) => match sim::simulate_workload(w, link, false) {
-            Ok(r) => {
-                let crit = r.critical();
-                (
-                    r.result.step_time_s,
-                    crit.compute_busy_s,
-                    crit.comm_busy_s,
-                    crit.exposed_comm_s,
-                )
-            }
+    let evaluation = Evaluation::with_inventory(valid, inventory);
+    let evaluation = match timing {
+        Timing::Analytic => evaluation,
+        Timing::Simulated(link) => match evaluation.simulate(SimulateOptions::full(link)) {
+            Ok(e) => e,
             Err(e) => {
                 pt.status = Status::Invalid;
                 pt.reason = Some(e.to_string());
@@ -213,17 +188,15 @@ pub fn evaluate(w: &Workload, engine: Engine) -> Point {
             }
         },
     };
-    let tokens = (w.seq * w.micro_batch * w.micro_batches * w.dp) as f64;
-    pt.step_time_s = Some(step);
-    pt.compute_s = Some(compute);
-    pt.communication_s = Some(comm);
-    pt.exposed_communication_s = Some(exposed);
-    pt.exposed_share = Some(exposed / step);
-    pt.tokens_per_s = Some(tokens / step);
-    pt.mfu = Some(
-        analytic::model_flops(w)
-            / (step * w.hardware.gpu.peak_bf16_flops_per_s.value * (w.p * w.dp) as f64),
-    );
+    let m = &evaluation.metrics;
+    pt.analytic_step_time_s = Some(evaluation.estimate.step_time_s);
+    pt.step_time_s = Some(m.step_time_s);
+    pt.compute_s = Some(m.compute_s);
+    pt.communication_s = Some(m.communication_s);
+    pt.exposed_communication_s = Some(m.exposed_communication_s);
+    pt.exposed_share = Some(m.exposed_share);
+    pt.tokens_per_s = Some(m.tokens_per_s);
+    pt.mfu = Some(m.mfu);
     pt
 }
 
@@ -245,7 +218,7 @@ pub fn run(spec: &SweepSpec, on_point: &(dyn Fn(&Point) + Sync)) -> SweepResult 
     let points: Vec<Point> = jobs
         .par_iter()
         .map(|&(m, hw, method, p, s)| {
-            let pt = evaluate(&workload(spec, m, hw, method, p, s), spec.engine);
+            let pt = evaluate(&workload(spec, m, hw, method, p, s), spec.timing);
             on_point(&pt);
             pt
         })

@@ -3,25 +3,56 @@
 use serde_json::json;
 
 use super::{Assumption, Claim, ClaimPlot, PlotSeries, Table, Verdict};
-use crate::config::{load_hardware, load_model, MethodId, Options, Workload};
+use crate::config::{
+    load_hardware, load_model, Activation, Hardware, MethodId, Model, Options, Workload, ZeroStage,
+};
 use crate::error::Result;
+use crate::memory::inventory;
 use crate::search::max_seq;
 
-const MODELS: [&str; 6] = [
-    "gpt3-1.3b",
-    "gpt3-2.7b",
-    "gpt3-6.7b",
-    "gpt3-13b",
-    "llama2-7b",
-    "llama2-13b",
-];
+/// The claimed range of METP's advantage.
 const LOW: f64 = 2.38;
 const HIGH: f64 = 2.99;
 
+/// What C4 is checked on.
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    /// Models, in report order: file name in `models/` and contents.
+    pub models: Vec<(String, Model)>,
+    /// One-node profiles of 8 GPUs.
+    pub profiles: Vec<Hardware>,
+    /// Degree (the node's GPUs).
+    pub p: u64,
+}
+
+impl Inputs {
+    /// GPT-3 1.3B–13B and LLaMA-2 7B/13B on one DGX-A100 node, 40 and 80 GB.
+    pub fn bundled() -> Result<Inputs> {
+        Ok(Inputs {
+            models: [
+                "gpt3-1.3b",
+                "gpt3-2.7b",
+                "gpt3-6.7b",
+                "gpt3-13b",
+                "llama2-7b",
+                "llama2-13b",
+            ]
+            .into_iter()
+            .map(|id| Ok((id.to_string(), load_model(id)?)))
+            .collect::<Result<_>>()?,
+            profiles: vec![
+                load_hardware("dgx-a100-40gb")?,
+                load_hardware("dgx-a100-80gb")?,
+            ],
+            p: 8,
+        })
+    }
+}
+
 struct Case {
-    model: &'static str,
+    model: String,
     params_b: f64,
-    hw: &'static str,
+    hw: String,
     flash: bool,
     metp: u64,
     baselines: Vec<(MethodId, Option<u64>)>,
@@ -45,7 +76,37 @@ fn in_range(r: f64) -> bool {
     (LOW..=HIGH).contains(&r)
 }
 
+/// `a–b×` of a set of ratios (or `-` when empty).
+fn span(v: &[f64]) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    let (lo, hi) = v
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    format!("{lo:.2}–{hi:.2}×")
+}
+
+/// A model family's traits in words: `GeLU, dropout`.
+fn traits(m: &Model) -> String {
+    format!(
+        "{}, {}",
+        match m.activation {
+            Activation::Gelu => "GeLU",
+            Activation::Swiglu => "SwiGLU",
+        },
+        if m.dropout { "dropout" } else { "no dropout" }
+    )
+}
+
+/// Checks C4 on the bundled inputs.
 pub fn check() -> Result<Claim> {
+    check_with(&Inputs::bundled()?)
+}
+
+/// Checks C4 on `inp`.
+pub fn check_with(inp: &Inputs) -> Result<Claim> {
+    let p = inp.p;
     let baselines = [
         MethodId::Tp,
         MethodId::TpSp,
@@ -53,37 +114,41 @@ pub fn check() -> Result<Claim> {
         MethodId::Ring,
         MethodId::Rsa,
     ];
+    let workload = |m: &Model, hw: &Hardware, options: Options| Workload {
+        model: m.clone(),
+        hardware: hw.clone(),
+        method: MethodId::Metp,
+        p,
+        dp: 1,
+        seq: p,
+        micro_batch: 1,
+        micro_batches: 1,
+        options,
+    };
     let mut cases = Vec::new();
-    for model in MODELS {
-        let m = load_model(model)?;
-        for hw in ["dgx-a100-40gb", "dgx-a100-80gb"] {
+    for (id, m) in &inp.models {
+        for hw in &inp.profiles {
             for flash in [true, false] {
-                let w = Workload {
-                    model: m.clone(),
-                    hardware: load_hardware(hw)?,
-                    method: MethodId::Metp,
-                    p: 8,
-                    dp: 1,
-                    seq: 8,
-                    micro_batch: 1,
-                    micro_batches: 1,
-                    options: Options {
+                let w = workload(
+                    m,
+                    hw,
+                    Options {
                         flash,
                         ..Options::default()
                     },
-                };
-                let Some(metp) = max_seq(&w, MethodId::Metp, 8).max_seq else {
+                );
+                let Some(metp) = max_seq(&w, MethodId::Metp, p).max_seq else {
                     continue;
                 };
                 cases.push(Case {
-                    model,
+                    model: id.clone(),
                     params_b: m.total_params() as f64 / 1e9,
-                    hw,
+                    hw: hw.name.clone(),
                     flash,
                     metp,
                     baselines: baselines
                         .iter()
-                        .map(|&b| (b, max_seq(&w, b, 8).max_seq))
+                        .map(|&b| (b, max_seq(&w, b, p).max_seq))
                         .collect(),
                 });
             }
@@ -93,12 +158,13 @@ pub fn check() -> Result<Claim> {
         r.map(|r| format!("{r:.2}×{}", if in_range(r) { " ✓" } else { "" }))
             .unwrap_or_else(|| "-".into())
     };
+    let short = |hw: &str| hw.rsplit('-').next().unwrap_or(hw).to_string();
     let rows: Vec<Vec<String>> = cases
         .iter()
         .map(|c| {
             let mut row = vec![
-                c.model.to_string(),
-                c.hw.trim_start_matches("dgx-a100-").to_string(),
+                c.model.clone(),
+                short(&c.hw),
                 if c.flash { "on" } else { "off" }.into(),
                 c.metp.to_string(),
             ];
@@ -113,10 +179,12 @@ pub fn check() -> Result<Claim> {
         .collect();
     // Which baselines and settings land in the claimed range.
     let mut hits = Vec::new();
+    let mut hits_by = std::collections::BTreeMap::<(bool, MethodId), usize>::new();
     for c in &cases {
         for &b in &baselines {
             if let Some(r) = c.ratio(b) {
                 if in_range(r) {
+                    *hits_by.entry((!c.flash, b)).or_default() += 1;
                     hits.push(format!(
                         "{} {} flash {} vs {b} ({r:.2}×)",
                         c.model,
@@ -127,13 +195,10 @@ pub fn check() -> Result<Claim> {
             }
         }
     }
-    let best_flash: Vec<(String, f64)> = cases
+    let best_flash: Vec<(&Case, f64)> = cases
         .iter()
         .filter(|c| c.flash)
-        .filter_map(|c| {
-            c.best_other()
-                .map(|(_, r)| (format!("{} {}", c.model, c.hw), r))
-        })
+        .filter_map(|c| c.best_other().map(|(_, r)| (c, r)))
         .collect();
     let in_best = best_flash.iter().filter(|x| in_range(x.1)).count();
     let verdict = if !best_flash.is_empty() && in_best == best_flash.len() {
@@ -143,33 +208,184 @@ pub fn check() -> Result<Claim> {
     } else {
         Verdict::DoesNotHold
     };
-    let (lo, hi) = best_flash
-        .iter()
-        .fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(x.1), hi.max(x.1)));
-    let family = |prefix: &str| {
-        best_flash
-            .iter()
-            .filter(|x| x.0.starts_with(prefix))
-            .fold((f64::MAX, 0.0f64), |(lo, hi), x| (lo.min(x.1), hi.max(x.1)))
+    let ratios = |f: &dyn Fn(&Case) -> bool| -> Vec<f64> {
+        best_flash.iter().filter(|x| f(x.0)).map(|x| x.1).collect()
     };
-    let (gpt_lo, gpt_hi) = family("gpt3");
-    let (llama_lo, llama_hi) = family("llama2");
+    let all: Vec<f64> = ratios(&|_| true);
+    let (lo, hi) = all
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    // Per model family (the name before the first '-'), with its traits.
+    // (file-name prefix, display-name prefix, traits): `gpt3`, `GPT-3`, `GeLU, dropout`.
+    let mut families: Vec<(String, String, String)> = Vec::new();
+    for (id, m) in &inp.models {
+        let fam = id.split('-').next().unwrap_or(id).to_string();
+        if !families.iter().any(|f| f.0 == fam) {
+            let label = m.name.split(' ').next().unwrap_or(&m.name).to_string();
+            families.push((fam, label, traits(m)));
+        }
+    }
+    let family_text = families
+        .iter()
+        .map(|(fam, label, tr)| {
+            format!(
+                "{} for the {label} models ({tr})",
+                span(&ratios(&|c: &Case| c.model.starts_with(fam.as_str())))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" and ");
+    let names = inp
+        .models
+        .iter()
+        .map(|(_, m)| m.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let memories = inp
+        .profiles
+        .iter()
+        .map(|h| format!("{:.0} GB", h.gpu.memory_bytes.value / (1u64 << 30) as f64))
+        .collect::<Vec<_>>()
+        .join(" and ");
+    let split = |shards: bool| {
+        baselines
+            .iter()
+            .copied()
+            .chain([MethodId::Metp])
+            .filter(|m| m.shards_weights() == shards)
+            .map(|m| m.id())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let hit_list = |off: bool| {
+        let v: Vec<String> = hits_by
+            .iter()
+            .filter(|((o, _), _)| *o == off)
+            .map(|((_, b), n)| format!("{b} ({n})"))
+            .collect();
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    let behind: Vec<String> = baselines
+        .iter()
+        .filter(|b| !hits_by.keys().any(|(_, x)| x == *b))
+        .map(|&b| {
+            let rs: Vec<f64> = cases.iter().filter_map(|c| c.ratio(b)).collect();
+            format!("{b} ({})", span(&rs))
+        })
+        .collect();
+    // Stored activation bytes per layer in units of s·b·h/p, for the first model at p with
+    // FlashAttention: METP against the baseline that fits the longest sequences.
+    let activation_ratio = match (inp.models.first(), inp.profiles.last()) {
+        (Some((id, m)), Some(hw)) => {
+            let units = |method: MethodId| -> Result<f64> {
+                let mut w = workload(m, hw, Options::default());
+                w.method = method;
+                w.seq = 8192 * p;
+                let inv = inventory(&w.clone().validate()?);
+                Ok(inv.activation_bytes_per_layer as f64
+                    / (w.seq as f64 * m.hidden as f64 / p as f64))
+            };
+            let best = cases
+                .iter()
+                .find(|c| &c.model == id && c.flash)
+                .and_then(|c| c.best_other())
+                .map(|(b, _)| b);
+            match best {
+                Some(b) => {
+                    let (mb, mm) = (units(b)?, units(MethodId::Metp)?);
+                    format!(
+                        " The best other method's gap follows the stored activation bytes per \
+                         layer: on {} {mb:.1} sbh/p for {b} against {mm:.1} sbh/p for METP, a \
+                         ratio of {:.2}×.",
+                        id,
+                        mb / mm
+                    )
+                }
+                None => String::new(),
+            }
+        }
+        _ => String::new(),
+    };
     let summary = format!(
-        "For GPT-3 1.3B–13B and LLaMA-2 7B/13B on one node of 8 A100s (40 and 80 GB), this tool \
-         finds the longest sequence each method fits at p = 8 (weights split 1/8 for METP, TP and \
-         TP+SP; ZeRO-3 over the 8 devices for Ulysses, ring attention and RSA). With \
-         FlashAttention, METP's advantage over the best other method ranges from {lo:.2}× to \
-         {hi:.2}× ({in_best} of {} model/memory cases inside 2.38–2.99×): {gpt_lo:.2}–{gpt_hi:.2}× for \
-         the GPT-3 models (GeLU, dropout) and {llama_lo:.2}–{llama_hi:.2}× for LLaMA-2 (SwiGLU, no \
-         dropout). Ratios inside the claimed range appear for {} baseline/setting combinations \
-         (marked ✓ below), mostly against TP+SP, Ulysses and ring attention with FlashAttention and \
-         against ring attention without it; TP (activations replicated) and RSA (score rows \
-         stored) fall much further behind. The best other method's gap is close to the ratio of \
-         stored activation bytes per token (34 sbh/p for the baselines against 10–12 sbh/p for \
-         METP), which is why it sits near 3×.",
+        "For {names} on one node of {p} GPUs ({memories}), this tool finds the longest sequence \
+         each method fits at p = {p} (weights split 1/{p} for {}; ZeRO-3 over the {p} devices for \
+         {}). With FlashAttention, METP's advantage over the best other method ranges from \
+         {lo:.2}× to {hi:.2}× ({in_best} of {} model/memory cases inside {LOW}–{HIGH}×): \
+         {family_text}. Ratios inside the claimed range appear for {} baseline/setting \
+         combinations (marked ✓ below) — with FlashAttention against {}, without it against \
+         {}; the other baselines fall further behind: {}.{activation_ratio}",
+        split(true),
+        split(false),
         best_flash.len(),
-        hits.len()
+        hits.len(),
+        hit_list(false),
+        hit_list(true),
+        if behind.is_empty() {
+            "none".to_string()
+        } else {
+            behind.join(", ")
+        },
     );
+    // What each assumption changes, computed.
+    let flash_effect: Vec<String> = baselines
+        .iter()
+        .map(|&b| {
+            let on: Vec<f64> = cases
+                .iter()
+                .filter(|c| c.flash)
+                .filter_map(|c| c.ratio(b))
+                .collect();
+            let off: Vec<f64> = cases
+                .iter()
+                .filter(|c| !c.flash)
+                .filter_map(|c| c.ratio(b))
+                .collect();
+            format!("{b} {} on, {} off", span(&on), span(&off))
+        })
+        .collect();
+    let memory_effect: Vec<String> = inp
+        .profiles
+        .iter()
+        .map(|h| {
+            format!(
+                "{}: {}",
+                short(&h.name),
+                span(&ratios(&|c: &Case| c.hw == h.name))
+            )
+        })
+        .collect();
+    let mut no_zero = Vec::new();
+    if let Some(hw) = inp.profiles.last() {
+        for (id, m) in &inp.models {
+            let w = workload(
+                m,
+                hw,
+                Options {
+                    zero: Some(ZeroStage::Zero0),
+                    ..Options::default()
+                },
+            );
+            let fits: Vec<&str> = baselines
+                .iter()
+                .filter(|b| !b.shards_weights())
+                .filter(|&&b| max_seq(&w, b, p).max_seq.is_some())
+                .map(|b| b.id())
+                .collect();
+            no_zero.push(format!(
+                "{}: {}",
+                id,
+                if fits.is_empty() {
+                    "none fits".to_string()
+                } else {
+                    format!("{} fit", fits.join(", "))
+                }
+            ));
+        }
+    }
     let mut header = vec![
         "model".to_string(),
         "GB".into(),
@@ -178,11 +394,20 @@ pub fn check() -> Result<Claim> {
     ];
     header.extend(baselines.iter().map(|b| format!("vs {b}")));
     header.push("vs best other".into());
+    let plot_hw = inp
+        .profiles
+        .last()
+        .map(|h| h.name.clone())
+        .unwrap_or_default();
+    let (plot_family, plot_label) = families
+        .first()
+        .map(|f| (f.0.clone(), f.1.clone()))
+        .unwrap_or_default();
     let mut series: Vec<PlotSeries> = Vec::new();
     for &b in &baselines {
         let pts: Vec<(f64, f64)> = cases
             .iter()
-            .filter(|c| c.flash && c.hw == "dgx-a100-80gb" && c.model.starts_with("gpt3"))
+            .filter(|c| c.flash && c.hw == plot_hw && c.model.starts_with(&plot_family))
             .filter_map(|c| c.ratio(b).map(|r| (c.params_b, r)))
             .collect();
         series.push(PlotSeries {
@@ -190,6 +415,7 @@ pub fn check() -> Result<Claim> {
             points: pts,
         });
     }
+    let paradyse = 329728.0 / 112128.0;
     Ok(Claim {
         id: "C4",
         claim: "On 8 A100 GPUs METP trains 2.38× to 2.99× longer sequences than other methods.".into(),
@@ -201,30 +427,34 @@ pub fn check() -> Result<Claim> {
             "cases_in_range_vs_best_other": in_best,
             "cases": best_flash.len(),
             "in_range": hits,
-            "paradyse_ablation_ratio": 329728.0 / 112128.0,
+            "paradyse_ablation_ratio": paradyse,
         }),
         assumptions: vec![
-            Assumption { name: "which baseline".into(), effect: "ratios differ by baseline; see the table (✓ = inside 2.38–2.99×)".into() },
-            Assumption { name: "FlashAttention".into(), effect: "without it, methods that store scores (tp, tp-sp, ulysses, rsa) fall far behind; ring attention and METP do not store them".into() },
-            Assumption { name: "40 vs 80 GB".into(), effect: "less memory leaves a larger share to weights and optimizer state, which METP splits 1/p while ZeRO-3 baselines split them too".into() },
-            Assumption { name: "ZeRO-3 for replicated-weight baselines".into(), effect: "without ZeRO, ulysses, ring and rsa do not fit the larger models at all".into() },
-            Assumption { name: "ParaDySe's ablation (329,728 vs 112,128 tokens, GPT-like, 8×A100-80GB, FlashAttention 2)".into(), effect: format!("a ratio of {:.2}×, inside the claimed range", 329728.0 / 112128.0) },
+            Assumption { name: "which baseline".into(), effect: format!("ratios differ by baseline; see the table (✓ = inside {LOW}–{HIGH}×)") },
+            Assumption { name: "FlashAttention".into(), effect: format!("ratios with it on and off: {}", flash_effect.join("; ")) },
+            Assumption { name: "40 vs 80 GB".into(), effect: format!("against the best other method with FlashAttention: {}", memory_effect.join(", ")) },
+            Assumption { name: "ZeRO-3 for replicated-weight baselines".into(), effect: format!("without ZeRO, of {} on {}: {}", split(false), plot_hw, no_zero.join("; ")) },
+            Assumption { name: "ParaDySe's ablation (329,728 vs 112,128 tokens, GPT-like, 8×A100-80GB, FlashAttention 2)".into(), effect: format!("a ratio of {paradyse:.2}×, {} the claimed range", if in_range(paradyse) { "inside" } else { "outside" }) },
         ],
         tables: vec![Table {
-            caption: "Longest sequence METP fits at p = 8, and its ratio to each baseline's".into(),
+            caption: format!("Longest sequence METP fits at p = {p}, and its ratio to each baseline's"),
             header,
             rows,
         }],
         plots: vec![ClaimPlot {
             file: "c4-ratio-vs-model".into(),
-            title: "C4: METP's longest sequence / baseline's (GPT-3, 8×A100-80GB, FlashAttention)".into(),
+            title: format!(
+                "C4: METP's longest sequence / baseline's ({}, {p}×{}, FlashAttention)",
+                plot_label,
+                plot_hw.trim_start_matches("dgx-").to_uppercase()
+            ),
             x_label: "model parameters (billions)".into(),
             y_label: "ratio of longest sequences".into(),
             y_kind: "plain".into(),
             x_kind: "plain".into(),
             x_log2: true,
             y_log: true,
-            reference: Some((LOW, "2.38×".into())),
+            reference: Some((LOW, format!("{LOW}×"))),
             series,
         }],
     })

@@ -138,3 +138,12 @@ pub fn pct(x: f64) -> String {
 pub fn gib(b: u128) -> String {
     format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
 }
+
+/// Token counts as in the reports: 131072 → `128k`.
+pub fn tokens(n: u64) -> String {
+    if n >= 1024 && n.is_multiple_of(1024) {
+        format!("{}k", n >> 10)
+    } else {
+        n.to_string()
+    }
+}

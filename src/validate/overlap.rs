@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::analytic::{self, SolvedThresholds, Thresholds};
 use crate::config::Workload;
 use crate::error::Result;
+use crate::evaluate::{Evaluation, SimDepth, SimulateOptions};
 use crate::schedule::{Pass, Stream};
 use crate::sim::{self, LinkModel, Track};
 
@@ -34,6 +35,9 @@ pub struct Row {
     pub mlp_ring_exposed_s: f64,
     /// The same as a share of the forward MLP ring's duration.
     pub mlp_ring_exposed_share: f64,
+    /// Compute-stream time lost waiting inside the backward attention ring (device 0), as a
+    /// share of its duration (K/V and fp32 dK/dV travel together).
+    pub attention_bwd_ring_exposed_share: f64,
     /// Whether the attention ring's simulated exposure agrees with its condition: share below
     /// 2% when it holds, above 2% when it does not; `None` within 25% of the threshold.
     pub attention_agrees: Option<bool>,
@@ -46,6 +50,11 @@ pub struct Row {
 /// Compute-stream waiting inside forward ring steps of `block` on device 0: gaps before kernels
 /// of ring steps k ≥ 1 and the span of those rings.
 pub fn ring_exposure(trace: &sim::Trace, block: &str) -> (f64, f64) {
+    ring_exposure_in(trace, Pass::Fwd, block)
+}
+
+/// [`ring_exposure`] for the rings of pass `pass`.
+pub fn ring_exposure_in(trace: &sim::Trace, pass: Pass, block: &str) -> (f64, f64) {
     let mut spans: Vec<&sim::Span> = trace
         .spans
         .iter()
@@ -63,7 +72,7 @@ pub fn ring_exposure(trace: &sim::Trace, block: &str) -> (f64, f64) {
     let (mut exposed, mut first, mut last) = (0u64, u64::MAX, 0u64);
     let mut prev_end: Option<u64> = None;
     for s in spans {
-        let in_ring = s.label.pass == Pass::Fwd && s.label.block == block && s.label.step.is_some();
+        let in_ring = s.label.pass == pass && s.label.block == block && s.label.step.is_some();
         if in_ring {
             first = first.min(s.start_ps);
             last = last.max(s.end_ps);
@@ -95,14 +104,19 @@ pub fn idealise(w: &mut Workload) {
     w.hardware.gpu.kernel_launch_s.source = note;
 }
 
-/// Whether a ring's exposed share agrees with its condition: below 2% at ≥ 1.25× the
-/// threshold, above 2% at ≤ 0.8×, `None` in between.
+/// A ring whose exposed share is below this hides its transfers.
+pub const HIDDEN_SHARE: f64 = 0.02;
+/// Local lengths within this factor of a threshold (either side) are not judged.
+pub const JUDGED_MARGIN: f64 = 1.25;
+
+/// Whether a ring's exposed share agrees with its condition: below [`HIDDEN_SHARE`] at ≥
+/// [`JUDGED_MARGIN`] × the threshold, above it at ≤ 1/[`JUDGED_MARGIN`] ×, `None` in between.
 pub fn classify(c: u64, threshold: u64, share: f64) -> Option<bool> {
     let (c, t) = (c as f64, threshold as f64);
-    if c >= 1.25 * t {
-        Some(share < 0.02)
-    } else if c <= 0.8 * t {
-        Some(share > 0.02)
+    if c >= JUDGED_MARGIN * t {
+        Some(share < HIDDEN_SHARE)
+    } else if c <= t / JUDGED_MARGIN {
+        Some(share > HIDDEN_SHARE)
     } else {
         None
     }
@@ -138,33 +152,43 @@ pub fn study(base: &Workload, local_seqs: &[u64], link: LinkModel) -> Result<Stu
         w.seq = c * p;
         // One layer: every layer repeats the same rings, so one shows the condition.
         w.model.layers = 1;
-        let s = sim::simulate_workload(&w, link, true)?;
+        let (seq, micro_batch) = (w.seq, w.micro_batch);
+        let e = Evaluation::new(w.validate()?).simulate(SimulateOptions {
+            link,
+            depth: SimDepth::Full,
+            trace: true,
+        })?;
+        let Some(s) = e.simulation.and_then(|s| s.run) else {
+            continue;
+        };
         let Some(trace) = s.result.trace.as_ref() else {
             continue;
         };
         let (ae, aspan) = ring_exposure(trace, "attention");
         let (me, mspan) = ring_exposure(trace, "mlp");
+        let (be, bspan) = ring_exposure_in(trace, Pass::Bwd, "attention");
         let share = |e: f64, s: f64| if s > 0.0 { e / s } else { 0.0 };
         let a_share = share(ae, aspan);
         let m_share = share(me, mspan);
         let attention_agrees = classify(c, attn_threshold, a_share);
-        let mlp_agrees = classify(c * w.micro_batch, solved.mlp_local_seq, m_share);
+        let mlp_agrees = classify(c * micro_batch, solved.mlp_local_seq, m_share);
         let agrees = match (attention_agrees, mlp_agrees) {
             (Some(false), _) | (_, Some(false)) => Some(false),
             (None, None) => None,
             _ => Some(true),
         };
         rows.push(Row {
-            seq: w.seq,
+            seq,
             p,
             local_seq: c,
             condition_holds: c >= attn_threshold,
-            mlp_condition_holds: c * w.micro_batch >= solved.mlp_local_seq,
+            mlp_condition_holds: c * micro_batch >= solved.mlp_local_seq,
             exposed_communication_s: s.critical().exposed_comm_s,
             attention_ring_exposed_s: ae,
             attention_ring_exposed_share: a_share,
             mlp_ring_exposed_s: me,
             mlp_ring_exposed_share: m_share,
+            attention_bwd_ring_exposed_share: share(be, bspan),
             attention_agrees,
             mlp_agrees,
             agrees,

@@ -1,6 +1,7 @@
 //! Fixtures shared by the integration tests.
 
 use metp_sim::config::{load_hardware, Activation, MethodId, Model, Norm, Options, Workload};
+use metp_sim::memory::Inventory;
 
 /// A GPT layer as Korthikanti et al. configure it: GeLU, LayerNorm, dropout, f = 4h, MHA.
 pub fn gpt(h: u64, a: u64, layers: u64) -> Model {
@@ -43,4 +44,9 @@ pub fn no_flash() -> Options {
         flash: false,
         ..Options::default()
     }
+}
+
+/// The memory inventory of `w`, validated first (an invalid workload is the error).
+pub fn inventory(w: &Workload) -> metp_sim::Result<Inventory> {
+    Ok(metp_sim::memory::inventory(&w.clone().validate()?))
 }

@@ -11,8 +11,8 @@
 //! boundary tensors too: (sbh/t)(34 + 5as/h). Selective recomputation removes the 5as²b term;
 //! full recomputation keeps only the layer input, 2sbh (2sbh/t when sequence-parallel).
 
+use crate::common::inventory;
 use metp_sim::config::{MethodId, Options, Recompute};
-use metp_sim::memory::inventory;
 
 use crate::common::{gpt, no_flash, workload};
 

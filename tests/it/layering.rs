@@ -14,40 +14,48 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("search", &["config", "memory", "error"]),
     ("schedule", &["config", "memory", "error"]),
     ("cost", &["config", "schedule", "error"]),
-    (
-        "analytic",
-        &["config", "cost", "memory", "schedule", "error"],
-    ),
+    ("analytic", &["config", "cost", "schedule", "error"]),
     ("sim", &["config", "cost", "memory", "schedule", "error"]),
+    (
+        "evaluate",
+        &["analytic", "config", "memory", "schedule", "sim", "error"],
+    ),
     ("exec", &["config", "memory", "error"]),
     ("plot", &["atomic", "error"]),
     (
         "calibrate",
         &[
-            "atomic", "config", "cost", "error", "exec", "memory", "report", "schedule",
+            "atomic", "config", "cost", "error", "exec", "memory", "schedule",
         ],
     ),
     (
         "sweep",
-        &["analytic", "config", "memory", "search", "sim", "error"],
+        &["config", "evaluate", "memory", "search", "error"],
     ),
     (
         "validate",
         &[
-            "analytic", "config", "memory", "schedule", "search", "sim", "error",
+            "analytic", "config", "evaluate", "memory", "schedule", "search", "sim", "error",
         ],
     ),
-    (
-        "plan",
-        &[
-            "analytic", "config", "memory", "schedule", "search", "sim", "error",
-        ],
-    ),
+    ("plan", &["config", "evaluate", "memory", "sim", "error"]),
     (
         "report",
         &[
-            "analytic", "atomic", "config", "memory", "plan", "plot", "schedule", "search", "sim",
-            "sweep", "validate", "error",
+            "analytic",
+            "atomic",
+            "calibrate",
+            "config",
+            "evaluate",
+            "memory",
+            "plan",
+            "plot",
+            "schedule",
+            "search",
+            "sim",
+            "sweep",
+            "validate",
+            "error",
         ],
     ),
 ];
@@ -122,6 +130,84 @@ fn modules_depend_only_on_what_the_layout_allows() {
         }
     }
     assert!(problems.is_empty(), "layering violations: {problems:?}");
+}
+
+/// The README's layout table lists, for every module, exactly the dependencies allowed here.
+#[test]
+fn the_readme_layout_table_is_this_list() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme
+        .split("## Layout")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README has a Layout section");
+    let ticked = |cell: &str| -> BTreeSet<String> {
+        cell.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect()
+    };
+    let mut rows = std::collections::BTreeMap::new();
+    for line in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let module = cells[1].trim_matches('`').to_string();
+        // The dependencies are the names before an em dash (after it: what it never uses).
+        let deps = cells[3].split('—').next().unwrap_or("");
+        rows.insert(module, ticked(deps));
+    }
+    for (module, allowed) in ALLOWED {
+        let want: BTreeSet<String> = allowed.iter().map(|s| s.to_string()).collect();
+        assert_eq!(
+            rows.remove(*module),
+            Some(want),
+            "README layout row for `{module}` vs tests/it/layering.rs"
+        );
+    }
+    assert_eq!(
+        rows.remove("cli"),
+        Some(BTreeSet::new()),
+        "README row for `cli`"
+    );
+    assert!(rows.is_empty(), "README rows for unknown modules: {rows:?}");
+}
+
+/// The crate documentation names every module.
+#[test]
+fn the_crate_docs_name_every_module() {
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    for line in lib.lines().filter(|l| l.starts_with("pub mod ")) {
+        let m = line.trim_start_matches("pub mod ").trim_end_matches(';');
+        assert!(
+            lib.contains(&format!("[`{m}`]")),
+            "src/lib.rs docs do not name `{m}`"
+        );
+    }
+}
+
+/// Every module of the crate has a row (a new module cannot escape the check), and only
+/// modules that exist do.
+#[test]
+fn every_module_is_listed() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = BTreeSet::new();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if path.is_dir()
+            || (path.extension().is_some_and(|x| x == "rs") && name != "lib" && name != "main")
+        {
+            found.insert(name);
+        }
+    }
+    let listed: BTreeSet<String> = ALLOWED
+        .iter()
+        .map(|(m, _)| m.to_string())
+        .chain(["cli".to_string()])
+        .collect();
+    assert_eq!(found, listed);
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod cli;
 mod commands;
 mod common;
 mod data;
+mod evaluate;
 mod gpu;
 mod korthikanti;
 mod layering;

@@ -1,8 +1,9 @@
 //! Properties of every inventory: peak is monotone in s, never wraps for s up to 2^40, and the
 //! totals add up.
 
+use crate::common::inventory;
 use metp_sim::config::{load_model, MethodId, Options, Recompute, ZeroStage};
-use metp_sim::memory::{inventory, seq_multiple, Kind, Phase};
+use metp_sim::memory::{Kind, Phase};
 use proptest::prelude::*;
 
 use crate::common::workload;
@@ -51,7 +52,7 @@ proptest! {
         let method = MethodId::ALL[method_i];
         let p = 1u64 << p_exp;
         let opts = options(flash, rec, zero, dropout);
-        let m = seq_multiple(method, &model, p, &opts);
+        let m = method.seq_multiple(p, &opts);
         // Lengths from a few thousand up to 2^40 tokens.
         let s1 = (k1 << big).min((1u64 << 40) / m) * m;
         let s2 = (s1 + dk * m).min(1u64 << 40) / m * m;
@@ -78,7 +79,7 @@ proptest! {
         let method = MethodId::ALL[method_i];
         let p = 1u64 << p_exp;
         let opts = options(flash, rec, zero, dropout);
-        let s = k * 1024 * seq_multiple(method, &model, p, &opts);
+        let s = k * 1024 * method.seq_multiple(p, &opts);
         let inv = inventory(&workload(model, method, p, s, opts)).unwrap();
         let sum = |kind| inv.tensors.iter().filter(|t| t.kind == kind).map(|t| t.bytes()).sum::<u128>();
         prop_assert_eq!(sum(Kind::Static), inv.static_bytes);

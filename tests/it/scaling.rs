@@ -2,8 +2,9 @@
 //! attention block of b·(a/p)·(s/p)² elements — a slope of −3 on a log-log plot (claim C1) —
 //! while TP stores a·s²·b/t attention-score bytes per layer — a slope of −1.
 
+use crate::common::inventory;
 use metp_sim::config::{Activation, MethodId, Model, Norm, Options};
-use metp_sim::memory::{inventory, Kind, Phase};
+use metp_sim::memory::{Kind, Phase};
 
 use crate::common::{no_flash, workload};
 

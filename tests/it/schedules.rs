@@ -2,7 +2,6 @@
 //! collectives, dependencies backwards) for degrees, options and data parallelism.
 
 use metp_sim::config::{load_model, MethodId, Options, Recompute, WeightExchange, ZeroStage};
-use metp_sim::memory::inventory;
 use metp_sim::schedule::{lower, plan, LowerOptions, Work};
 
 use crate::common::workload;
@@ -57,8 +56,9 @@ fn lowered_graphs_are_well_formed() {
                 let mut w = workload(model.clone(), method, p, 4096, o);
                 w.dp = dp;
                 w.micro_batches = 2;
-                let inv = inventory(&w).unwrap();
-                let plan = plan(&w).unwrap();
+                let w = w.validate().unwrap();
+                let inv = metp_sim::memory::inventory(&w);
+                let plan = plan(&w);
                 let g = lower(
                     &plan,
                     p as u32,

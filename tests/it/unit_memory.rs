@@ -3,22 +3,29 @@
 //! of its tensors breaks that; its fast peak search agrees with the full list of moments; and the
 //! layer inventory's METP transient phases are its phase peaks.
 
+use crate::common::inventory;
 use metp_sim::config::{
     Activation, MethodId, MetpOptions, Model, Norm, Options, Recompute, WeightExchange,
 };
-use metp_sim::exec::{run_unit, ExecMethod, RunSpec, Shape};
-use metp_sim::memory::unit::moments;
-use metp_sim::memory::{
-    inventory, phase_peaks, unit_inventory, Kind, Phase, Unit, UnitShape, UnitSpec,
-};
+use metp_sim::exec::{run_unit, ExecMethod, RunSpec};
+use metp_sim::memory::unit::{moments, phases};
+use metp_sim::memory::{phase_peaks, unit_inventory, Kind, Phase, Unit, UnitShape, UnitSpec};
 
 use crate::common::workload;
 
 fn ushape(b: u64, s: u64, h: u64, a: u64, f: u64, p: u64) -> UnitShape {
-    UnitShape { b, s, h, a, f, p }
+    let u = |x: u64| x as usize;
+    UnitShape {
+        b: u(b),
+        s: u(s),
+        h: u(h),
+        a: u(a),
+        f: u(f),
+        p: u(p),
+    }
 }
 
-/// The unit inventory's spec, written from the same numbers as the run (not converted from it).
+/// The METP unit both the inventory and the runtime read (one spec type).
 fn spec_of(
     unit: Unit,
     sh: UnitShape,
@@ -27,13 +34,12 @@ fn spec_of(
     rb: u64,
     ex: WeightExchange,
 ) -> UnitSpec {
-    UnitSpec {
-        causal,
-        fused,
-        recv_buffers: rb,
-        weight_exchange: ex,
-        ..UnitSpec::new(unit, sh)
-    }
+    let mut spec = UnitSpec::new(unit, ExecMethod::Metp, sh);
+    spec.causal = causal;
+    spec.fused = fused;
+    spec.metp.recv_buffers = rb;
+    spec.metp.weight_exchange = ex;
+    spec
 }
 
 fn run_spec(
@@ -44,21 +50,8 @@ fn run_spec(
     rb: u64,
     ex: WeightExchange,
 ) -> RunSpec {
-    let u = |x: u64| x as usize;
-    let shape = Shape {
-        b: u(sh.b),
-        s: u(sh.s),
-        h: u(sh.h),
-        a: u(sh.a),
-        f: u(sh.f),
-        p: u(sh.p),
-    };
-    let mut spec = RunSpec::new(unit, ExecMethod::Metp, shape);
-    spec.causal = causal;
-    spec.fused = fused;
-    spec.recv_buffers = u(rb);
-    spec.weight_exchange = ex;
-    spec.seed = sh.p * 31 + sh.s;
+    let mut spec = RunSpec::of(spec_of(unit, sh, causal, fused, rb, ex));
+    spec.seed = (sh.p * 31 + sh.s) as u64;
     spec
 }
 
@@ -177,18 +170,18 @@ fn peak_search_agrees_with_every_moment() {
                     if unit == Unit::Mlp && k > 1 {
                         continue;
                     }
-                    let spec = UnitSpec {
-                        head_groups: g,
-                        kv_heads: if gqa { a / 2 } else { a },
+                    let mut spec = UnitSpec {
+                        kv_heads: if gqa { a as usize / 2 } else { a as usize },
                         activation: if gqa {
                             Activation::Swiglu
                         } else {
                             Activation::Gelu
                         },
-                        store_qkv: store,
-                        store_mlp_act: store,
                         ..spec_of(unit, sh, causal, fused, rb, WeightExchange::Ring)
                     };
+                    spec.metp.head_groups = Some(g);
+                    spec.metp.store_qkv = store;
+                    spec.metp.store_mlp_act = store;
                     let inv = unit_inventory(&spec).unwrap();
                     let fast = phase_peaks(&spec).unwrap();
                     let mut phase_max = [0u128; 2];
@@ -199,11 +192,11 @@ fn peak_search_agrees_with_every_moment() {
                         let first = all.iter().find(|m| m.bytes() == peak).unwrap();
                         assert_eq!(&inv.devices[rank as usize], first, "{spec:?} device {rank}");
                         for m in &all {
-                            let i = (m.phase == unit.phases()[1]) as usize;
+                            let i = (m.phase == phases(unit)[1]) as usize;
                             phase_max[i] = phase_max[i].max(m.bytes_of(Kind::Transient));
                         }
                     }
-                    for (i, ph) in unit.phases().into_iter().enumerate() {
+                    for (i, ph) in phases(unit).into_iter().enumerate() {
                         assert_eq!(
                             inv.transient_peak_bytes(ph),
                             phase_max[i],
@@ -280,7 +273,7 @@ fn layer_inventory_metp_phases_are_the_unit_phase_peaks() {
                 let label = format!("p={p} h={h} {options:?}");
                 for unit in [Unit::Attention, Unit::Mlp] {
                     let unit_inv = unit_inventory(&UnitSpec::from_workload(&w, unit)).unwrap();
-                    for ph in unit.phases() {
+                    for ph in phases(unit) {
                         let moment = unit_inv.phase_peak(ph).unwrap();
                         let mut want: Vec<(&str, u128)> = moment
                             .tensors
@@ -288,7 +281,7 @@ fn layer_inventory_metp_phases_are_the_unit_phase_peaks() {
                             .filter(|t| t.kind == Kind::Transient)
                             .map(|t| (t.name, t.bytes()))
                             .collect();
-                        if rec == Recompute::Full && ph == unit.phases()[1] {
+                        if rec == Recompute::Full && ph == phases(unit)[1] {
                             // Re-materialised stored activations (layer-level).
                             want.extend(
                                 inv.tensors

@@ -3,8 +3,9 @@
 //! (Rajbhandari et al. 2019) over N ranks: stage 1 = 6Ψ + 12Ψ/N, stage 2 = 2Ψ + 16Ψ/N,
 //! stage 3 = 18Ψ/N.
 
+use crate::common::inventory;
 use metp_sim::config::{load_model, MethodId, Options, ZeroStage};
-use metp_sim::memory::{inventory, Kind};
+use metp_sim::memory::Kind;
 
 use crate::common::{gpt, workload};
 

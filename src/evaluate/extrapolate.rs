@@ -1,5 +1,5 @@
-//! Step times of one candidate from the event simulator, on the full model or extrapolated from
-//! two shortened copies of it.
+//! Step times from the event simulator on the full model, or extrapolated from two shortened
+//! copies of it.
 //!
 //! The simulated graph grows with p · dp devices × layers × micro-batches: METP at p = 32, dp = 2
 //! on LLaMA-2 7B at 512k tokens is 24.6 M tasks (25 s and 6.5 GB in release), too much for a
@@ -23,8 +23,10 @@
 
 use serde::Serialize;
 
-use crate::config::Workload;
+use crate::config::ValidWorkload;
 use crate::error::Result;
+use crate::memory;
+use crate::schedule::{self, StepTimes};
 use crate::sim::{self, LinkModel};
 
 /// How much of the model the simulator runs.
@@ -42,28 +44,11 @@ pub enum SimDepth {
 /// The two layer counts [`SimDepth::Extrapolate`] simulates.
 pub const EXTRAPOLATION_LAYERS: (u64, u64) = (2, 4);
 
-/// Simulated times of one step, on the critical device (the one that computes longest).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct SimTimes {
-    /// Step time.
-    pub step_time_s: f64,
-    /// Wall time with compute running.
-    pub compute_s: f64,
-    /// Wall time with communication in flight.
-    pub communication_s: f64,
-    /// Wall time with communication in flight and no compute.
-    pub exposed_communication_s: f64,
-}
-
-fn simulate_once(w: &Workload, link: LinkModel) -> Result<SimTimes> {
-    let s = sim::simulate_workload(w, link, false)?;
-    let crit = s.critical();
-    Ok(SimTimes {
-        step_time_s: s.result.step_time_s,
-        compute_s: crit.compute_busy_s,
-        communication_s: crit.comm_busy_s,
-        exposed_communication_s: crit.exposed_comm_s,
-    })
+/// One whole simulation of a shortened copy of `w` (its own inventory and plan).
+fn simulate_once(w: &ValidWorkload, link: LinkModel) -> Result<StepTimes> {
+    let inventory = memory::inventory(w);
+    let plan = schedule::plan(w);
+    Ok(sim::simulate_plan(w, &plan, &inventory, link, false)?.times())
 }
 
 /// Whether `depth` simulates a model of `layers` layers whole (it always does for four layers
@@ -73,9 +58,9 @@ pub fn simulates_whole(layers: u64, depth: SimDepth) -> bool {
 }
 
 /// `x + k·(y − x)`, field by field.
-fn lerp(x: SimTimes, y: SimTimes, k: f64) -> SimTimes {
+fn lerp(x: StepTimes, y: StepTimes, k: f64) -> StepTimes {
     let f = |a: f64, b: f64| a + k * (b - a);
-    SimTimes {
+    StepTimes {
         step_time_s: f(x.step_time_s, y.step_time_s),
         compute_s: f(x.compute_s, y.compute_s),
         communication_s: f(x.communication_s, y.communication_s),
@@ -83,17 +68,22 @@ fn lerp(x: SimTimes, y: SimTimes, k: f64) -> SimTimes {
     }
 }
 
-/// Simulates one step of `w` (memory is not judged here: the caller has the full model's
-/// inventory). With [`SimDepth::Extrapolate`], layers are extrapolated from 2 and 4, and more
-/// than two micro-batches from 1 and 2 (module docs).
-pub fn simulate_times(w: &Workload, link: LinkModel, depth: SimDepth) -> Result<SimTimes> {
+/// Simulated times of one step of `w` from shortened copies of it (memory is not judged here:
+/// the caller has the full model's inventory): layers extrapolated from 2 and 4, and more than
+/// two micro-batches from 1 and 2 (module docs). With [`SimDepth::Full`] the whole model runs
+/// (the caller's own simulation does that; this is for tests and comparisons).
+pub fn extrapolated_times(
+    w: &ValidWorkload,
+    link: LinkModel,
+    depth: SimDepth,
+) -> Result<StepTimes> {
     let at = |layers: u64, micro_batches: u64| {
-        let mut v = w.clone();
+        let mut v = w.clone().into_workload();
         v.model.layers = layers;
         v.micro_batches = micro_batches;
-        simulate_once(&v, link)
+        simulate_once(&v.validate()?, link)
     };
-    let in_layers = |m: u64| -> Result<SimTimes> {
+    let in_layers = |m: u64| -> Result<StepTimes> {
         let layers = w.model.layers;
         if simulates_whole(layers, depth) {
             return at(layers, m);
@@ -109,7 +99,7 @@ pub fn simulate_times(w: &Workload, link: LinkModel, depth: SimDepth) -> Result<
         lerp(in_layers(1)?, in_layers(2)?, (m - 1) as f64)
     };
     let clamp = |x: f64| x.max(0.0);
-    Ok(SimTimes {
+    Ok(StepTimes {
         step_time_s: clamp(t.step_time_s),
         compute_s: clamp(t.compute_s),
         communication_s: clamp(t.communication_s),
@@ -120,7 +110,7 @@ pub fn simulate_times(w: &Workload, link: LinkModel, depth: SimDepth) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{load_hardware, load_model, MethodId, Options, ZeroStage};
+    use crate::config::{load_hardware, load_model, MethodId, Options, Workload, ZeroStage};
 
     /// Extrapolation from 2 and 4 layers (and from 1 and 2 micro-batches) against the whole
     /// 12-layer model with all its micro-batches, on small cases with data parallelism across
@@ -149,8 +139,9 @@ mod tests {
                     ..Options::default()
                 },
             };
-            let full = simulate_times(&w, LinkModel::MaxMin, SimDepth::Full).unwrap();
-            let ext = simulate_times(&w, LinkModel::MaxMin, SimDepth::Extrapolate).unwrap();
+            let w = w.validate().unwrap();
+            let full = extrapolated_times(&w, LinkModel::MaxMin, SimDepth::Full).unwrap();
+            let ext = extrapolated_times(&w, LinkModel::MaxMin, SimDepth::Extrapolate).unwrap();
             let rel = |a: f64, b: f64| (a - b).abs() / b.max(1e-12);
             assert!(
                 rel(ext.step_time_s, full.step_time_s) < 1e-4,

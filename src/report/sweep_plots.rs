@@ -10,6 +10,7 @@ use crate::sweep::{Point, Status, SweepResult, SweepSpec};
 
 type Metric = fn(&Point) -> Option<f64>;
 
+/// Writes the sweep's plots in every format of `exts`; returns the files written.
 pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     let multi = spec.models.len() * spec.hardware.len() > 1;
@@ -18,8 +19,8 @@ pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Re
             let dir = if multi {
                 out.join(format!(
                     "{}-{}",
-                    super::sweep::slug_pub(&m.name),
-                    super::sweep::slug_pub(&hw.name)
+                    super::file_slug(&m.name),
+                    super::file_slug(&hw.name)
                 ))
             } else {
                 out.to_path_buf()
@@ -76,10 +77,7 @@ pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Re
                     if is_memory {
                         chart = chart.with_reference(
                             capacity,
-                            format!(
-                                "device memory {}",
-                                crate::report::fmt_bytes(hw.memory_bytes())
-                            ),
+                            format!("device memory {}", super::fmt_bytes(hw.memory_bytes())),
                         );
                         chart.infeasible_label = Some("invalid degree".into());
                     } else {

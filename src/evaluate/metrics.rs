@@ -1,0 +1,90 @@
+//! What a step's times mean for the people who run it: throughput, model FLOPs utilisation,
+//! exposed-communication share, overlap efficiency, and whether the configuration fits. Every
+//! command reports these from here, simulated or closed form alike.
+
+use serde::Serialize;
+
+use crate::config::{ValidWorkload, Workload};
+use crate::memory::Inventory;
+use crate::schedule::StepTimes;
+
+/// Metrics of one step.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Metrics {
+    /// Step time.
+    pub step_time_s: f64,
+    /// Compute time on the critical device.
+    pub compute_s: f64,
+    /// Communication time on the critical device (overlapped or not).
+    pub communication_s: f64,
+    /// Communication the compute stream waits for, on the critical device.
+    pub exposed_communication_s: f64,
+    /// `exposed / step`.
+    pub exposed_share: f64,
+    /// Share of communication hidden behind compute: `1 − exposed / communication`, within
+    /// [0, 1]; 1 without communication.
+    pub overlap_efficiency: f64,
+    /// Tokens trained per second over all devices.
+    pub tokens_per_s: f64,
+    /// Model FLOPs utilisation: [`model_flops`] / (step time × peak × devices).
+    pub mfu: f64,
+    /// Peak bytes per device (the memory inventory's).
+    pub peak_bytes: u128,
+    /// Device memory.
+    pub capacity_bytes: u128,
+    /// `capacity − peak`, 0 when it does not fit.
+    pub headroom_bytes: u128,
+    /// Whether the peak fits in device memory.
+    pub fits: bool,
+}
+
+impl Metrics {
+    /// The metrics of `times` for workload `w` with memory inventory `inventory`. A step time
+    /// that is not positive and finite gives zero throughput and MFU rather than an infinity.
+    pub fn new(w: &ValidWorkload, times: &StepTimes, inventory: &Inventory) -> Metrics {
+        let step = times.step_time_s;
+        let ok = step.is_finite() && step > 0.0;
+        let per_step = |x: f64| if ok { x / step } else { 0.0 };
+        let peak_flops = w.hardware.gpu.peak_bf16_flops_per_s.value * w.devices() as f64;
+        Metrics {
+            step_time_s: step,
+            compute_s: times.compute_s,
+            communication_s: times.communication_s,
+            exposed_communication_s: times.exposed_communication_s,
+            exposed_share: per_step(times.exposed_communication_s),
+            overlap_efficiency: if times.communication_s > 0.0 {
+                (1.0 - times.exposed_communication_s / times.communication_s).clamp(0.0, 1.0)
+            } else {
+                1.0
+            },
+            tokens_per_s: per_step(w.tokens_per_step() as f64),
+            mfu: per_step(model_flops(w)) / peak_flops,
+            peak_bytes: inventory.peak_bytes,
+            capacity_bytes: inventory.capacity_bytes,
+            headroom_bytes: inventory
+                .capacity_bytes
+                .saturating_sub(inventory.peak_bytes),
+            fits: inventory.fits,
+        }
+    }
+}
+
+/// Model FLOPs of one step (no recomputation): 6 FLOPs per parameter per token for the GEMMs
+/// (layers and head), plus attention scores 12·b·s²·h per layer (4 forward, 8 backward),
+/// halved under causal masking.
+pub fn model_flops(w: &Workload) -> f64 {
+    let m = &w.model;
+    let tokens = (w.seq * w.micro_batch * w.micro_batches * w.dp) as f64;
+    let gemm_params = (m.layers * (m.attention_params_per_layer() + m.mlp_params_per_layer())
+        + m.vocab * m.hidden) as f64;
+    let causal = if w.options.causal { 0.5 } else { 1.0 };
+    let s = w.seq as f64;
+    let attn = 12.0
+        * s
+        * s
+        * m.hidden as f64
+        * m.layers as f64
+        * causal
+        * (w.micro_batch * w.micro_batches * w.dp) as f64;
+    6.0 * gemm_params * tokens + attn
+}

@@ -1,0 +1,189 @@
+//! One workload, evaluated once: the path every study takes from a validated workload to the
+//! numbers it reports.
+//!
+//! ```text
+//! ValidWorkload ─▶ memory::inventory ─▶ schedule::plan ─▶ analytic::price ─▶ estimate
+//!                         │                   │
+//!                         └──────┬────────────┘
+//!                                ▼
+//!                  sim::simulate_plan (optional) ─▶ simulation
+//!                                                     │
+//!                              Metrics::new ◀─────────┘ (or the estimate)
+//! ```
+//!
+//! An [`Evaluation`] holds the workload, its [`Inventory`], its [`StepPlan`], the closed-form
+//! estimate, the simulation when one was asked for, and the [`Metrics`] — tokens/s, MFU,
+//! exposed share, overlap efficiency, peak, capacity and whether it fits — computed in one
+//! place from whichever times are authoritative (the simulation's, else the estimate's). The
+//! inventory and the plan are built once and passed down by reference; nothing below builds
+//! them again (`memory::inventories_built` and `schedule::plans_built` let a test count).
+//!
+//! ```
+//! use metp_sim::config::{load_hardware, load_model, MethodId, Options, Workload};
+//! use metp_sim::evaluate::{Evaluation, SimulateOptions};
+//! use metp_sim::sim::LinkModel;
+//!
+//! let mut model = load_model("llama2-7b")?;
+//! model.layers = 2; // every layer is the same work; two keep the example fast
+//! let w = Workload {
+//!     model,
+//!     hardware: load_hardware("dgx-a100-80gb")?,
+//!     method: MethodId::Metp,
+//!     p: 8,
+//!     dp: 1,
+//!     seq: 16384,
+//!     micro_batch: 1,
+//!     micro_batches: 1,
+//!     options: Options::default(),
+//! }
+//! .validate()?;
+//! let e = Evaluation::new(w).simulate(SimulateOptions::full(LinkModel::Ideal))?;
+//! // With ideal links the simulator and the closed form agree within 1% (DESIGN §3).
+//! assert!((e.metrics.step_time_s / e.estimate.step_time_s - 1.0).abs() < 0.01);
+//! assert!(e.metrics.fits && e.metrics.mfu > 0.0 && e.metrics.mfu < 1.0);
+//! # Ok::<(), metp_sim::Error>(())
+//! ```
+//!
+//! `simulate`, `sweep`, `plan` and `validate` all evaluate through this module. Depends on
+//! `config`, `memory`, `schedule`, `analytic`, `sim`; never on the studies above it or `cli`.
+
+mod extrapolate;
+mod metrics;
+
+pub use extrapolate::{extrapolated_times, simulates_whole, SimDepth, EXTRAPOLATION_LAYERS};
+pub use metrics::{model_flops, Metrics};
+
+use crate::analytic;
+use crate::config::ValidWorkload;
+use crate::error::Result;
+use crate::memory::{self, Inventory};
+use crate::schedule::{self, StepPlan, StepTimes};
+use crate::sim::{self, LinkModel, WorkloadSim};
+
+/// How a study obtains step times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timing {
+    /// The discrete-event simulator with this link model (the closed-form estimate is kept
+    /// beside it).
+    Simulated(LinkModel),
+    /// The closed-form model only.
+    Analytic,
+}
+
+/// How to simulate a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimulateOptions {
+    /// Link model.
+    pub link: LinkModel,
+    /// The whole model, or extrapolated from shortened copies ([`SimDepth`]).
+    pub depth: SimDepth,
+    /// Record a trace (whole-model simulations only).
+    pub trace: bool,
+}
+
+impl SimulateOptions {
+    /// The whole model with `link`, no trace.
+    pub fn full(link: LinkModel) -> SimulateOptions {
+        SimulateOptions {
+            link,
+            depth: SimDepth::Full,
+            trace: false,
+        }
+    }
+}
+
+/// A simulated step.
+#[derive(Debug, Clone)]
+pub struct Simulation {
+    /// Link model.
+    pub link: LinkModel,
+    /// How much of the model ran: [`SimDepth::Full`], or [`SimDepth::Extrapolate`] when the
+    /// times were extrapolated from shortened copies.
+    pub depth: SimDepth,
+    /// The step's times on the critical device.
+    pub times: StepTimes,
+    /// The whole step as simulated — per-device statistics, memory high-water marks, the trace
+    /// — when the whole model ran.
+    pub run: Option<WorkloadSim>,
+}
+
+/// One workload, evaluated (module docs).
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    /// The workload.
+    pub workload: ValidWorkload,
+    /// Its memory inventory (per device).
+    pub inventory: Inventory,
+    /// Its step plan.
+    pub plan: StepPlan,
+    /// The closed-form times of the plan.
+    pub estimate: StepTimes,
+    /// The simulated step, when one was asked for.
+    pub simulation: Option<Simulation>,
+    /// Metrics of the simulation when there is one, else of the estimate.
+    pub metrics: Metrics,
+}
+
+impl Evaluation {
+    /// Inventory, plan and closed-form estimate of `workload`.
+    pub fn new(workload: ValidWorkload) -> Evaluation {
+        let inventory = memory::inventory(&workload);
+        Evaluation::with_inventory(workload, inventory)
+    }
+
+    /// The same, from the workload's inventory already built (a study that first checks
+    /// whether a configuration fits passes it on instead of building it again).
+    pub fn with_inventory(workload: ValidWorkload, inventory: Inventory) -> Evaluation {
+        let plan = schedule::plan(&workload);
+        let estimate = analytic::price(&workload, &plan);
+        let metrics = Metrics::new(&workload, &estimate, &inventory);
+        Evaluation {
+            workload,
+            inventory,
+            plan,
+            estimate,
+            simulation: None,
+            metrics,
+        }
+    }
+
+    /// Evaluates `workload` with step times from `timing`.
+    pub fn timed(workload: ValidWorkload, timing: Timing) -> Result<Evaluation> {
+        let e = Evaluation::new(workload);
+        match timing {
+            Timing::Analytic => Ok(e),
+            Timing::Simulated(link) => e.simulate(SimulateOptions::full(link)),
+        }
+    }
+
+    /// Simulates the step (the plan and inventory built once are reused for a whole-model
+    /// simulation) and takes the metrics from the simulation.
+    pub fn simulate(mut self, opts: SimulateOptions) -> Result<Evaluation> {
+        let w = &self.workload;
+        let simulation = if simulates_whole(w.model.layers, opts.depth) {
+            let run = sim::simulate_plan(w, &self.plan, &self.inventory, opts.link, opts.trace)?;
+            Simulation {
+                link: opts.link,
+                depth: SimDepth::Full,
+                times: run.times(),
+                run: Some(run),
+            }
+        } else {
+            Simulation {
+                link: opts.link,
+                depth: SimDepth::Extrapolate,
+                times: extrapolated_times(w, opts.link, opts.depth)?,
+                run: None,
+            }
+        };
+        self.metrics = Metrics::new(w, &simulation.times, &self.inventory);
+        self.simulation = Some(simulation);
+        Ok(self)
+    }
+
+    /// The metrics of the closed-form estimate (the same as [`Evaluation::metrics`] when
+    /// nothing was simulated).
+    pub fn analytic_metrics(&self) -> Metrics {
+        Metrics::new(&self.workload, &self.estimate, &self.inventory)
+    }
+}

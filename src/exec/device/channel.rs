@@ -1,0 +1,307 @@
+//! Point-to-point messages between virtual devices: tags, posted receives (the receive
+//! buffer counts from the moment it is posted), the optional link throttle, and a ring
+//! all-reduce built on them.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::{exec_error, Device, Dtype, Mat, Tracked};
+use crate::error::Result;
+use crate::memory::names;
+
+/// How long a device waits for one message before it declares the run failed (a peer died or a
+/// schedule bug left a receive without its send).
+const RECV_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often a blocked receive checks whether another device has failed.
+const ABORT_POLL: Duration = Duration::from_millis(20);
+
+/// What a message is, so that receives match sends whatever the arrival order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tag {
+    /// An attention weight shard (W_qkv\[g\], W_o\[g\]) for head group `g`.
+    AttnWeights {
+        /// Backward pass.
+        bwd: bool,
+        /// Head group.
+        g: u32,
+    },
+    /// A K/V block for head group `g`, arriving for ring step `t`.
+    Kv {
+        /// Backward pass.
+        bwd: bool,
+        /// Head group.
+        g: u32,
+        /// Ring step it is used in.
+        t: u32,
+    },
+    /// fp32 dK/dV accumulators for head group `g`, arriving for ring step `t` (`t = p`: the
+    /// final hop back to the owner).
+    Dkv {
+        /// Head group.
+        g: u32,
+        /// Ring step.
+        t: u32,
+    },
+    /// A device's fp32 contribution to the weight gradient of head group `g`, sent to its owner.
+    AttnWeightGrad {
+        /// Head group.
+        g: u32,
+    },
+    /// An MLP shard pair (W1\[j\], W2\[j\]) arriving for ring step `t`.
+    MlpWeights {
+        /// Backward pass.
+        bwd: bool,
+        /// Ring step.
+        t: u32,
+    },
+    /// fp32 MLP gradient accumulators arriving for ring step `t` (`t = p`: final hop).
+    MlpGrad {
+        /// Ring step.
+        t: u32,
+    },
+    /// A calibration message (ping-pong and streaming probes of `crate::calibrate`).
+    Probe {
+        /// Which probe message.
+        id: u32,
+    },
+    /// One step of a ring all-reduce.
+    AllReduce {
+        /// Which all-reduce of the run.
+        id: u32,
+        /// Step (reduce-scatter then all-gather).
+        step: u32,
+    },
+}
+
+/// A CPU link model: a message takes `latency_s + bytes / bandwidth_bytes_per_s` from the moment
+/// it has been sent, its receive posted and its link is free.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Link {
+    /// Bytes per second per direction of one device pair.
+    pub bandwidth_bytes_per_s: f64,
+    /// Seconds added to every message.
+    pub latency_s: f64,
+}
+
+pub(super) struct Msg {
+    src: usize,
+    tag: Tag,
+    parts: Vec<Mat>,
+    bytes: u64,
+    sent_at: Instant,
+}
+
+/// Communication counters of one device.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CommStats {
+    /// Messages sent.
+    pub messages_sent: u64,
+    /// Bytes sent, in the modelled dtypes.
+    pub bytes_sent: u64,
+    /// Bytes received.
+    pub bytes_received: u64,
+    /// Seconds spent blocked in receives (including throttle sleeps).
+    pub wait_s: f64,
+}
+
+/// A posted receive: its buffers are allocated (and counted) from the moment it is posted.
+pub struct Pending {
+    src: usize,
+    tag: Tag,
+    slots: Vec<Tracked<Mat>>,
+    posted_at: Instant,
+}
+
+impl Device {
+    /// Sends `parts` to `dst` (never blocks; the data is owned by the channel until received).
+    pub fn send(&mut self, dst: usize, tag: Tag, parts: Vec<(Mat, Dtype)>) -> Result<()> {
+        let bytes: u64 = parts.iter().map(|(m, d)| m.len() as u64 * d.bytes()).sum();
+        let msg = Msg {
+            src: self.rank,
+            tag,
+            parts: parts.into_iter().map(|(m, _)| m).collect(),
+            bytes,
+            sent_at: Instant::now(),
+        };
+        self.senders[dst].send(msg).map_err(|_| {
+            exec_error(format!(
+                "device {} could not send {tag:?} to device {dst}: it has stopped",
+                self.rank
+            ))
+        })?;
+        self.comm.messages_sent += 1;
+        self.comm.bytes_sent += bytes;
+        Ok(())
+    }
+
+    /// Posts a receive from `src`: allocates one receive buffer per `(rows, cols, dtype)`,
+    /// all named `name`.
+    pub fn post(
+        &self,
+        src: usize,
+        tag: Tag,
+        name: &'static str,
+        shapes: &[(usize, usize, Dtype)],
+    ) -> Pending {
+        Pending {
+            src,
+            tag,
+            slots: shapes
+                .iter()
+                .map(|&(r, c, d)| self.zeros(name, d, r, c))
+                .collect(),
+            posted_at: Instant::now(),
+        }
+    }
+
+    /// Completes a posted receive: blocks until the message is there (and, with a link
+    /// throttle, has arrived), fills the posted buffers and returns them.
+    pub fn wait(&mut self, pending: Pending) -> Result<Vec<Tracked<Mat>>> {
+        let Pending {
+            src,
+            tag,
+            mut slots,
+            posted_at,
+        } = pending;
+        let t0 = Instant::now();
+        let msg = self.take(src, tag)?;
+        if let Some(l) = self.link {
+            // The transfer runs once both sides are ready and the link is free.
+            let start = msg.sent_at.max(posted_at).max(self.link_free[src]);
+            let wire = Duration::from_secs_f64(msg.bytes as f64 / l.bandwidth_bytes_per_s);
+            self.link_free[src] = start + wire;
+            let done = start + wire + Duration::from_secs_f64(l.latency_s);
+            let now = Instant::now();
+            if done > now {
+                std::thread::sleep(done - now);
+            }
+        }
+        self.comm.wait_s += t0.elapsed().as_secs_f64();
+        if msg.parts.len() != slots.len() {
+            return Err(exec_error(format!(
+                "device {} expected {} parts in {tag:?} from {src}, got {}",
+                self.rank,
+                slots.len(),
+                msg.parts.len()
+            )));
+        }
+        for (slot, part) in slots.iter_mut().zip(msg.parts) {
+            if slot.shape() != part.shape() {
+                return Err(exec_error(format!(
+                    "device {} expected a {:?} matrix in {tag:?} from {src}, got {:?}",
+                    self.rank,
+                    slot.shape(),
+                    part.shape()
+                )));
+            }
+            self.comm.bytes_received += part.len() as u64 * slot.dtype().bytes();
+            **slot = part;
+        }
+        Ok(slots)
+    }
+
+    /// Posts and completes a receive at once (no buffer is held before the data is needed).
+    pub fn recv(
+        &mut self,
+        src: usize,
+        tag: Tag,
+        name: &'static str,
+        shapes: &[(usize, usize, Dtype)],
+    ) -> Result<Vec<Tracked<Mat>>> {
+        let pending = self.post(src, tag, name, shapes);
+        self.wait(pending)
+    }
+
+    fn take(&mut self, src: usize, tag: Tag) -> Result<Msg> {
+        if let Some(m) = self.stash.remove(&(src, tag)) {
+            return Ok(m);
+        }
+        let start = Instant::now();
+        loop {
+            match self.rx.recv_timeout(ABORT_POLL) {
+                Ok(m) if m.src == src && m.tag == tag => return Ok(m),
+                Ok(m) => {
+                    self.stash.insert((m.src, m.tag), m);
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if self.abort.load(Ordering::SeqCst) {
+                        return Err(exec_error(format!(
+                            "device {} stopped waiting for {tag:?} from device {src}: another device failed",
+                            self.rank
+                        )));
+                    }
+                    if start.elapsed() > RECV_TIMEOUT {
+                        return Err(exec_error(format!(
+                            "device {} waited {} s for {tag:?} from device {src}",
+                            self.rank,
+                            RECV_TIMEOUT.as_secs()
+                        )));
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(exec_error(format!(
+                        "device {}: all peers stopped before {tag:?} from device {src} arrived",
+                        self.rank
+                    )))
+                }
+            }
+        }
+    }
+}
+
+impl Device {
+    /// Sums `m` over all devices in place with a ring all-reduce (reduce-scatter, then
+    /// all-gather; p − 1 steps each, chunks of about len/p elements). Each step's incoming chunk
+    /// lands in a receive buffer named `comm.allreduce_recv` of dtype `dtype`, freed after use.
+    pub fn all_reduce_sum(&mut self, m: &mut Mat, dtype: Dtype, id: u32) -> Result<()> {
+        let p = self.p;
+        if p == 1 {
+            return Ok(());
+        }
+        let n = m.len();
+        let bound = |k: usize| k * n / p;
+        let chunk = |k: usize| (bound(k), bound(k + 1));
+        let (next, prev, rank) = (self.next(), self.prev(), self.rank);
+        for step in 0..p - 1 {
+            let (a, b) = chunk((rank + p - step) % p);
+            let out = Mat::from_column_slice(b - a, 1, &m.as_slice()[a..b]);
+            self.send(
+                next,
+                Tag::AllReduce {
+                    id,
+                    step: step as u32,
+                },
+                vec![(out, dtype)],
+            )?;
+            let (a, b) = chunk((rank + 2 * p - step - 1) % p);
+            let got = self.recv(
+                prev,
+                Tag::AllReduce {
+                    id,
+                    step: step as u32,
+                },
+                names::COMM_ALLREDUCE_RECV,
+                &[(b - a, 1, dtype)],
+            )?;
+            for (x, y) in m.as_mut_slice()[a..b].iter_mut().zip(got[0].iter()) {
+                *x += *y;
+            }
+        }
+        for step in 0..p - 1 {
+            let tag = Tag::AllReduce {
+                id,
+                step: (p - 1 + step) as u32,
+            };
+            let (a, b) = chunk((rank + 1 + p - step) % p);
+            let out = Mat::from_column_slice(b - a, 1, &m.as_slice()[a..b]);
+            self.send(next, tag, vec![(out, dtype)])?;
+            let (a, b) = chunk((rank + p - step) % p);
+            let got = self.recv(prev, tag, names::COMM_ALLREDUCE_RECV, &[(b - a, 1, dtype)])?;
+            m.as_mut_slice()[a..b].copy_from_slice(got[0].as_slice());
+        }
+        Ok(())
+    }
+}

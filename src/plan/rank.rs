@@ -1,0 +1,341 @@
+//! Ranking: every candidate's memory and closed-form estimate, the best simulated, ranked by
+//! simulated tokens per second.
+
+use std::collections::BTreeMap;
+
+use rayon::prelude::*;
+
+use super::{enumerate, Candidate, PlanSpec, RejectCategory, Rejection};
+use crate::config::{Hardware, MethodId};
+use crate::error::Result;
+use crate::evaluate::{
+    simulates_whole, Evaluation, SimDepth, SimulateOptions, EXTRAPOLATION_LAYERS,
+};
+use crate::memory;
+use crate::sim::LinkModel;
+
+/// A feasible configuration with its times and memory (its columns: `report::RANKED`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranked {
+    /// 1-based rank (by simulated tokens per second).
+    pub rank: usize,
+    /// The configuration.
+    pub candidate: Candidate,
+    /// Simulated step time.
+    pub step_time_s: f64,
+    /// Tokens per second over all N GPUs (simulated).
+    pub tokens_per_s: f64,
+    /// Model FLOPs utilisation (simulated).
+    pub mfu: f64,
+    /// Peak bytes per device (memory inventory).
+    pub peak_bytes: u128,
+    /// Device memory.
+    pub capacity_bytes: u128,
+    /// `capacity − peak`.
+    pub headroom_bytes: u128,
+    /// Whether it fits (always, for a ranked configuration: the ones that do not are
+    /// rejected as out of memory).
+    pub fits: bool,
+    /// Headroom as a share of device memory.
+    pub headroom_fraction: f64,
+    /// Exposed communication on the critical device (simulated).
+    pub exposed_communication_s: f64,
+    /// Exposed communication as a share of the step.
+    pub exposed_share: f64,
+    /// Compute busy time on the critical device (simulated).
+    pub compute_s: f64,
+    /// Communication busy time on the critical device (simulated).
+    pub communication_s: f64,
+    /// The closed-form model's step time.
+    pub analytic_step_time_s: f64,
+    /// The closed-form model's tokens per second.
+    pub analytic_tokens_per_s: f64,
+}
+
+/// The answer (rendered by `report::plan_table`, `plan_csv`, `plan_json`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Model name.
+    pub model: String,
+    /// Hardware profile name.
+    pub hardware: String,
+    /// GPUs.
+    pub gpus: u64,
+    /// Nodes (ceil(gpus / gpus_per_node)).
+    pub nodes: u64,
+    /// GPUs per node.
+    pub gpus_per_node: u64,
+    /// Sequence length.
+    pub seq: u64,
+    /// Global batch in sequences; `None`: dp, one sequence per replica.
+    pub global_batch: Option<u64>,
+    /// Methods considered.
+    pub methods: Vec<MethodId>,
+    /// Causal attention.
+    pub causal: bool,
+    /// Link model of the simulator, as on the command line: `ideal` or `maxmin`.
+    pub link_model: &'static str,
+    /// Whole-model simulation or extrapolation.
+    pub sim_depth: SimDepth,
+    /// Layers simulated: the model's, or the two of the extrapolation.
+    pub sim_layers: Vec<u64>,
+    /// Combinations whose memory inventory was built (after the pair checks).
+    pub evaluated: usize,
+    /// Combinations left out because an earlier one (in tie-break order) is the same
+    /// configuration: a ZeRO stage > 0 over a one-device group, or a recomputation policy that
+    /// changes neither the tensors nor the step plan (METP with FlashAttention: selective =
+    /// none).
+    pub equivalent_skipped: usize,
+    /// Combinations that fit.
+    pub feasible: usize,
+    /// Feasible combinations run through the simulator.
+    pub simulated: usize,
+    /// The best `top`, by simulated tokens per second.
+    pub ranked: Vec<Ranked>,
+    /// Rejections per category (entries, not combinations: a pair-level rejection is one).
+    pub rejected_by_reason: BTreeMap<&'static str, usize>,
+    /// All rejections.
+    pub rejected_total: usize,
+    /// Rejections, ordered by category (nearest out-of-memory misses first); possibly
+    /// truncated ([`Plan::truncate_rejected`]).
+    pub rejected: Vec<Rejection>,
+    /// Rejections left out of `rejected`.
+    pub rejected_omitted: usize,
+    /// Why the list is empty, when it is.
+    pub message: Option<String>,
+}
+
+impl Plan {
+    /// Keeps the first `max` rejections (the counts stay).
+    pub fn truncate_rejected(&mut self, max: usize) {
+        if self.rejected.len() > max {
+            self.rejected_omitted += self.rejected.len() - max;
+            self.rejected.truncate(max);
+        }
+    }
+}
+
+impl Ranked {
+    /// The row of a simulated candidate (rank set later).
+    fn new(candidate: Candidate, e: &Evaluation) -> Ranked {
+        let m = &e.metrics;
+        let analytic = e.analytic_metrics();
+        Ranked {
+            rank: 0,
+            candidate,
+            step_time_s: m.step_time_s,
+            tokens_per_s: m.tokens_per_s,
+            mfu: m.mfu,
+            peak_bytes: m.peak_bytes,
+            capacity_bytes: m.capacity_bytes,
+            headroom_bytes: m.headroom_bytes,
+            fits: m.fits,
+            headroom_fraction: m.headroom_bytes as f64 / m.capacity_bytes as f64,
+            exposed_communication_s: m.exposed_communication_s,
+            exposed_share: m.exposed_share,
+            compute_s: m.compute_s,
+            communication_s: m.communication_s,
+            analytic_step_time_s: analytic.step_time_s,
+            analytic_tokens_per_s: analytic.tokens_per_s,
+        }
+    }
+}
+
+/// A configuration that fits, with its evaluation (closed form; simulated later if it is
+/// among the best).
+pub(super) struct Feasible {
+    c: Candidate,
+    evaluation: Evaluation,
+    /// Closed-form tokens per second (the first ranking).
+    analytic_tokens_per_s: f64,
+}
+
+pub(super) enum Outcome {
+    Feasible(Box<Feasible>),
+    Rejected(Rejection),
+}
+
+pub(super) fn gib(b: u128) -> f64 {
+    b as f64 / (1u64 << 30) as f64
+}
+
+/// One candidate through the evaluation path: invalid, out of memory, or evaluated in closed
+/// form.
+pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome {
+    let w = match c.workload(spec, hw).validate() {
+        Ok(w) => w,
+        Err(e) => {
+            return Outcome::Rejected(Rejection::of(
+                &c,
+                RejectCategory::Invalid,
+                e.to_string(),
+                None,
+            ))
+        }
+    };
+    let inv = memory::inventory(&w);
+    if !inv.fits {
+        let reason = format!(
+            "does not fit: peak {:.2} GiB > capacity {:.2} GiB (static {:.2}, stored {:.2}, \
+             transient {:.2}, reserved {:.2} GiB)",
+            gib(inv.peak_bytes),
+            gib(inv.capacity_bytes),
+            gib(inv.static_bytes),
+            gib(inv.stored_bytes),
+            gib(inv.transient_peak_bytes),
+            gib(inv.reserved_bytes),
+        );
+        return Outcome::Rejected(Rejection::of(
+            &c,
+            RejectCategory::OutOfMemory,
+            reason,
+            Some((inv.peak_bytes, inv.capacity_bytes)),
+        ));
+    }
+    let evaluation = Evaluation::with_inventory(w, inv);
+    Outcome::Feasible(Box::new(Feasible {
+        c,
+        analytic_tokens_per_s: evaluation.metrics.tokens_per_s,
+        evaluation,
+    }))
+}
+
+/// Plans: enumerate, check memory, rank analytically, simulate the best, rank by simulation.
+pub fn plan(spec: &PlanSpec) -> Result<Plan> {
+    let (candidates, mut rejected, equivalent_skipped) = enumerate(spec)?;
+    let mut hw = spec.hardware.clone();
+    hw.nodes = spec.nodes();
+    let outcomes: Vec<Outcome> = candidates
+        .par_iter()
+        .map(|&c| evaluate(c, spec, &hw))
+        .collect();
+    let mut fits = Vec::new();
+    for o in outcomes {
+        match o {
+            Outcome::Feasible(f) => fits.push(*f),
+            Outcome::Rejected(r) => rejected.push(r),
+        }
+    }
+    // A recomputation policy the method does not act on (METP recomputes Q, K, V and, with
+    // FlashAttention, the attention core anyway) gives the same tensors and the same step plan
+    // as the policy before it: keep the first only.
+    fits.sort_by_key(|f| f.c.key());
+    let mut feasible: Vec<Feasible> = Vec::with_capacity(fits.len());
+    let mut groups: BTreeMap<_, Vec<usize>> = BTreeMap::new();
+    let mut equivalent_skipped = equivalent_skipped;
+    for f in fits {
+        let c = &f.c;
+        let group = (c.method, c.p, c.dp, c.micro_batch, c.zero, c.flash);
+        let members = groups.entry(group).or_default();
+        let same = members.iter().any(|&i| {
+            let g = &feasible[i];
+            g.evaluation.inventory.tensors == f.evaluation.inventory.tensors
+                && g.evaluation.plan == f.evaluation.plan
+        });
+        if same {
+            equivalent_skipped += 1;
+        } else {
+            members.push(feasible.len());
+            feasible.push(f);
+        }
+    }
+    let n_feasible = feasible.len();
+    feasible.sort_by(|a, b| {
+        b.analytic_tokens_per_s
+            .total_cmp(&a.analytic_tokens_per_s)
+            .then_with(|| a.c.key().cmp(&b.c.key()))
+    });
+    let pool = spec.sim_candidates.unwrap_or(3 * spec.top).max(spec.top);
+    feasible.truncate(pool);
+    let opts = SimulateOptions {
+        link: spec.link_model,
+        depth: spec.sim_depth,
+        trace: false,
+    };
+    let simulated: Vec<_> = feasible
+        .into_par_iter()
+        .map(|f| {
+            let peak = f.evaluation.inventory.peak_bytes;
+            let capacity = f.evaluation.inventory.capacity_bytes;
+            (f.c, peak, capacity, f.evaluation.simulate(opts))
+        })
+        .collect();
+    let mut ranked = Vec::new();
+    for (c, peak, capacity, evaluation) in simulated {
+        match evaluation {
+            Ok(e) => ranked.push(Ranked::new(c, &e)),
+            Err(e) => rejected.push(Rejection::of(
+                &c,
+                RejectCategory::Invalid,
+                format!("simulation failed: {e}"),
+                Some((peak, capacity)),
+            )),
+        }
+    }
+    let n_simulated = ranked.len();
+    ranked.sort_by(|a, b| {
+        b.tokens_per_s
+            .total_cmp(&a.tokens_per_s)
+            .then_with(|| a.candidate.key().cmp(&b.candidate.key()))
+    });
+    ranked.truncate(spec.top);
+    for (i, r) in ranked.iter_mut().enumerate() {
+        r.rank = i + 1;
+    }
+    rejected.sort_by_key(|r| r.sort_key());
+    let mut by_reason = BTreeMap::new();
+    for r in &rejected {
+        *by_reason.entry(r.category.name()).or_insert(0) += 1;
+    }
+    let message = if n_feasible == 0 {
+        Some(format!(
+            "no configuration of {} fits {} GPU(s) of {} at s = {}: all {} rejected (reasons \
+             below); try more GPUs or a shorter sequence",
+            spec.model.name,
+            spec.gpus,
+            hw.name,
+            spec.seq,
+            rejected.len()
+        ))
+    } else if ranked.is_empty() {
+        Some("every simulated configuration failed in the simulator (reasons below)".into())
+    } else {
+        None
+    };
+    let whole = simulates_whole(spec.model.layers, spec.sim_depth);
+    let (sim_depth, sim_layers) = if whole {
+        (SimDepth::Full, vec![spec.model.layers])
+    } else {
+        (
+            SimDepth::Extrapolate,
+            vec![EXTRAPOLATION_LAYERS.0, EXTRAPOLATION_LAYERS.1],
+        )
+    };
+    Ok(Plan {
+        model: spec.model.name.clone(),
+        hardware: hw.name.clone(),
+        gpus: spec.gpus,
+        nodes: hw.nodes,
+        gpus_per_node: hw.gpus_per_node,
+        seq: spec.seq,
+        global_batch: spec.global_batch,
+        methods: spec.methods.clone(),
+        causal: spec.options.causal,
+        link_model: match spec.link_model {
+            LinkModel::Ideal => "ideal",
+            LinkModel::MaxMin => "maxmin",
+        },
+        sim_depth,
+        sim_layers,
+        evaluated: candidates.len(),
+        equivalent_skipped,
+        feasible: n_feasible,
+        simulated: n_simulated,
+        ranked,
+        rejected_total: rejected.len(),
+        rejected_by_reason: by_reason,
+        rejected,
+        rejected_omitted: 0,
+        message,
+    })
+}

@@ -1,0 +1,123 @@
+//! What to plan: the model, the cluster, the sequence and the search limits.
+
+use super::SimDepth;
+use crate::config::{Hardware, MethodId, Model, Options, Recompute, ZeroStage};
+use crate::error::{Error, Result};
+use crate::sim::LinkModel;
+
+/// The most GPUs a plan enumerates over: the simulated graph grows linearly with N (about 0.2 s
+/// per candidate per 64 GPUs in release), and beyond this the simulator's memory does too.
+pub const MAX_GPUS: u64 = 1024;
+
+/// The largest global batch, in sequences (the closed-form model walks every micro-batch).
+pub const MAX_GLOBAL_BATCH: u64 = 1 << 16;
+
+/// Micro-batch sizes tried.
+pub const MICRO_BATCHES: [u64; 3] = [1, 2, 4];
+
+/// Recomputation policies tried, in tie-break order.
+pub const RECOMPUTE: [Recompute; 3] = [Recompute::None, Recompute::Selective, Recompute::Full];
+
+/// ZeRO stages tried, in tie-break order.
+pub const ZERO: [ZeroStage; 4] = [
+    ZeroStage::Zero0,
+    ZeroStage::Zero1,
+    ZeroStage::Zero2,
+    ZeroStage::Zero3,
+];
+
+/// What to plan.
+#[derive(Debug, Clone)]
+pub struct PlanSpec {
+    /// The model.
+    pub model: Model,
+    /// The hardware profile; its `nodes` is replaced by ceil(gpus / gpus_per_node).
+    pub hardware: Hardware,
+    /// GPUs to use, N ≥ 1.
+    pub gpus: u64,
+    /// Sequence length.
+    pub seq: u64,
+    /// Sequences per step over all replicas; `None` = dp (one sequence per replica).
+    pub global_batch: Option<u64>,
+    /// Methods to consider.
+    pub methods: Vec<MethodId>,
+    /// How many ranked configurations to return.
+    pub top: usize,
+    /// How many of the analytically best go through the simulator; `None` = 3 × top.
+    pub sim_candidates: Option<usize>,
+    /// Also try unfused attention (FlashAttention off).
+    pub include_no_flash: bool,
+    /// Options every candidate shares (causal masking and its order, dropout, vocabulary
+    /// parallelism, METP knobs); flash, recompute and zero are set per candidate.
+    pub options: Options,
+    /// Link model of the simulator.
+    pub link_model: LinkModel,
+    /// Whole-model simulation or extrapolation from shortened models.
+    pub sim_depth: SimDepth,
+}
+
+impl PlanSpec {
+    /// A spec with the defaults: all methods, top 10, FlashAttention only, default options,
+    /// max-min fair links, extrapolated simulation.
+    pub fn new(model: Model, hardware: Hardware, gpus: u64, seq: u64) -> PlanSpec {
+        PlanSpec {
+            model,
+            hardware,
+            gpus,
+            seq,
+            global_batch: None,
+            methods: MethodId::ALL.to_vec(),
+            top: 10,
+            sim_candidates: None,
+            include_no_flash: false,
+            options: Options::default(),
+            link_model: LinkModel::MaxMin,
+            sim_depth: SimDepth::Extrapolate,
+        }
+    }
+
+    /// Checks the spec: N in 1..=[`MAX_GPUS`], positive sizes, a global batch up to
+    /// [`MAX_GLOBAL_BATCH`], at least one method. Usage errors (exit 2).
+    pub fn check(&self) -> Result<()> {
+        if self.gpus == 0 {
+            return Err(Error::arg("--gpus", "must be at least 1"));
+        }
+        if self.gpus > MAX_GPUS {
+            return Err(Error::arg(
+                "--gpus",
+                format!(
+                    "{} is more than the planner handles ({MAX_GPUS})",
+                    self.gpus
+                ),
+            ));
+        }
+        if self.seq == 0 {
+            return Err(Error::arg("--seq", "must be positive"));
+        }
+        match self.global_batch {
+            Some(0) => return Err(Error::arg("--global-batch", "must be positive")),
+            Some(g) if g > MAX_GLOBAL_BATCH => {
+                return Err(Error::arg(
+                    "--global-batch",
+                    format!("{g} is more than the planner handles ({MAX_GLOBAL_BATCH})"),
+                ))
+            }
+            _ => {}
+        }
+        if self.methods.is_empty() {
+            return Err(Error::arg("--methods", "no method given"));
+        }
+        if self.top == 0 {
+            return Err(Error::arg("--top", "must be at least 1"));
+        }
+        if self.sim_candidates == Some(0) {
+            return Err(Error::arg("--sim-candidates", "must be at least 1"));
+        }
+        Ok(())
+    }
+
+    /// Nodes needed for N GPUs.
+    pub fn nodes(&self) -> u64 {
+        self.gpus.div_ceil(self.hardware.gpus_per_node.max(1))
+    }
+}

@@ -1,0 +1,278 @@
+//! `plan` outputs: the ranked configurations and the rejections, each declared once as columns
+//! and rendered as a table, CSV (the ranked rows) and JSON.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::columns::{self, Column, JsonRow};
+use super::table::fmt_bytes;
+use super::{fmt_tokens, to_json};
+use crate::config::MethodId;
+use crate::evaluate::SimDepth;
+use crate::plan::{recompute_name, Plan, Ranked, RejectCategory, Rejection};
+
+fn time(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else {
+        format!("{:.1} ms", s * 1e3)
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// The ranked configurations.
+pub fn ranked_columns() -> Vec<Column<Ranked>> {
+    type C = Column<Ranked>;
+    vec![
+        C::plain("rank", "rank", true, |r| r.rank.into()),
+        C::plain("method", "method", false, |r| {
+            r.candidate.method.id().into()
+        }),
+        C::plain("p", "p", true, |r| r.candidate.p.into()),
+        C::plain("dp", "dp", true, |r| r.candidate.dp.into()),
+        C::plain("micro_batch", "b", true, |r| r.candidate.micro_batch.into()),
+        C::plain("micro_batches", "µbatches", true, |r| {
+            r.candidate.micro_batches.into()
+        }),
+        C::plain("recompute", "recompute", false, |r| {
+            recompute_name(r.candidate.recompute).into()
+        }),
+        C::plain("zero", "zero", true, |r| r.candidate.zero.into()),
+        C::shown(
+            "flash",
+            "flash",
+            false,
+            |r| r.candidate.flash.into(),
+            |r| if r.candidate.flash { "on" } else { "off" }.into(),
+        ),
+        C::shown(
+            "step_time_s",
+            "step time",
+            true,
+            |r| r.step_time_s.into(),
+            |r| time(r.step_time_s),
+        ),
+        C::shown(
+            "tokens_per_s",
+            "tokens/s",
+            true,
+            |r| r.tokens_per_s.into(),
+            |r| format!("{:.0}", r.tokens_per_s),
+        ),
+        C::shown("mfu", "MFU", true, |r| r.mfu.into(), |r| pct(r.mfu)),
+        C::shown(
+            "peak_bytes",
+            "peak",
+            true,
+            |r| r.peak_bytes.into(),
+            |r| fmt_bytes(r.peak_bytes),
+        ),
+        C::data("capacity_bytes", |r| r.capacity_bytes.into()),
+        C::data("fits", |r| r.fits.into()),
+        C::shown(
+            "headroom_bytes",
+            "headroom",
+            true,
+            |r| r.headroom_bytes.into(),
+            |r| fmt_bytes(r.headroom_bytes),
+        ),
+        C::shown(
+            "headroom_fraction",
+            "of mem",
+            true,
+            |r| r.headroom_fraction.into(),
+            |r| pct(r.headroom_fraction),
+        ),
+        C::shown(
+            "exposed_communication_s",
+            "exposed comm",
+            true,
+            |r| r.exposed_communication_s.into(),
+            |r| time(r.exposed_communication_s),
+        ),
+        C::shown(
+            "exposed_share",
+            "of step",
+            true,
+            |r| r.exposed_share.into(),
+            |r| pct(r.exposed_share),
+        ),
+        C::data("compute_s", |r| r.compute_s.into()),
+        C::data("communication_s", |r| r.communication_s.into()),
+        C::data("analytic_step_time_s", |r| r.analytic_step_time_s.into()),
+        C::data("analytic_tokens_per_s", |r| r.analytic_tokens_per_s.into()),
+    ]
+}
+
+/// The rejections (JSON).
+pub fn rejected_columns() -> Vec<Column<Rejection>> {
+    type C = Column<Rejection>;
+    vec![
+        C::data("method", |r| r.method.id().into()),
+        C::data("p", |r| r.p.into()),
+        C::data("dp", |r| r.dp.into()),
+        C::data("micro_batch", |r| r.micro_batch.into()),
+        C::data("micro_batches", |r| r.micro_batches.into()),
+        C::data("recompute", |r| r.recompute.map(recompute_name).into()),
+        C::data("zero", |r| r.zero.into()),
+        C::data("flash", |r| r.flash.into()),
+        C::data("category", |r| r.category.name().into()),
+        C::data("reason", |r| r.reason.as_str().into()),
+        C::data("peak_bytes", |r| r.peak_bytes.into()),
+        C::data("capacity_bytes", |r| r.capacity_bytes.into()),
+        C::data("fits", |r| r.fits.into()),
+    ]
+}
+
+#[derive(Serialize)]
+struct PlanJson<'a> {
+    model: &'a str,
+    hardware: &'a str,
+    gpus: u64,
+    nodes: u64,
+    gpus_per_node: u64,
+    seq: u64,
+    global_batch: Option<u64>,
+    methods: &'a [MethodId],
+    causal: bool,
+    link_model: &'a str,
+    sim_depth: SimDepth,
+    sim_layers: &'a [u64],
+    evaluated: usize,
+    equivalent_skipped: usize,
+    feasible: usize,
+    simulated: usize,
+    ranked: Vec<JsonRow<'a, Ranked>>,
+    rejected_by_reason: &'a BTreeMap<&'static str, usize>,
+    rejected_total: usize,
+    rejected: Vec<JsonRow<'a, Rejection>>,
+    rejected_omitted: usize,
+    message: &'a Option<String>,
+}
+
+/// JSON for `metp-sim plan`.
+pub fn plan_json(p: &Plan) -> String {
+    let (ranked, rejected) = (ranked_columns(), rejected_columns());
+    to_json(&PlanJson {
+        model: &p.model,
+        hardware: &p.hardware,
+        gpus: p.gpus,
+        nodes: p.nodes,
+        gpus_per_node: p.gpus_per_node,
+        seq: p.seq,
+        global_batch: p.global_batch,
+        methods: &p.methods,
+        causal: p.causal,
+        link_model: p.link_model,
+        sim_depth: p.sim_depth,
+        sim_layers: &p.sim_layers,
+        evaluated: p.evaluated,
+        equivalent_skipped: p.equivalent_skipped,
+        feasible: p.feasible,
+        simulated: p.simulated,
+        ranked: columns::json_rows(&ranked, &p.ranked),
+        rejected_by_reason: &p.rejected_by_reason,
+        rejected_total: p.rejected_total,
+        rejected: columns::json_rows(&rejected, &p.rejected),
+        rejected_omitted: p.rejected_omitted,
+        message: &p.message,
+    })
+}
+
+/// CSV for `metp-sim plan`: the ranked configurations.
+pub fn plan_csv(p: &Plan) -> String {
+    columns::csv(&ranked_columns(), &p.ranked)
+}
+
+fn header(p: &Plan) -> String {
+    let batch = match p.global_batch {
+        Some(g) => format!("global batch {g}"),
+        None => "global batch = dp (one sequence per replica)".into(),
+    };
+    let sim = if p.sim_layers.len() == 2 {
+        format!(
+            "{} layers simulated and extrapolated",
+            p.sim_layers
+                .iter()
+                .map(|l| l.to_string())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        )
+    } else {
+        "every layer simulated".into()
+    };
+    let link = if p.link_model == "ideal" {
+        "ideal"
+    } else {
+        "max-min fair"
+    };
+    let simulated = if p.simulated > 0 {
+        format!(
+            "; the {} best by the analytic model simulated ({link} links, {sim})",
+            p.simulated
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "plan: {} on {} GPU(s) of {} ({} node(s) × {}), s = {}{}, {batch}\n\
+         {} configurations evaluated ({} more skipped as equivalent), {} fit, {} \
+         rejected{simulated}\n",
+        p.model,
+        p.gpus,
+        p.hardware,
+        p.nodes,
+        p.gpus_per_node,
+        fmt_tokens(p.seq),
+        if p.causal { ", causal" } else { "" },
+        p.evaluated,
+        p.equivalent_skipped,
+        p.feasible,
+        p.rejected_total,
+    )
+}
+
+/// Human table for `metp-sim plan`: the ranked configurations, then the rejection counts by
+/// category with up to three examples each (nearest misses first for those that do not fit).
+pub fn plan_table(p: &Plan) -> String {
+    let mut out = header(p);
+    out.push('\n');
+    if let Some(m) = &p.message {
+        out.push_str(m);
+        out.push_str("\n\n");
+    }
+    if !p.ranked.is_empty() {
+        out.push_str(&columns::table(&ranked_columns(), &p.ranked));
+        out.push('\n');
+    }
+    if p.rejected_total == 0 {
+        out.push_str("rejected: none\n");
+        return out;
+    }
+    out.push_str(&format!("rejected: {}\n", p.rejected_total));
+    for (name, count) in &p.rejected_by_reason {
+        out.push_str(&format!("  {name}: {count}\n"));
+        for r in p
+            .rejected
+            .iter()
+            .filter(|r| r.category.name() == *name)
+            .take(3)
+        {
+            let reason = match r.category {
+                RejectCategory::OutOfMemory => r
+                    .reason
+                    .split(" (static")
+                    .next()
+                    .unwrap_or(&r.reason)
+                    .to_string(),
+                _ => r.reason.clone(),
+            };
+            out.push_str(&format!("    {}: {reason}\n", r.label()));
+        }
+    }
+    out
+}

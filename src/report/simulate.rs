@@ -1,0 +1,219 @@
+//! `simulate` outputs: the simulated step beside the closed-form estimate (table, JSON), and
+//! its trace and timeline files.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::table::{fmt_bytes, Table};
+use super::{timeline_spans, to_json, write_atomic};
+use crate::error::Result;
+use crate::evaluate::{Evaluation, Metrics};
+use crate::plot;
+use crate::sim::{self, DeviceStats};
+
+#[derive(Serialize)]
+struct AnalyticJson {
+    step_time_s: f64,
+    peak_bytes: u128,
+    exposed_communication_s: f64,
+    tokens_per_s: f64,
+    mfu: f64,
+}
+
+#[derive(Serialize)]
+struct SimulateJson<'a> {
+    model: &'a str,
+    hardware: &'a str,
+    method: &'a str,
+    p: u64,
+    dp: u64,
+    seq: u64,
+    micro_batch: u64,
+    micro_batches: u64,
+    link_model: &'a str,
+    step_time_s: f64,
+    compute_s: f64,
+    communication_s: f64,
+    exposed_communication_s: f64,
+    exposed_share: f64,
+    overlap_efficiency: f64,
+    peak_bytes: u128,
+    capacity_bytes: u128,
+    headroom_bytes: u128,
+    fits: bool,
+    simulated_memory_high_water_bytes: Option<u128>,
+    tokens_per_s: f64,
+    mfu: f64,
+    analytic: AnalyticJson,
+    tasks: Option<u64>,
+    events: Option<u64>,
+    devices: &'a [DeviceStats],
+}
+
+/// JSON for `metp-sim simulate` (DESIGN §8 fields, `fits` and the capacity among them).
+pub fn simulate_json(e: &Evaluation) -> String {
+    let w = &e.workload;
+    let m = &e.metrics;
+    let a = e.analytic_metrics();
+    let run = e.simulation.as_ref().and_then(|s| s.run.as_ref());
+    to_json(&SimulateJson {
+        model: &w.model.name,
+        hardware: &w.hardware.name,
+        method: w.method.id(),
+        p: w.p,
+        dp: w.dp,
+        seq: w.seq,
+        micro_batch: w.micro_batch,
+        micro_batches: w.micro_batches,
+        link_model: e.simulation.as_ref().map_or("none", |s| s.link.id()),
+        step_time_s: m.step_time_s,
+        compute_s: m.compute_s,
+        communication_s: m.communication_s,
+        exposed_communication_s: m.exposed_communication_s,
+        exposed_share: m.exposed_share,
+        overlap_efficiency: m.overlap_efficiency,
+        peak_bytes: m.peak_bytes,
+        capacity_bytes: m.capacity_bytes,
+        headroom_bytes: m.headroom_bytes,
+        fits: m.fits,
+        simulated_memory_high_water_bytes: run.map(|r| r.result.max_memory_high_water_bytes()),
+        tokens_per_s: m.tokens_per_s,
+        mfu: m.mfu,
+        analytic: AnalyticJson {
+            step_time_s: a.step_time_s,
+            peak_bytes: a.peak_bytes,
+            exposed_communication_s: a.exposed_communication_s,
+            tokens_per_s: a.tokens_per_s,
+            mfu: a.mfu,
+        },
+        tasks: run.map(|r| r.result.tasks),
+        events: run.map(|r| r.result.events),
+        devices: run.map_or(&[], |r| &r.result.devices),
+    })
+}
+
+/// One line on memory: `fits: peak … of …` or `does not fit: peak … > capacity …` (every
+/// command says so when a configuration does not fit, DESIGN §8).
+pub fn fits_line(m: &Metrics) -> String {
+    if m.fits {
+        format!(
+            "fits: peak {} of {} per device ({} headroom)",
+            fmt_bytes(m.peak_bytes),
+            fmt_bytes(m.capacity_bytes),
+            fmt_bytes(m.headroom_bytes)
+        )
+    } else {
+        format!(
+            "does not fit: peak {} per device > capacity {} (the times above assume the memory \
+             were there)",
+            fmt_bytes(m.peak_bytes),
+            fmt_bytes(m.capacity_bytes)
+        )
+    }
+}
+
+/// Human table for `metp-sim simulate`: simulated and closed-form side by side, then whether
+/// it fits.
+pub fn simulate_table(e: &Evaluation) -> String {
+    let w = &e.workload;
+    let s = &e.metrics;
+    let a = e.analytic_metrics();
+    let run = e.simulation.as_ref().and_then(|s| s.run.as_ref());
+    let mut t = Table::new(&["quantity", "simulated", "analytic"], &[false, true, true]);
+    let ms = |x: f64| format!("{:.3} ms", x * 1e3);
+    let pct = |x: f64| format!("{:.1}%", 100.0 * x);
+    let rows: [(&str, String, String); 7] = [
+        ("step time", ms(s.step_time_s), ms(a.step_time_s)),
+        (
+            "compute (critical device)",
+            ms(s.compute_s),
+            ms(a.compute_s),
+        ),
+        (
+            "communication",
+            ms(s.communication_s),
+            ms(a.communication_s),
+        ),
+        (
+            "exposed communication",
+            ms(s.exposed_communication_s),
+            ms(a.exposed_communication_s),
+        ),
+        (
+            "overlap efficiency",
+            pct(s.overlap_efficiency),
+            pct(a.overlap_efficiency),
+        ),
+        (
+            "tokens/s",
+            format!("{:.0}", s.tokens_per_s),
+            format!("{:.0}", a.tokens_per_s),
+        ),
+        ("MFU", pct(s.mfu), pct(a.mfu)),
+    ];
+    for (q, x, y) in rows {
+        t.row(vec![q.into(), x, y]);
+    }
+    t.row(vec![
+        "peak memory per device".into(),
+        run.map(|r| fmt_bytes(r.result.max_memory_high_water_bytes()))
+            .unwrap_or_else(|| "-".into()),
+        fmt_bytes(a.peak_bytes),
+    ]);
+    let link = e.simulation.as_ref().map_or("no", |s| s.link.id());
+    let counts = run
+        .map(|r| format!("{} tasks, {} events\n", r.result.tasks, r.result.events))
+        .unwrap_or_default();
+    format!(
+        "{} on {} — {}, p = {}, dp = {}, s = {}, b = {} × {} micro-batches, {} links\n\n{}{}\n{}",
+        w.method,
+        w.hardware.name,
+        w.model.name,
+        w.p,
+        w.dp,
+        w.seq,
+        w.micro_batch,
+        w.micro_batches,
+        link,
+        t.render(),
+        fits_line(s),
+        counts
+    )
+}
+
+/// Writes the simulated step's Chrome trace (Perfetto, chrome://tracing); nothing without a
+/// trace.
+pub fn write_trace(path: &Path, e: &Evaluation) -> Result<()> {
+    let Some(run) = e.simulation.as_ref().and_then(|s| s.run.as_ref()) else {
+        return Ok(());
+    };
+    let Some(trace) = &run.result.trace else {
+        return Ok(());
+    };
+    write_atomic(path, sim::chrome_trace_json(trace, run.devices).as_bytes())
+}
+
+/// Writes the simulated step's timeline picture (.svg or .png), the first `window_ms`
+/// milliseconds when given; nothing without a trace.
+pub fn write_timeline(path: &Path, e: &Evaluation, window_ms: Option<f64>) -> Result<()> {
+    let Some(trace) = e
+        .simulation
+        .as_ref()
+        .and_then(|s| s.run.as_ref())
+        .and_then(|r| r.result.trace.as_ref())
+    else {
+        return Ok(());
+    };
+    let w = &e.workload;
+    let spans = timeline_spans(trace, window_ms.map(|ms| ms / 1e3));
+    let opts = plot::TimelineOptions {
+        window_s: window_ms.map(|ms| (0.0, ms / 1e3)),
+        ..Default::default()
+    };
+    let title = format!(
+        "{} — {} on {}, p = {}, s = {}",
+        w.method, w.model.name, w.hardware.name, w.p, w.seq
+    );
+    plot::write_timeline_with(&title, &spans, &opts, path)
+}

@@ -1,0 +1,436 @@
+//! The event loop: starts and completes tasks, moves flows, slows compute while
+//! communication is in flight, and accounts busy and exposed time.
+
+use super::*;
+
+impl<'g> Engine<'g> {
+    pub(super) fn run(&mut self) -> Result<(), Error> {
+        for s in 0..self.stream_key.len() {
+            let h = self.stream_tasks[self.cursor[s] as usize];
+            if self.ts[h as usize].deps_left == 0 {
+                self.actions.push_back(Action::Start(h));
+            }
+        }
+        loop {
+            self.drain()?;
+            if self.flows.needs_resolve() && self.q.peek_time().is_none_or(|t| t > self.now) {
+                self.resolve_flows();
+                continue;
+            }
+            let Some((t, ev)) = self.q.pop() else { break };
+            self.now = t;
+            self.events += 1;
+            match ev {
+                Ev::Compute { task, gen } => {
+                    if self.ts[task as usize].gen == gen {
+                        self.finish_compute(task);
+                    }
+                }
+                Ev::Latency { op } => self.start_flows(op),
+                Ev::Flow { slot, gen } => {
+                    if self.flows.get(slot).gen == gen {
+                        self.finish_flow(slot);
+                    }
+                }
+            }
+        }
+        if self.done < self.g.tasks.len() {
+            return Err(Error::Deadlock {
+                message: self.deadlock_message(),
+            });
+        }
+        Ok(())
+    }
+
+    fn resolve_flows(&mut self) {
+        let mut changed = std::mem::take(&mut self.changed);
+        changed.clear();
+        self.flows.resolve(self.now, &mut changed);
+        for &slot in &changed {
+            if let Some(t) = self.flows.finish_time(slot) {
+                let gen = self.flows.get(slot).gen;
+                self.q.push(t, Ev::Flow { slot, gen });
+            }
+        }
+        self.changed = changed;
+    }
+
+    /// Processes starts and completions that happen at `now` without an event.
+    fn drain(&mut self) -> Result<(), Error> {
+        while let Some(a) = self.actions.pop_front() {
+            match a {
+                Action::Start(t) => self.start(t)?,
+                Action::Complete(t) => self.complete(t),
+            }
+        }
+        Ok(())
+    }
+
+    /// Accounts the device's time since its last change, before its state changes.
+    fn touch(&mut self, d: u32) {
+        let now = self.now;
+        let dev = &mut self.dev[d as usize];
+        let dt = now - dev.last;
+        if dt > 0 {
+            if dev.running > 0 {
+                dev.compute_busy += dt;
+            }
+            if dev.comm > 0 {
+                dev.comm_busy += dt;
+                if dev.running == 0 {
+                    dev.exposed += dt;
+                }
+            }
+        }
+        dev.last = now;
+    }
+
+    fn start(&mut self, t: u32) -> Result<(), Error> {
+        let ti = t as usize;
+        let st = &mut self.ts[ti];
+        st.state = STARTED;
+        let (d, kind) = (st.device, st.kind);
+        if !self.started_at.is_empty() {
+            self.started_at[ti] = self.now;
+        }
+        match kind {
+            Kind::Compute => {
+                self.touch(d);
+                let dev = &mut self.dev[d as usize];
+                dev.running += 1;
+                let slow = self.slowdown && dev.comm > 0;
+                if self.slowdown {
+                    self.running[d as usize].push(t);
+                }
+                let st = &mut self.ts[ti];
+                st.slow = slow;
+                st.last = self.now;
+                self.schedule_compute(t);
+            }
+            Kind::Send | Kind::Recv => {
+                let p = self.ts[ti].peer;
+                if self.ts[p as usize].state == STARTED {
+                    let (send, recv) = if kind == Kind::Send { (t, p) } else { (p, t) };
+                    self.begin_op(OpKind::P2p { send, recv }, 1, send);
+                }
+            }
+            Kind::Collective => {
+                let Work::Collective { op, ref group, .. } = self.g.tasks[ti].work else {
+                    unreachable!("kind follows work")
+                };
+                let c = self.ts[ti].peer;
+                let coll = &mut self.colls[c as usize];
+                coll.started += 1;
+                if coll.started == coll.members.end - coll.members.start {
+                    let steps = collective::steps(op, group.len());
+                    let rep = self.coll_tasks[coll.members.start as usize];
+                    self.begin_op(OpKind::Coll { coll: c }, steps, rep);
+                }
+            }
+            Kind::Alloc => {
+                let dev = &mut self.dev[d as usize];
+                dev.live += self.ts[ti].work as u128;
+                dev.high = dev.high.max(dev.live);
+                self.actions.push_back(Action::Complete(t));
+            }
+            Kind::Free => {
+                let dev = &mut self.dev[d as usize];
+                let bytes = self.ts[ti].work as u128;
+                if bytes > dev.live {
+                    let Work::Free { tensor, .. } = self.g.tasks[ti].work else {
+                        unreachable!("kind follows work")
+                    };
+                    return Err(invalid(format!(
+                        "task {t} frees {bytes} bytes of '{tensor}' on device {d}, which has only {} live",
+                        dev.live
+                    )));
+                }
+                dev.live -= bytes;
+                self.actions.push_back(Action::Complete(t));
+            }
+        }
+        Ok(())
+    }
+
+    fn schedule_compute(&mut self, t: u32) {
+        let ti = t as usize;
+        let dur = if self.ts[ti].slow {
+            (self.ts[ti].work as f64 / self.slow_rate).ceil() as SimTime
+        } else {
+            self.ts[ti].work
+        };
+        self.ts[ti].gen = self.ts[ti].gen.wrapping_add(1);
+        self.q.push(
+            self.now.saturating_add(dur),
+            Ev::Compute {
+                task: t,
+                gen: self.ts[ti].gen,
+            },
+        );
+    }
+
+    /// Changes the speed of device `d`'s running kernels (communication became busy or idle).
+    fn set_device_slow(&mut self, d: u32, slow: bool) {
+        let now = self.now;
+        for i in 0..self.running[d as usize].len() {
+            let t = self.running[d as usize][i] as usize;
+            if self.ts[t].slow == slow {
+                continue;
+            }
+            let elapsed = now - self.ts[t].last;
+            let done = if self.ts[t].slow {
+                (elapsed as f64 * self.slow_rate).round() as SimTime
+            } else {
+                elapsed
+            };
+            self.ts[t].work = self.ts[t].work.saturating_sub(done);
+            self.ts[t].last = now;
+            self.ts[t].slow = slow;
+            self.schedule_compute(t as u32);
+        }
+    }
+
+    fn finish_compute(&mut self, t: u32) {
+        let d = self.ts[t as usize].device;
+        self.touch(d);
+        self.dev[d as usize].running -= 1;
+        if self.slowdown {
+            let r = &mut self.running[d as usize];
+            if let Some(i) = r.iter().position(|&x| x == t) {
+                r.swap_remove(i);
+            }
+        }
+        self.complete(t);
+    }
+
+    fn complete(&mut self, t: u32) {
+        let ti = t as usize;
+        self.ts[ti].state = DONE;
+        self.done += 1;
+        let d = self.ts[ti].device as usize;
+        self.dev[d].finish = self.now;
+        let s = self.ts[ti].stream as usize;
+        if let Some(spans) = &mut self.spans {
+            let task = &self.g.tasks[ti];
+            spans.push(Span {
+                track: Track::Stream {
+                    device: task.device,
+                    stream: task.stream,
+                },
+                start_ps: self.started_at[ti],
+                end_ps: self.now,
+                task: t,
+                label: task.label,
+                collective_step: None,
+            });
+        }
+        self.cursor[s] += 1;
+        if self.cursor[s] < self.stream_off[s + 1] {
+            let h = self.stream_tasks[self.cursor[s] as usize];
+            if self.ts[h as usize].deps_left == 0 {
+                self.actions.push_back(Action::Start(h));
+            }
+        }
+        for k in self.dependents_off[ti]..self.dependents_off[ti + 1] {
+            let x = self.dependents[k as usize];
+            let left = &mut self.ts[x as usize].deps_left;
+            *left -= 1;
+            if *left == 0 {
+                let sx = self.ts[x as usize].stream as usize;
+                if self.stream_tasks[self.cursor[sx] as usize] == x
+                    && self.ts[x as usize].state == NOT_STARTED
+                {
+                    self.actions.push_back(Action::Start(x));
+                }
+            }
+        }
+    }
+
+    /// Devices taking part in an op, written to `out`.
+    fn op_devices(&self, kind: OpKind, out: &mut Vec<u32>) {
+        out.clear();
+        match kind {
+            OpKind::P2p { send, recv } => {
+                out.push(self.ts[send as usize].device);
+                out.push(self.ts[recv as usize].device);
+            }
+            OpKind::Coll { coll } => {
+                let c = &self.colls[coll as usize];
+                for &m in &self.coll_tasks[c.members.start as usize..c.members.end as usize] {
+                    out.push(self.ts[m as usize].device);
+                }
+            }
+        }
+    }
+
+    fn set_comm(&mut self, kind: OpKind, delta: i32) {
+        let mut devs = std::mem::take(&mut self.devs);
+        self.op_devices(kind, &mut devs);
+        for &d in &devs {
+            self.touch(d);
+            let c = &mut self.dev[d as usize].comm;
+            let before = *c;
+            *c = before.wrapping_add_signed(delta);
+            let after = *c;
+            if self.slowdown && (before == 0) != (after == 0) {
+                self.set_device_slow(d, after > 0);
+            }
+        }
+        self.devs = devs;
+    }
+
+    fn begin_op(&mut self, kind: OpKind, steps: u32, rep: u32) {
+        let op = self.ops.len() as u32;
+        self.ops.push(Op {
+            kind,
+            step: 0,
+            steps,
+            flows_left: 0,
+            rep,
+        });
+        self.set_comm(kind, 1);
+        self.begin_step(op);
+    }
+
+    /// Fills `self.transfers` with the op's current step; returns the step's latency.
+    fn step_transfers(&mut self, op: u32) -> SimTime {
+        let o = self.ops[op as usize];
+        self.transfers.clear();
+        let rule = match o.kind {
+            OpKind::P2p { send, recv } => {
+                self.transfers.push(Transfer {
+                    src: self.ts[send as usize].device,
+                    dst: self.ts[recv as usize].device,
+                    bytes: self.ts[send as usize].work as f64,
+                });
+                StepLatency::Parallel
+            }
+            OpKind::Coll { .. } => {
+                let Work::Collective {
+                    op: cop,
+                    ref group,
+                    bytes,
+                    ..
+                } = self.g.tasks[o.rep as usize].work
+                else {
+                    unreachable!("collective ops start from a collective")
+                };
+                collective::step(cop, group, bytes, o.step, &mut self.transfers)
+            }
+        };
+        let lats = self
+            .transfers
+            .iter()
+            .map(|x| self.net.latency_ps(x.src, x.dst));
+        match rule {
+            StepLatency::Parallel => lats.max().unwrap_or(0),
+            StepLatency::Chain => lats.sum(),
+        }
+    }
+
+    fn begin_step(&mut self, op: u32) {
+        let o = self.ops[op as usize];
+        if o.step >= o.steps {
+            self.finish_op(op);
+            return;
+        }
+        let lat = self.step_transfers(op);
+        if lat > 0 {
+            self.q
+                .push(self.now.saturating_add(lat), Ev::Latency { op });
+        } else {
+            self.start_flows(op);
+        }
+    }
+
+    fn start_flows(&mut self, op: u32) {
+        self.step_transfers(op);
+        let mut n = 0;
+        for i in 0..self.transfers.len() {
+            let x = self.transfers[i];
+            let route = self.net.route(x.src, x.dst);
+            self.flows.add(self.now, route, x.bytes, op);
+            n += 1;
+        }
+        self.ops[op as usize].flows_left = n;
+        if n == 0 {
+            self.ops[op as usize].step += 1;
+            self.begin_step(op);
+        }
+    }
+
+    fn finish_flow(&mut self, slot: u32) {
+        let (op, start, route) = {
+            let f = self.flows.get(slot);
+            (f.owner, f.start, f.route)
+        };
+        self.flows.remove(slot);
+        let o = self.ops[op as usize];
+        if let Some(spans) = &mut self.spans {
+            let label = self.g.tasks[o.rep as usize].label;
+            let step = matches!(o.kind, OpKind::Coll { .. }).then_some(o.step);
+            for &l in route.links() {
+                spans.push(Span {
+                    track: Track::Link { link: l },
+                    start_ps: start,
+                    end_ps: self.now,
+                    task: o.rep,
+                    label,
+                    collective_step: step,
+                });
+            }
+        }
+        let o = &mut self.ops[op as usize];
+        o.flows_left -= 1;
+        if o.flows_left == 0 {
+            o.step += 1;
+            self.begin_step(op);
+        }
+    }
+
+    fn finish_op(&mut self, op: u32) {
+        let kind = self.ops[op as usize].kind;
+        self.set_comm(kind, -1);
+        match kind {
+            OpKind::P2p { send, recv } => {
+                self.actions.push_back(Action::Complete(send));
+                self.actions.push_back(Action::Complete(recv));
+            }
+            OpKind::Coll { coll } => {
+                let c = &self.colls[coll as usize];
+                for k in c.members.clone() {
+                    let m = self.coll_tasks[k as usize];
+                    self.actions.push_back(Action::Complete(m));
+                }
+            }
+        }
+    }
+
+    pub(super) fn result(mut self) -> SimResult {
+        for d in 0..self.dev.len() as u32 {
+            self.touch(d);
+        }
+        let makespan = self.dev.iter().map(|d| d.finish).max().unwrap_or(0);
+        SimResult {
+            step_time_s: ps_to_secs(makespan),
+            makespan_ps: makespan,
+            devices: self
+                .dev
+                .iter()
+                .map(|d| DeviceStats {
+                    compute_busy_s: ps_to_secs(d.compute_busy),
+                    comm_busy_s: ps_to_secs(d.comm_busy),
+                    exposed_comm_s: ps_to_secs(d.exposed),
+                    memory_high_water_bytes: d.high,
+                    finish_s: ps_to_secs(d.finish),
+                })
+                .collect(),
+            events: self.events,
+            tasks: self.done as u64,
+            trace: self.spans.take().map(|spans| Trace {
+                spans,
+                links: self.net.links().iter().map(|l| l.name()).collect(),
+            }),
+        }
+    }
+}
