@@ -8,13 +8,14 @@
 //! timed with CUDA events, launch included). Optional fields default as the shared file
 //! implies: attention `head_dim` 128, `q_tokens` = `kv_tokens` = `s`, `kv_heads` = `heads`.
 //!
-//! Depends on `config` (the strict JSON reader) and `error` only.
+//! Depends on `config` (the strict JSON reader), `schedule`'s kernel shapes and `error`.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::schedule::{Attention, AttnPass, KernelShape};
 
 /// One file of measurements.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,6 +32,10 @@ pub struct KernelMeasurements {
     /// Streaming multiprocessors of the device, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sm_count: Option<u64>,
+    /// What a time includes: `isolated` (default: one call timed with events around it, launch
+    /// latency included, as the shared file's were) or `device` (the kernel alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Timing>,
     /// GEMMs.
     #[serde(default)]
     pub gemm: Vec<GemmSample>,
@@ -52,6 +57,26 @@ pub struct KernelMeasurements {
     /// A GEMM timed alone and while communication runs on the same device.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overlap: Vec<OverlapSample>,
+}
+
+/// What a measured time includes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    /// One call timed alone with events around it: the device time plus the launch latency,
+    /// and never less than the host's time per call.
+    Isolated,
+    /// The kernel's own time.
+    Device,
+}
+
+/// One measured kernel: its shape and time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Sample {
+    /// What ran.
+    pub shape: KernelShape,
+    /// Seconds per call.
+    pub measured_s: f64,
 }
 
 /// An m×k by k×n bf16 matrix product (fp32 accumulation).
@@ -267,6 +292,63 @@ impl KernelMeasurements {
             }
         }
         Ok(())
+    }
+
+    /// How the times were taken (`isolated` unless the file says otherwise).
+    pub fn timing(&self) -> Timing {
+        self.timing.unwrap_or(Timing::Isolated)
+    }
+
+    /// Every kernel time in the file as a shape and a time, in file order: GEMMs, attention
+    /// forward and backward, copies and element-wise passes (a copy or pass over an N-byte
+    /// buffer moves 2N bytes).
+    pub fn samples(&self) -> Vec<Sample> {
+        let mut v = Vec::new();
+        for g in &self.gemm {
+            v.push(Sample {
+                shape: KernelShape::gemm(g.m, g.n, g.k),
+                measured_s: g.s,
+            });
+        }
+        for a in &self.attention {
+            let call = |pass| {
+                KernelShape::Attention(Attention {
+                    batch: a.b,
+                    heads: a.heads,
+                    kv_heads: a.kv_heads.unwrap_or(a.heads),
+                    q_tokens: a.q(),
+                    kv_tokens: a.kv(),
+                    head_dim: a.d(),
+                    causal: a.causal,
+                    pass,
+                })
+            };
+            v.push(Sample {
+                shape: call(AttnPass::Fwd),
+                measured_s: a.fwd_s,
+            });
+            if let Some(t) = a.bwd_s {
+                v.push(Sample {
+                    shape: call(AttnPass::Bwd),
+                    measured_s: t,
+                });
+            }
+        }
+        for c in &self.copy {
+            if let Some(t) = c.copy_s {
+                v.push(Sample {
+                    shape: KernelShape::Copy { bytes: 2 * c.bytes },
+                    measured_s: t,
+                });
+            }
+            if let Some(t) = c.mul_s {
+                v.push(Sample {
+                    shape: KernelShape::Elementwise { bytes: 2 * c.bytes },
+                    measured_s: t,
+                });
+            }
+        }
+        v
     }
 
     /// The file as pretty JSON (what `write` stores).

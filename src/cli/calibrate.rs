@@ -1,5 +1,6 @@
 //! `metp-sim calibrate`: measure, fit and write a hardware profile, then run METP's units and
-//! report predicted against measured.
+//! report predicted against measured; or, with `--fit FILE --base PROFILE --out NEW`, only fit
+//! a profile's kernel model to a measurement file.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -9,13 +10,21 @@ use clap::Args;
 use super::link::{BackendArg, LinkArgs, OutFormat};
 use crate::calibrate::cpu::CpuBackend;
 use crate::calibrate::profile::{default_path, host_name, today};
-use crate::calibrate::{self, Backend, Options, Plan, Report};
+use crate::calibrate::{self, Backend, FitReport, Options, Plan, Report};
 use crate::error::{Error, Result};
 use crate::exec::Unit;
 use crate::report::{to_json, Table};
 
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
+    /// Fit only: a kernel measurement file (the shared H200 format) to fit `--base`'s kernel
+    /// model to; nothing is measured. Needs --base and --out.
+    #[arg(long, requires_all = ["base", "out"])]
+    fit: Option<PathBuf>,
+    /// The profile the measurements are fitted onto (name or path). Without --fit: default
+    /// the backend's own base (CPU: a virtual-device model; CUDA: hgx-h200's kernel model).
+    #[arg(long)]
+    base: Option<String>,
     /// What to measure.
     #[arg(long, value_enum, default_value = "cpu")]
     backend: BackendArg,
@@ -43,6 +52,13 @@ pub struct CalibrateArgs {
 }
 
 pub fn run(a: CalibrateArgs) -> Result<String> {
+    if let (Some(file), Some(base), Some(out)) = (&a.fit, &a.base, &a.out) {
+        let r = calibrate::fit_file(file, base, out, a.force)?;
+        return Ok(match a.format {
+            OutFormat::Json => to_json(&r),
+            OutFormat::Table => fit_table(&r, out),
+        });
+    }
     if a.devices == 0 {
         return Err(Error::arg("--devices", "must be positive"));
     }
@@ -79,6 +95,11 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
         host,
         date: today(),
         unit_runs: a.runs.unwrap_or(if a.quick { 1 } else { 3 }).max(1),
+        base: a
+            .base
+            .as_deref()
+            .map(crate::config::load_hardware)
+            .transpose()?,
     };
     let verbose = std::io::stderr().is_terminal();
     let mut progress = |msg: &str| {
@@ -107,41 +128,66 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
     })
 }
 
+/// The fitted parameters and the errors per kind.
+fn fit_text(f: &FitReport) -> String {
+    let mut t = Table::new(
+        &["parameter", "base", "fitted", "how"],
+        &[false, true, true, false],
+    );
+    for p in &f.params {
+        t.row(vec![
+            p.field.clone(),
+            format!("{:.4e}", p.base),
+            format!("{:.4e}", p.value),
+            format!("{:?}", p.status).to_lowercase(),
+        ]);
+    }
+    let mut s = t.render();
+    let mut k = Table::new(
+        &["kind", "kernels", "median |error|", "largest |error|"],
+        &[false, true, true, true],
+    );
+    for e in &f.errors {
+        k.row(vec![
+            e.kind.name().to_string(),
+            e.samples.to_string(),
+            format!("{:.1}%", 100.0 * e.median_abs_error),
+            format!("{:.1}%", 100.0 * e.max_abs_error),
+        ]);
+    }
+    s.push('\n');
+    s.push_str(&k.render());
+    if let Some(l) = &f.link {
+        s.push_str(&format!(
+            "\nlink {:.4e} B/s, latency {:.3e} s (r² {:.4})\n",
+            l.bytes_per_s, l.latency_s, l.r2
+        ));
+    }
+    if let Some(sd) = f.slowdown_fraction {
+        s.push_str(&format!("compute slowdown under a transfer {sd:.3}\n"));
+    }
+    s
+}
+
+fn fit_table(f: &FitReport, out: &std::path::Path) -> String {
+    format!(
+        "profile '{}' fitted and written to {}\n\n{}",
+        f.profile.name,
+        out.display(),
+        fit_text(f)
+    )
+}
+
 fn table(r: &Report) -> String {
-    let f = &r.fits;
     let mut s = format!(
-        "calibrated {} profile written to {}\ndevice: {}\n\n",
+        "calibrated {} profile written to {} (measurements: {})\ndevice: {}\n\n",
         r.backend,
         r.profile_path.display(),
+        r.measurements_path.display(),
         r.device
     );
-    s.push_str(&format!(
-        "peak (best GEMM / attention block)  {:.4e} FLOP/s\n\
-         element-wise (best)                 {:.4e} B/s\n\
-         link                                {:.4e} B/s, latency {:.3e} s (r² {:.4})\n\
-         compute slowdown under a transfer   {:.3}\n",
-        f.gemm.peak,
-        f.elementwise.peak,
-        f.link.bytes_per_s,
-        f.link.latency_s,
-        f.link.r2,
-        f.slowdown_fraction
-    ));
-    let pts = |v: &[(f64, f64)]| {
-        v.iter()
-            .map(|(x, y)| format!("{x:.2e}:{y:.3}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    s.push_str(&format!("gemm efficiency        {}\n", pts(&f.gemm.points)));
-    s.push_str(&format!(
-        "attention efficiency   {}\n",
-        pts(&f.attention.points)
-    ));
-    s.push_str(&format!(
-        "elementwise efficiency {}\n\n",
-        pts(&f.elementwise.points)
-    ));
+    s.push_str(&fit_text(&r.fit));
+    s.push('\n');
     let mut t = Table::new(
         &[
             "unit / ring",

@@ -213,18 +213,7 @@ pub fn run(a: RunArgs) -> Result<String> {
         }
         None => {
             let plan = calibrate::Plan::for_units(vec![spec], true, link);
-            let m = calibrate::measure(backend.as_mut(), &plan, &mut |_| {})?;
-            let fits = calibrate::fit_all(&m)?;
-            let meta = calibrate::Meta {
-                backend: backend.name().to_string(),
-                host: calibrate::profile::host_name(),
-                date: calibrate::profile::today(),
-                device: backend.device(),
-                devices: backend.devices(),
-                link: backend.link(),
-                memory_bytes: backend.memory_bytes(),
-            };
-            let hw = calibrate::profile::build(&meta, &fits, &m);
+            let hw = calibrate::measure_profile(backend.as_mut(), &plan)?;
             (
                 hw,
                 PredictOptions {

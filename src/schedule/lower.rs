@@ -12,7 +12,13 @@
 //! inventory, so the simulated high-water mark is the inventory's peak. A phase ends when all
 //! of its tasks on that device have finished, so nothing of one phase overlaps the next.
 
-use super::graph::{CollectiveOp, DeviceId, Label, Pass, Stream, TaskGraph, TaskId, Work};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use super::graph::{
+    CollectiveOp, DeviceId, KernelId, Label, Pass, Stream, TaskGraph, TaskId, Work,
+};
+use super::shape::KernelShape;
 use super::stage::{Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan};
 use crate::memory::Inventory;
 
@@ -47,6 +53,34 @@ fn stream_slot(s: Stream) -> usize {
     }
 }
 
+/// A multiply-rotate hasher (the Fx hash of rustc) for the kernel table: every compute task
+/// looks its shape up, and the standard SipHash would cost a noticeable share of the lowering.
+/// Only lookups depend on it, never an iteration order.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u8(&mut self, x: u8) {
+        self.write_u64(u64::from(x));
+    }
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 struct Lower<'a> {
     g: TaskGraph,
     p: u32,
@@ -63,6 +97,8 @@ struct Lower<'a> {
     /// Per device and stream: the last task of the current phase on that stream. Streams run in
     /// order, so the phase's end waits for these and thereby for every task of the phase.
     phase_tasks: Vec<[Option<TaskId>; STREAMS]>,
+    /// Kernel shapes already in the graph's table.
+    kernel_ids: HashMap<KernelShape, KernelId, BuildHasherDefault<FxHasher>>,
 }
 
 impl<'a> Lower<'a> {
@@ -120,26 +156,29 @@ impl<'a> Lower<'a> {
         self.last_compute[dev] = Some(id);
     }
 
-    fn kernels(&mut self, dev: DeviceId, kernels: &[Kernel], scale: f64, extra: &[TaskId]) {
+    fn kernel_id(&mut self, shape: KernelShape) -> KernelId {
+        if let Some(&id) = self.kernel_ids.get(&shape) {
+            return id;
+        }
+        let id = self.g.add_kernel(shape);
+        self.kernel_ids.insert(shape, id);
+        id
+    }
+
+    fn kernels(&mut self, dev: DeviceId, kernels: &[Kernel], extra: &[TaskId]) {
+        let mut any = false;
         for k in kernels {
-            if scale == 0.0 {
+            if k.shape.is_empty() {
                 continue;
             }
+            any = true;
             let deps = self.compute_deps(dev as usize, extra);
             self.label.name = k.name;
-            let id = self.add(
-                dev,
-                Stream::Compute,
-                Work::Compute {
-                    op: k.op,
-                    flops: k.flops * scale,
-                    bytes: k.bytes * scale,
-                },
-                deps,
-            );
+            let kernel = self.kernel_id(k.shape);
+            let id = self.add(dev, Stream::Compute, Work::Compute { kernel }, deps);
             self.set_compute_frontier(dev as usize, id);
         }
-        if kernels.is_empty() || scale == 0.0 {
+        if !any {
             self.frontier[dev as usize].extend_from_slice(extra);
         }
     }
@@ -192,7 +231,7 @@ impl<'a> Lower<'a> {
         match stage {
             Stage::Compute(kernels) => {
                 for dev in 0..self.devices() {
-                    self.kernels(dev, kernels, 1.0, &[]);
+                    self.kernels(dev, kernels, &[]);
                 }
             }
             Stage::Collective { name, op, bytes } => {
@@ -255,9 +294,9 @@ impl<'a> Lower<'a> {
                     // With one buffer the receive also waits for this step's compute (added below).
                     recv_k = Some((pred, tag, recv_deps));
                 }
-                let scale = step.fraction.get(i as usize).copied().unwrap_or(1.0);
+                let block = step.block(p as usize, i as usize, k);
                 let extra: Vec<TaskId> = pre_recv[d].into_iter().collect();
-                self.kernels(dev, &step.kernels, scale, &extra);
+                self.kernels(dev, step.kernels_of(block), &extra);
                 main_end[d] = self.frontier[d].clone();
                 if let Some((from, tag, mut deps)) = recv_k {
                     if ring.buffers < 2 {
@@ -277,7 +316,7 @@ impl<'a> Lower<'a> {
                 }
                 if !step.accumulate.is_empty() || ring.accumulator_bytes > 0 {
                     let extra: Vec<TaskId> = acc_recv[d].into_iter().collect();
-                    self.kernels(dev, &step.accumulate, 1.0, &extra);
+                    self.kernels(dev, &step.accumulate, &extra);
                     if ring.accumulator_bytes > 0 && p > 1 {
                         let tag = base | ((k as u64) << 2) | 1;
                         self.label.name = "accumulator-send";
@@ -555,6 +594,7 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
         frontier: vec![Vec::new(); n],
         last_compute: vec![None; n],
         phase_tasks: vec![[None; STREAMS]; n],
+        kernel_ids: HashMap::default(),
     };
     let per_layer = inv.activation_bytes_per_layer;
     let model_scope: u128 = inv
@@ -579,7 +619,7 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
         l.label.layer = None;
         l.label.block = "embedding";
         for dev in 0..l.devices() {
-            l.kernels(dev, &plan.embedding_fwd, 1.0, &[]);
+            l.kernels(dev, &plan.embedding_fwd, &[]);
         }
         for layer in 0..plan.layers {
             l.label.layer = Some(layer);
@@ -620,7 +660,7 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
         l.label.block = "embedding";
         l.label.pass = Pass::Bwd;
         for dev in 0..l.devices() {
-            l.kernels(dev, &plan.embedding_bwd, 1.0, &[]);
+            l.kernels(dev, &plan.embedding_bwd, &[]);
         }
     }
     l.label.pass = Pass::Opt;
@@ -628,7 +668,7 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
     for dev in 0..l.devices() {
         let extra = std::mem::take(&mut grad_sync[dev as usize]);
         if opts.optimizer {
-            l.kernels(dev, &plan.optimizer, 1.0, &extra);
+            l.kernels(dev, &plan.optimizer, &extra);
         } else {
             l.frontier[dev as usize].extend(extra);
         }

@@ -3,7 +3,8 @@
 //! Semantics are those of the graph module (streams in order, send/recv rendezvous, collectives
 //! that begin when every rank has started, zero-time alloc/free). On top of them:
 //!
-//! - **Compute** lasts [`CostModel::compute_s`] at full speed. While at least one communication
+//! - **Compute** lasts [`CostModel::kernel_s`] of its kernel shape at full speed (priced once per
+//!   distinct shape in the graph's kernel table). While at least one communication
 //!   of the same device is in flight, the device's compute runs at rate `1 − overlap_slowdown`
 //!   (fluid model): each running kernel keeps its remaining work in full-speed picoseconds,
 //!   which is settled (`elapsed × rate`, rounded to the nearest ps) and its completion
@@ -243,41 +244,6 @@ struct TaskState {
     slow: bool,
 }
 
-/// Memoises kernel durations: graphs repeat the same kernel shapes many times, and each
-/// [`CostModel::compute_s`] interpolates efficiency tables in log space. Direct-mapped.
-struct DurationCache<'h> {
-    cost: CostModel<'h>,
-    slots: Vec<Option<(KernelKey, SimTime)>>,
-}
-
-/// (op, flops bits, bytes bits).
-type KernelKey = (u8, u64, u64);
-
-impl<'h> DurationCache<'h> {
-    const SLOTS: usize = 1024;
-
-    fn new(cost: CostModel<'h>) -> Self {
-        DurationCache {
-            cost,
-            slots: vec![None; Self::SLOTS],
-        }
-    }
-
-    fn get(&mut self, op: crate::schedule::OpKind, flops: f64, bytes: f64) -> SimTime {
-        let key = (op as u8, flops.to_bits(), bytes.to_bits());
-        let h = (key.1 ^ key.2.rotate_left(29) ^ key.0 as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let slot = &mut self.slots[(h >> 54) as usize];
-        match slot {
-            Some((k, v)) if *k == key => *v,
-            _ => {
-                let v = secs_to_ps(self.cost.compute_s(op, flops, bytes));
-                *slot = Some((key, v));
-                v
-            }
-        }
-    }
-}
-
 #[derive(Debug)]
 struct Engine<'g> {
     g: &'g TaskGraph,
@@ -345,7 +311,17 @@ impl<'g> Engine<'g> {
         let cost = CostModel::new(hw);
         let net = Network::new(hw, g.devices);
         let flows = FlowSet::new(&net, model);
-        let mut durations = DurationCache::new(cost);
+        // Kernel durations, once per distinct shape in the graph's table.
+        let mut durations = Vec::with_capacity(g.kernels.len());
+        for (i, k) in g.kernels.iter().enumerate() {
+            let s = cost.kernel_s(k);
+            if !(s.is_finite() && (0.0..1e6).contains(&s)) {
+                return Err(invalid(format!(
+                    "kernel {i} ({k:?}) is priced at {s} s by the hardware profile"
+                )));
+            }
+            durations.push(secs_to_ps(s));
+        }
 
         // One pass over the graph: validate, index streams (dense, in order of first
         // appearance), price kernels, flatten dependencies, collect rendezvous keys.
@@ -400,13 +376,13 @@ impl<'g> Engine<'g> {
             dep_flat.extend_from_slice(&t.deps);
             let mut work = 0;
             let kind = match &t.work {
-                Work::Compute { op, flops, bytes } => {
-                    if !(flops.is_finite() && *flops >= 0.0 && bytes.is_finite() && *bytes >= 0.0) {
-                        return Err(invalid(format!(
-                            "task {i}: compute needs finite non-negative flops and bytes, got {flops} and {bytes}"
-                        )));
-                    }
-                    work = durations.get(*op, *flops, *bytes);
+                Work::Compute { kernel } => {
+                    work = *durations.get(*kernel as usize).ok_or_else(|| {
+                        invalid(format!(
+                            "task {i} runs kernel {kernel} of a table of {}",
+                            g.kernels.len()
+                        ))
+                    })?;
                     Kind::Compute
                 }
                 Work::Send { to, tag, bytes } => {
@@ -1151,8 +1127,8 @@ impl<'g> Engine<'g> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::load_hardware;
-    use crate::schedule::{OpKind, Pass};
+
+    use crate::schedule::{KernelShape, Pass};
 
     fn label(name: &'static str) -> Label {
         Label {
@@ -1167,7 +1143,7 @@ mod tests {
     }
 
     fn hw() -> Hardware {
-        load_hardware("dgx-a100-80gb").unwrap()
+        crate::sim::test_hardware()
     }
 
     fn hw_no_slowdown() -> Hardware {
@@ -1176,15 +1152,23 @@ mod tests {
         h
     }
 
-    /// An element-wise kernel moving `bytes`, and its duration in ps on `hw`.
+    /// An element-wise kernel moving `bytes`, as kernel 0 of a graph's table (see
+    /// [`with_kernel`]), and its duration in ps on `hw`.
     fn kernel(hw: &Hardware, bytes: f64) -> (Work, SimTime) {
-        let w = Work::Compute {
-            op: OpKind::Elementwise,
-            flops: 0.0,
-            bytes,
+        let shape = KernelShape::Elementwise {
+            bytes: bytes as u64,
         };
-        let ps = secs_to_ps(CostModel::new(hw).compute_s(OpKind::Elementwise, 0.0, bytes));
-        (w, ps)
+        let ps = secs_to_ps(CostModel::new(hw).kernel_s(&shape));
+        (Work::Compute { kernel: 0 }, ps)
+    }
+
+    /// A graph over `devices` whose kernel 0 is [`kernel`]'s `bytes`.
+    fn with_kernel(devices: u32, bytes: f64) -> TaskGraph {
+        let mut g = TaskGraph::new(devices);
+        g.add_kernel(KernelShape::Elementwise {
+            bytes: bytes as u64,
+        });
+        g
     }
 
     fn send(to: u32, bytes: u64, tag: u64) -> Work {
@@ -1202,26 +1186,6 @@ mod tests {
 
     fn sim(g: &TaskGraph, hw: &Hardware, model: LinkModel) -> SimResult {
         simulate(g, hw, model, SimOptions::default()).unwrap()
-    }
-
-    #[test]
-    fn duration_cache_agrees_with_the_cost_model() {
-        // Many distinct shapes (more than the cache has slots, so slots collide and get
-        // replaced), each asked twice.
-        let hw = hw();
-        let cost = CostModel::new(&hw);
-        let mut cache = DurationCache::new(cost);
-        for round in 0..2 {
-            for i in 0..3000u32 {
-                let op = [OpKind::Gemm, OpKind::Attention, OpKind::Elementwise][i as usize % 3];
-                let (flops, bytes) = (1e9 * (1.0 + i as f64), 1e6 * (1 + i % 7) as f64);
-                assert_eq!(
-                    cache.get(op, flops, bytes),
-                    secs_to_ps(cost.compute_s(op, flops, bytes)),
-                    "round {round}, shape {i}"
-                );
-            }
-        }
     }
 
     #[test]
@@ -1282,7 +1246,7 @@ mod tests {
         // The recv is posted after a kernel of c on device 1: the message starts at c.
         let hw = hw_no_slowdown();
         let (k, c) = kernel(&hw, 1e9);
-        let mut g = TaskGraph::new(2);
+        let mut g = with_kernel(2, 1e9);
         g.add(
             0,
             Stream::Comm(0),
@@ -1444,7 +1408,10 @@ mod tests {
         let m = 3_000_000 + 1_000_000_000u64;
         for kernel_bytes in [0.5e9, 3.3e9] {
             let (k, c) = kernel(&hw, kernel_bytes);
-            let g = double_buffered_ring(s as u32, &k, bytes);
+            let mut g = double_buffered_ring(s as u32, &k, bytes);
+            g.add_kernel(KernelShape::Elementwise {
+                bytes: kernel_bytes as u64,
+            });
             g.check().unwrap();
             for model in [LinkModel::Ideal, LinkModel::MaxMin] {
                 let r = sim(&g, &hw, model);
@@ -1468,7 +1435,7 @@ mod tests {
         assert_eq!(hw.overlap_compute_slowdown_fraction.value, 0.1);
         for (kernel_bytes, msg) in [(3.3e9, 230_000_000u64), (0.3e9, 460_000_000)] {
             let (k, c) = kernel(&hw, kernel_bytes);
-            let mut g = TaskGraph::new(2);
+            let mut g = with_kernel(2, kernel_bytes);
             let kt = g.add(0, Stream::Compute, k, vec![], label("gemm"));
             g.add(0, Stream::Comm(0), send(1, msg, 0), vec![], label("s"));
             g.add(1, Stream::Comm(0), recv(0, msg, 0), vec![], label("r"));
@@ -1502,7 +1469,7 @@ mod tests {
         let hw = hw();
         let (k, _) = kernel(&hw, 1e8);
         let n = 4;
-        let mut g = TaskGraph::new(n);
+        let mut g = with_kernel(n, 1e8);
         let mut last = vec![None::<TaskId>; n as usize];
         for step in 0..5u64 {
             for d in 0..n {
@@ -1610,7 +1577,7 @@ mod tests {
         // kernel (task 1) that depends on that recv.
         let hw = hw();
         let (k, _) = kernel(&hw, 1e6);
-        let mut g = TaskGraph::new(2);
+        let mut g = with_kernel(2, 1e6);
         let r = g.add(
             0,
             Stream::Comm(0),
@@ -1724,16 +1691,15 @@ mod tests {
         g.add(
             0,
             Stream::Compute,
-            Work::Compute {
-                op: OpKind::Gemm,
-                flops: f64::NAN,
-                bytes: 0.0,
-            },
+            Work::Compute { kernel: 3 },
             vec![],
             label("k"),
         );
         let err = simulate(&g, &hw, LinkModel::MaxMin, SimOptions::default()).unwrap_err();
-        assert!(err.to_string().contains("finite non-negative"), "{err}");
+        assert!(
+            err.to_string().contains("runs kernel 3 of a table of 0"),
+            "{err}"
+        );
         let mut g = TaskGraph::new(2);
         g.add(
             0,

@@ -7,6 +7,7 @@ mod commands;
 mod common;
 mod data;
 mod gpu;
+mod kernels;
 mod korthikanti;
 mod layering;
 mod plan;
