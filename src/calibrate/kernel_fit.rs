@@ -5,8 +5,8 @@
 //! What is fitted, kind by kind, from that kind's samples (each priced as the file's timing
 //! says: an isolated call, or the device alone):
 //! - memory-bound kernels (copies, element-wise passes): `gpu.hbm_bytes_per_s`,
-//!   `kernels.memory.latency_s`, and for isolated timings the host's `isolated_gap_s` and
-//!   `isolated_floor_s`;
+//!   `kernels.memory.{latency_s, elementwise_fraction}`, and for isolated timings the host's
+//!   `isolated_gap_s` and `isolated_floor_s`;
 //! - GEMMs: `kernels.gemm.{mma_fraction, tile_s, call_s}`;
 //! - attention forward and backward: `kernels.attention_*.{mma_fraction, tile_s, call_s,
 //!   extra_bytes_per_element, isolated_extra_s}` (the last only for isolated timings);
@@ -127,6 +127,7 @@ fn figure_mut<'a>(hw: &'a mut Hardware, field: &str) -> &'a mut Figure {
         "kernels.host.isolated_gap_s" => &mut k.host.isolated_gap_s,
         "kernels.host.isolated_floor_s" => &mut k.host.isolated_floor_s,
         "kernels.memory.latency_s" => &mut k.memory.latency_s,
+        "kernels.memory.elementwise_fraction" => &mut k.memory.elementwise_fraction,
         "kernels.gemm.mma_fraction" => &mut k.gemm.mma_fraction,
         "kernels.gemm.tile_s" => &mut k.gemm.tile_s,
         "kernels.gemm.call_s" => &mut k.gemm.call_s,
@@ -176,6 +177,7 @@ fn groups(timing: Timing) -> Vec<Group> {
     let mut memory = vec![
         ("gpu.hbm_bytes_per_s", Scale::Log),
         ("kernels.memory.latency_s", Scale::Log),
+        ("kernels.memory.elementwise_fraction", Scale::Logit),
     ];
     if iso {
         memory.push(("kernels.host.isolated_gap_s", Scale::Log));
@@ -305,11 +307,7 @@ fn fit_group(
     let joint: Vec<usize> = (0..params.len())
         .filter(|&j| status[j] == Status::Joint)
         .collect();
-    let base_values: Vec<f64> = x0
-        .iter()
-        .zip(&scales)
-        .map(|(&x, sc)| sc.value(x))
-        .collect();
+    let base_values: Vec<f64> = x0.iter().zip(&scales).map(|(&x, sc)| sc.value(x)).collect();
     let assemble = |y: &[f64], from: &[f64]| -> Vec<f64> {
         let mut z = from.to_vec();
         for (k, &j) in free.iter().enumerate() {

@@ -104,6 +104,7 @@ impl MockBackend {
         k.host.isolated_gap_s.value = 0.0;
         k.host.isolated_floor_s.value = 0.0;
         k.memory.latency_s.value = 4e-7;
+        k.memory.elementwise_fraction.value = 0.4;
         k.gemm.tile.value = 8.0;
         k.gemm.k_step.value = 8.0;
         k.gemm.mma_fraction.value = 0.6;

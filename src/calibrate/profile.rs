@@ -71,6 +71,7 @@ fn cpu_kernels(fig: &dyn Fn(f64, &str) -> Figure) -> KernelModel {
         },
         memory: MemoryModel {
             latency_s: fig(1e-7, start),
+            elementwise_fraction: fig(0.5, start),
         },
         gemm: GemmModel {
             tile: fig(8.0, "CPU: 8-row tiles (8x16, 16x8, 8x8)"),
@@ -119,6 +120,7 @@ pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
             &mut k.host.isolated_gap_s,
             &mut k.host.isolated_floor_s,
             &mut k.memory.latency_s,
+            &mut k.memory.elementwise_fraction,
             &mut k.gemm.tile,
             &mut k.gemm.k_step,
             &mut k.gemm.mma_fraction,

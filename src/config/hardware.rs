@@ -48,13 +48,16 @@ pub struct HostModel {
     pub isolated_floor_s: Figure,
 }
 
-/// Memory-bound kernels (copies, element-wise passes, reductions):
-/// `latency_s + bytes moved / gpu.hbm_bytes_per_s`.
+/// Memory-bound kernels (copies, element-wise passes, reductions): `latency_s + bytes moved /
+/// gpu.hbm_bytes_per_s` for copies, at `elementwise_fraction` of that bandwidth for element-wise
+/// passes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryModel {
     /// Fixed device time of one kernel (launch, DRAM latency, tail).
     pub latency_s: Figure,
+    /// Share of the copy bandwidth an element-wise pass reaches.
+    pub elementwise_fraction: Figure,
 }
 
 /// Dense GEMMs (cuBLAS-like): output tiles of `tile`×2·`tile`, 2·`tile`×`tile` or
@@ -132,6 +135,10 @@ impl KernelModel {
                 &self.host.isolated_floor_s,
             ),
             ("kernels.memory.latency_s".into(), &self.memory.latency_s),
+            (
+                "kernels.memory.elementwise_fraction".into(),
+                &self.memory.elementwise_fraction,
+            ),
             ("kernels.gemm.tile".into(), &self.gemm.tile),
             ("kernels.gemm.k_step".into(), &self.gemm.k_step),
             ("kernels.gemm.mma_fraction".into(), &self.gemm.mma_fraction),
@@ -361,7 +368,7 @@ impl Hardware {
             let name = field.rsplit('.').next().unwrap_or("");
             match name {
                 "tile" | "k_step" | "block_q" | "block_k" | "ctas_per_sm" => whole(&field, fig)?,
-                "mma_fraction" => {
+                "mma_fraction" | "elementwise_fraction" => {
                     if !(fig.value > 0.0 && fig.value <= 1.0) {
                         return Err(bad(
                             &format!("{field}.value"),

@@ -59,9 +59,10 @@ impl<'a> CostModel<'a> {
         match k {
             KernelShape::Gemm(g) => gemm::device_s(self.hw, g),
             KernelShape::Attention(a) => attention::device_s(self.hw, a),
-            KernelShape::Elementwise { bytes } | KernelShape::Copy { bytes } => {
-                memory_bound::device_s(self.hw, *bytes as f64)
+            KernelShape::Elementwise { bytes } => {
+                memory_bound::elementwise_s(self.hw, *bytes as f64)
             }
+            KernelShape::Copy { bytes } => memory_bound::copy_s(self.hw, *bytes as f64),
         }
     }
 

@@ -99,6 +99,9 @@ struct Lower<'a> {
     phase_tasks: Vec<[Option<TaskId>; STREAMS]>,
     /// Kernel shapes already in the graph's table.
     kernel_ids: HashMap<KernelShape, KernelId, BuildHasherDefault<FxHasher>>,
+    /// The same, by the address of the plan's `Kernel` (every layer and device lowers the same
+    /// plan objects, and the plan is borrowed for the whole lowering): one word to hash.
+    kernel_at: HashMap<usize, KernelId, BuildHasherDefault<FxHasher>>,
 }
 
 impl<'a> Lower<'a> {
@@ -156,12 +159,21 @@ impl<'a> Lower<'a> {
         self.last_compute[dev] = Some(id);
     }
 
-    fn kernel_id(&mut self, shape: KernelShape) -> KernelId {
-        if let Some(&id) = self.kernel_ids.get(&shape) {
+    fn kernel_id(&mut self, k: &Kernel) -> KernelId {
+        let at = k as *const Kernel as usize;
+        if let Some(&id) = self.kernel_at.get(&at) {
+            debug_assert_eq!(self.g.kernels[id as usize], k.shape);
             return id;
         }
-        let id = self.g.add_kernel(shape);
-        self.kernel_ids.insert(shape, id);
+        let id = match self.kernel_ids.get(&k.shape) {
+            Some(&id) => id,
+            None => {
+                let id = self.g.add_kernel(k.shape);
+                self.kernel_ids.insert(k.shape, id);
+                id
+            }
+        };
+        self.kernel_at.insert(at, id);
         id
     }
 
@@ -174,7 +186,7 @@ impl<'a> Lower<'a> {
             any = true;
             let deps = self.compute_deps(dev as usize, extra);
             self.label.name = k.name;
-            let kernel = self.kernel_id(k.shape);
+            let kernel = self.kernel_id(k);
             let id = self.add(dev, Stream::Compute, Work::Compute { kernel }, deps);
             self.set_compute_frontier(dev as usize, id);
         }
@@ -595,6 +607,7 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
         last_compute: vec![None; n],
         phase_tasks: vec![[None; STREAMS]; n],
         kernel_ids: HashMap::default(),
+        kernel_at: HashMap::default(),
     };
     let per_layer = inv.activation_bytes_per_layer;
     let model_scope: u128 = inv

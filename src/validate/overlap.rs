@@ -95,6 +95,7 @@ pub fn idealise(w: &mut Workload) {
     set(&mut k.host.isolated_gap_s, 0.0);
     set(&mut k.host.isolated_floor_s, 0.0);
     set(&mut k.memory.latency_s, 0.0);
+    set(&mut k.memory.elementwise_fraction, 1.0);
     set(&mut k.gemm.tile_s, 0.0);
     set(&mut k.gemm.tile, 1.0);
     set(&mut k.gemm.k_step, 1.0);

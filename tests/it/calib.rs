@@ -71,6 +71,11 @@ fn calib_mock_fit_recovers_the_known_profile() {
             tk.memory.latency_s.value,
         ),
         (
+            "element-wise fraction",
+            fk.memory.elementwise_fraction.value,
+            tk.memory.elementwise_fraction.value,
+        ),
+        (
             "gemm rate",
             rate(f, fk.gemm.mma_fraction.value),
             rate(t, tk.gemm.mma_fraction.value),
@@ -186,8 +191,8 @@ fn calib_written_profile_loads_and_every_source_is_calibrated() {
         }
     }
     walk(&v, &mut sources);
-    // 8 GPU and link figures + 25 kernel-model figures + reserved + slowdown, at least.
-    assert!(sources.len() >= 35, "{sources:?}");
+    // 8 GPU and link figures + 26 kernel-model figures + reserved + slowdown, at least.
+    assert!(sources.len() >= 36, "{sources:?}");
     for s in &sources {
         assert!(
             s.starts_with(
