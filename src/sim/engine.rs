@@ -317,7 +317,8 @@ impl<'g> Engine<'g> {
             let s = cost.kernel_s(k);
             if !(s.is_finite() && (0.0..1e6).contains(&s)) {
                 return Err(invalid(format!(
-                    "kernel {i} ({k:?}) is priced at {s} s by the hardware profile"
+                    "kernel {i} ({k:?}) would take {s:.3e} s, more than the simulator's \
+                     picosecond clock holds for one kernel (10^6 s)"
                 )));
             }
             durations.push(secs_to_ps(s));
