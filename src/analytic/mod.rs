@@ -4,7 +4,7 @@
 //!
 //! Every devices of a group is assumed to follow the same timeline (the critical device's, for
 //! causal rings whose per-device work differs). Per stage:
-//! - compute: the sum of its kernels' roofline times (`cost`);
+//! - compute: the sum of its kernels' times (the cost model's kernel model);
 //! - a blocking collective: `steps × (α + chunk / B)` (`cost::collective_steps`), B the
 //!   narrowest link the group crosses;
 //! - a ring with two receive buffers: the transfer for step k+1 starts with step k, so step k

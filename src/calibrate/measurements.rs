@@ -233,20 +233,33 @@ impl KernelMeasurements {
             message: message.to_string(),
         };
         let time_ok = |t: f64| t.is_finite() && t > 0.0;
+        // Sizes beyond any real call are refused, so that no product the model forms overflows.
+        const MAX: u64 = 1 << 40;
         for (i, g) in self.gemm.iter().enumerate() {
-            if g.m == 0 || g.n == 0 || g.k == 0 {
-                return Err(bad(format!("gemm[{i}]"), "m, n and k must be positive"));
+            if g.m == 0 || g.n == 0 || g.k == 0 || g.m.max(g.n).max(g.k) > MAX {
+                return Err(bad(
+                    format!("gemm[{i}]"),
+                    "m, n and k must be positive and at most 2^40",
+                ));
             }
             if !time_ok(g.s) {
                 return Err(bad(format!("gemm[{i}].s"), "must be a positive time"));
             }
         }
         for (i, a) in self.attention.iter().enumerate() {
-            if a.b == 0 || a.heads == 0 || a.q() == 0 || a.kv() == 0 || a.d() == 0 {
+            let dims = [
+                a.b,
+                a.heads,
+                a.q(),
+                a.kv(),
+                a.d(),
+                a.kv_heads.unwrap_or(a.heads),
+            ];
+            if dims.iter().any(|&x| x == 0 || x > MAX) {
                 return Err(bad(
                     format!("attention[{i}]"),
-                    "b, heads, head_dim and the token counts (s, or q_tokens and kv_tokens) \
-                     must be positive",
+                    "b, heads, kv_heads, head_dim and the token counts (s, or q_tokens and \
+                     kv_tokens) must be positive and at most 2^40",
                 ));
             }
             if !time_ok(a.fwd_s) || a.bwd_s.is_some_and(|t| !time_ok(t)) {
@@ -257,8 +270,11 @@ impl KernelMeasurements {
             }
         }
         for (i, c) in self.copy.iter().enumerate() {
-            if c.bytes == 0 {
-                return Err(bad(format!("copy[{i}].bytes"), "must be positive"));
+            if c.bytes == 0 || c.bytes > MAX {
+                return Err(bad(
+                    format!("copy[{i}].bytes"),
+                    "must be positive and at most 2^40",
+                ));
             }
             if c.copy_s.is_some_and(|t| !time_ok(t)) || c.mul_s.is_some_and(|t| !time_ok(t)) {
                 return Err(bad(
