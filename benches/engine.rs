@@ -11,7 +11,9 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use metp_sim::config::{load_hardware, Hardware};
-use metp_sim::schedule::{Label, OpKind, Pass, Stream, TaskGraph, TaskId, Work};
+use metp_sim::schedule::{
+    Attention, AttnPass, KernelShape, Label, Pass, Stream, TaskGraph, TaskId, Work,
+};
 use metp_sim::sim::{simulate, LinkModel, SimOptions};
 
 fn label(name: &'static str, layer: u32, outer: u32, step: u32) -> Label {
@@ -26,23 +28,17 @@ fn label(name: &'static str, layer: u32, outer: u32, step: u32) -> Label {
     }
 }
 
-fn kernel(flops: f64) -> Work {
-    Work::Compute {
-        op: OpKind::Gemm,
-        flops,
-        bytes: flops / 100.0,
-    }
-}
-
 fn compute_chain(devices: u32, per_device: u32) -> TaskGraph {
     let mut g = TaskGraph::new(devices);
+    // A 4e10-FLOP GEMM.
+    let gemm = g.add_kernel(KernelShape::gemm(2048, 2048, 4768));
     let mut tag = 0u64;
     for i in 0..per_device {
         for d in 0..devices {
             g.add(
                 d,
                 Stream::Compute,
-                kernel(4e10),
+                Work::Compute { kernel: gemm },
                 vec![],
                 label("gemm", 0, 0, i),
             );
@@ -84,6 +80,18 @@ fn compute_chain(devices: u32, per_device: u32) -> TaskGraph {
 /// compute stream (see the engine's double-buffer test for the dependency pattern).
 fn metp_like(devices: u32, layers: u32, outer: u32, inner: u32) -> TaskGraph {
     let mut g = TaskGraph::new(devices);
+    // A 4-head attention block of 7k tokens (≈ 1e11 FLOPs) and a 30 MB merge.
+    let attn = g.add_kernel(KernelShape::Attention(Attention {
+        batch: 1,
+        heads: 4,
+        kv_heads: 4,
+        q_tokens: 7424,
+        kv_tokens: 7424,
+        head_dim: 128,
+        causal: false,
+        pass: AttnPass::Fwd,
+    }));
+    let merge = g.add_kernel(KernelShape::Elementwise { bytes: 30_000_000 });
     let mut tag = 0u64;
     let n = devices as usize;
     let mut prev_comp: Vec<Option<TaskId>> = vec![None; n];
@@ -111,22 +119,14 @@ fn metp_like(devices: u32, layers: u32, outer: u32, inner: u32) -> TaskGraph {
                     let c = g.add(
                         d,
                         Stream::Compute,
-                        Work::Compute {
-                            op: OpKind::Attention,
-                            flops: 1.1e11,
-                            bytes: 1.0e8,
-                        },
+                        Work::Compute { kernel: attn },
                         cdeps,
                         lab("attn-block"),
                     );
                     g.add(
                         d,
                         Stream::Compute,
-                        Work::Compute {
-                            op: OpKind::Elementwise,
-                            flops: 0.0,
-                            bytes: 3.0e7,
-                        },
+                        Work::Compute { kernel: merge },
                         vec![],
                         lab("lse-merge"),
                     );

@@ -4,7 +4,7 @@
 //!
 //! Every devices of a group is assumed to follow the same timeline (the critical device's, for
 //! causal rings whose per-device work differs). Per stage:
-//! - compute: the sum of its kernels' roofline times (`cost`);
+//! - compute: the sum of its kernels' times (the cost model's kernel model);
 //! - a blocking collective: `steps × (α + chunk / B)` (`cost::collective_steps`), B the
 //!   narrowest link the group crosses;
 //! - a ring with two receive buffers: the transfer for step k+1 starts with step k, so step k
@@ -68,13 +68,8 @@ impl<'a> Pricer<'a> {
         }
     }
 
-    fn kernels(&self, ks: &[Kernel], scale: f64) -> f64 {
-        if scale == 0.0 {
-            return 0.0;
-        }
-        ks.iter()
-            .map(|k| self.cost.compute_s(k.op, k.flops * scale, k.bytes * scale))
-            .sum()
+    fn kernels(&self, ks: &[Kernel]) -> f64 {
+        ks.iter().map(|k| self.cost.kernel_s(&k.shape)).sum()
     }
 
     fn message(&self, bytes: u64) -> f64 {
@@ -102,7 +97,7 @@ impl<'a> Pricer<'a> {
         match s {
             Stage::Compute(ks) => {
                 for k in ks {
-                    let d = self.cost.compute_s(k.op, k.flops, k.bytes);
+                    let d = self.cost.kernel_s(&k.shape);
                     c.t = c.run(c.t, d, self.sigma);
                 }
             }
@@ -137,9 +132,13 @@ impl<'a> Pricer<'a> {
         let mut pre_arrival: Option<f64> = None;
         let mut acc_arrival: Option<f64> = None;
         for (k, step) in r.steps.iter().enumerate() {
-            // The critical device: the one with the most work at this step.
-            let scale = step.fraction.iter().copied().fold(f64::NAN, f64::max);
-            let scale = if scale.is_nan() { 1.0 } else { scale };
+            // The critical device: the one whose block's kernels take longest at this step.
+            let busiest = step
+                .present(self.p as usize, k)
+                .iter()
+                .map(|&b| step.kernels_of(b))
+                .max_by(|a, b| self.kernels(a).total_cmp(&self.kernels(b)))
+                .unwrap_or(&[]);
             let hop = comm && k + 1 < steps;
             let pre_ready = pre_arrival.unwrap_or(t0);
             if hop && r.buffers >= 2 {
@@ -147,13 +146,9 @@ impl<'a> Pricer<'a> {
                 c.transfer(start, m);
             }
             let mut t = prev_end.max(pre_arrival.unwrap_or(t0));
-            if scale > 0.0 {
-                for kern in &step.kernels {
-                    let d = self
-                        .cost
-                        .compute_s(kern.op, kern.flops * scale, kern.bytes * scale);
-                    t = c.run(t, d, self.sigma);
-                }
+            for kern in busiest {
+                let d = self.cost.kernel_s(&kern.shape);
+                t = c.run(t, d, self.sigma);
             }
             let main_end = t;
             let this_pre = if hop {
@@ -171,7 +166,7 @@ impl<'a> Pricer<'a> {
             if !step.accumulate.is_empty() || (ma > 0.0 && comm) {
                 t = t.max(acc_arrival.unwrap_or(t0));
                 for kern in &step.accumulate {
-                    let d = self.cost.compute_s(kern.op, kern.flops, kern.bytes);
+                    let d = self.cost.kernel_s(&kern.shape);
                     t = c.run(t, d, self.sigma);
                 }
                 if ma > 0.0 && comm {
@@ -340,8 +335,8 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
     let cost = CostModel::new(&w.hardware);
     let pr = Pricer::new(w);
     let mut step = T::default();
-    let emb_f = pr.kernels(&plan.embedding_fwd, 1.0);
-    let emb_b = pr.kernels(&plan.embedding_bwd, 1.0);
+    let emb_f = pr.kernels(&plan.embedding_fwd);
+    let emb_b = pr.kernels(&plan.embedding_bwd);
     let replicas = if plan.grad_sync_over_p {
         w.p * w.dp
     } else {
@@ -455,7 +450,7 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
             };
         }
     }
-    let opt = pr.kernels(&plan.optimizer, 1.0);
+    let opt = pr.kernels(&plan.optimizer);
     step += T {
         wall: opt,
         compute: opt,

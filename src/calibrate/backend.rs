@@ -1,9 +1,11 @@
 //! The [`Backend`] trait: what a machine must be able to measure for `calibrate` and `run`, and
-//! the shapes it is asked about. Implemented by [`super::cpu`] (always), [`super::mock`]
+//! the shapes it is asked about (GEMMs, attention calls of any shape, memory-bound kernels,
+//! messages). Implemented by [`super::cpu`] (always), [`super::mock`]
 //! (tests) and [`super::cuda`] (feature `cuda`).
 
 use serde::Serialize;
 
+pub use super::measurements::Timing;
 use crate::config::UnitSupport;
 use crate::error::Result;
 use crate::exec::device::Link;
@@ -31,32 +33,60 @@ impl GemmShape {
     }
 }
 
-/// One attention block of a ring step: `b` samples × `heads` heads, `c` query rows against
-/// `c` key rows, head dimension `d`.
+/// One fused attention call: `batch` sequences × `heads` heads, `q_tokens` queries against
+/// `kv_tokens` keys, head dimension `head_dim`, causal or not (queries and keys aligned at
+/// their ends). A METP ring step's block is `batch = b`, `heads = a/p`, `q_tokens = kv_tokens =
+/// s/p`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct AttnBlock {
-    /// Samples.
-    pub b: usize,
-    /// Rows (tokens) of the query and key blocks.
-    pub c: usize,
-    /// Heads in the block.
+pub struct AttnCall {
+    /// Sequences.
+    pub batch: usize,
+    /// Heads (query and key/value heads alike).
     pub heads: usize,
+    /// Query tokens per sequence.
+    pub q_tokens: usize,
+    /// Key/value tokens per sequence.
+    pub kv_tokens: usize,
     /// Head dimension.
-    pub d: usize,
+    pub head_dim: usize,
+    /// Causal mask.
+    pub causal: bool,
 }
 
-impl AttnBlock {
-    /// Forward FLOPs as the cost model counts them: 4·b·c²·heads·d (QKᵀ and P·V).
-    pub fn forward_flops(&self) -> f64 {
-        4.0 * self.b as f64 * (self.c as f64).powi(2) * self.heads as f64 * self.d as f64
-    }
-    /// FLOPs of a pass: backward of a fused kernel counts 2.5 × forward (it recomputes QKᵀ;
-    /// the convention of `schedule::kernels`).
-    pub fn flops(&self, pass: Pass) -> f64 {
-        match pass {
-            Pass::Forward => self.forward_flops(),
-            Pass::Backward => 2.5 * self.forward_flops(),
+impl AttnCall {
+    /// A square, non-causal block of `c` tokens (a ring step's).
+    pub fn block(batch: usize, c: usize, heads: usize, head_dim: usize) -> AttnCall {
+        AttnCall {
+            batch,
+            heads,
+            q_tokens: c,
+            kv_tokens: c,
+            head_dim,
+            causal: false,
         }
+    }
+
+    /// The kernel shape of a pass, as the cost model prices it.
+    pub fn shape(&self, pass: Pass) -> crate::schedule::Attention {
+        crate::schedule::Attention {
+            batch: self.batch as u64,
+            heads: self.heads as u64,
+            kv_heads: self.heads as u64,
+            q_tokens: self.q_tokens as u64,
+            kv_tokens: self.kv_tokens as u64,
+            head_dim: self.head_dim as u64,
+            causal: self.causal,
+            pass: match pass {
+                Pass::Forward => crate::schedule::AttnPass::Fwd,
+                Pass::Backward => crate::schedule::AttnPass::Bwd,
+            },
+        }
+    }
+
+    /// FLOPs of a pass as the cost model counts them (forward 4·pairs·d per head, backward
+    /// 2.5 × forward).
+    pub fn flops(&self, pass: Pass) -> f64 {
+        self.shape(pass).flops()
     }
 }
 
@@ -96,8 +126,8 @@ pub trait Backend {
     }
     /// One GEMM.
     fn gemm_s(&mut self, shape: GemmShape) -> Result<f64>;
-    /// One fused attention block, forward or backward.
-    fn attention_s(&mut self, block: AttnBlock, pass: Pass) -> Result<f64>;
+    /// One fused attention call, forward or backward.
+    fn attention_s(&mut self, shape: AttnCall, pass: Pass) -> Result<f64>;
     /// One element-wise kernel (GeLU) moving `bytes` (bf16 in and out: 4 bytes per element).
     fn elementwise_s(&mut self, bytes: u64) -> Result<f64>;
     /// One device-local copy of a buffer moving `bytes` (4 per bf16 element: read and write):
@@ -114,6 +144,13 @@ pub trait Backend {
     /// runtime's ([`crate::exec::SUPPORT`]); a backend that does less must say so.
     fn support(&self) -> UnitSupport {
         crate::exec::SUPPORT
+    }
+    /// What the backend's kernel times include: `Isolated` (default; GPU backends time one
+    /// call with events around it, so launch latency is in the time) or `Device` (the kernel's
+    /// own time: the CPU runs kernels as plain function calls). The fit prices measurements
+    /// the same way.
+    fn timing(&self) -> Timing {
+        Timing::Isolated
     }
     /// Whether `run_unit` and `attention_s` run forward passes only (then predictions and
     /// measurements leave the backward pass out).

@@ -8,11 +8,15 @@
 //! by ping-pong between two devices (half the round trip, through `Device::send` and
 //! `Device::recv`, so the receive-buffer allocation and the copy are included). The slowdown
 //! is a GEMM timed alone and while a peer streams messages into its device.
+//!
+//! Times are the kernels' own (`Timing::Device`: a kernel is a function call, there is no host
+//! issuing ahead of a device). In the kernel model a virtual device is one "SM": it runs one
+//! tile after another (`gpu.sm_count` = 1), with small tiles (see `profile::backend_base`).
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use super::backend::{AttnBlock, Backend, GemmShape, Pass, SlowdownSample};
+use super::backend::{AttnCall, Backend, GemmShape, Pass, SlowdownSample, Timing};
 use super::fit::median;
 use crate::error::{Error, Result};
 use crate::exec::attention::BlockBench;
@@ -202,9 +206,22 @@ impl Backend for CpuBackend {
         )
     }
 
-    fn attention_s(&mut self, blk: AttnBlock, pass: Pass) -> Result<f64> {
+    fn attention_s(&mut self, a: AttnCall, pass: Pass) -> Result<f64> {
+        // The runtime's attention block (exec::attention) is square and unmasked: a ring
+        // step's block. Other shapes are not what the CPU units run.
+        if a.q_tokens != a.kv_tokens || a.causal {
+            return Err(Error::Calibration {
+                message: format!(
+                    "cpu backend: attention calls are the runtime's square unmasked blocks; \
+                     asked for {} queries × {} keys{}",
+                    a.q_tokens,
+                    a.kv_tokens,
+                    if a.causal { ", causal" } else { "" }
+                ),
+            });
+        }
         self.concurrent(
-            |t| BlockBench::new(blk.b, blk.c, blk.heads, blk.d, 11 + t as u64),
+            |t| BlockBench::new(a.batch, a.q_tokens, a.heads, a.head_dim, 11 + t as u64),
             |bench| match pass {
                 Pass::Forward => bench.forward(),
                 Pass::Backward => bench.backward(),
@@ -322,6 +339,10 @@ impl Backend for CpuBackend {
 
     fn compute_scale(&self, p: usize, profile_devices: usize) -> f64 {
         contention_scale(p, profile_devices)
+    }
+
+    fn timing(&self) -> Timing {
+        Timing::Device
     }
 
     fn run_unit(&mut self, spec: &RunSpec) -> Result<RunReport> {

@@ -1,62 +1,16 @@
-//! Fitting measurements to the figures of a hardware profile: efficiency tables (size →
-//! fraction of a fitted peak), link latency and bandwidth (least squares on `t = α + n/B`), and
-//! the compute slowdown under a concurrent transfer. Pure functions of the numbers.
+//! Fitting measurements to the figures of a hardware profile: the link's latency and bandwidth
+//! (least squares on `t = α + n/B`), the compute slowdown under a concurrent transfer, and the
+//! numerical tools the kernel model's fit uses ([`nelder_mead`]). Pure functions of the
+//! numbers; the kernel model's fit itself is in [`super::kernel_fit`].
 
 use serde::Serialize;
 
-use super::measure::Measurements;
 use crate::error::{Error, Result};
 
 fn calib_err(message: impl Into<String>) -> Error {
     Error::Calibration {
         message: message.into(),
     }
-}
-
-/// An efficiency table fitted from `(size, achieved rate)` points.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct EfficiencyFit {
-    /// The fitted peak: the best rate achieved over all points.
-    pub peak: f64,
-    /// `(size, rate / peak)` sorted by size; equal sizes (within 0.1%) averaged.
-    pub points: Vec<(f64, f64)>,
-}
-
-/// Fits an efficiency table: the peak is the best achieved rate (so the best point has fraction
-/// 1), each point's fraction is its rate over that peak. Sizes that agree within 0.1% are
-/// merged (their rates averaged) so that the sizes increase strictly, as the profile requires.
-pub fn efficiency(what: &str, samples: &[(f64, f64)]) -> Result<EfficiencyFit> {
-    let mut pts: Vec<(f64, f64)> = samples.to_vec();
-    if pts.is_empty() {
-        return Err(calib_err(format!("{what}: no measurements")));
-    }
-    for &(size, rate) in &pts {
-        if !(size.is_finite() && size > 0.0 && rate.is_finite() && rate > 0.0) {
-            return Err(calib_err(format!(
-                "{what}: bad measurement (size {size}, rate {rate})"
-            )));
-        }
-    }
-    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut merged: Vec<(f64, f64, usize)> = Vec::new();
-    for (size, rate) in pts {
-        match merged.last_mut() {
-            Some((s, r, n)) if (size - *s).abs() <= 1e-3 * *s => {
-                *r += rate;
-                *n += 1;
-            }
-            _ => merged.push((size, rate, 1)),
-        }
-    }
-    let rates: Vec<(f64, f64)> = merged
-        .into_iter()
-        .map(|(s, r, n)| (s, r / n as f64))
-        .collect();
-    let peak = rates.iter().map(|&(_, r)| r).fold(0.0, f64::max);
-    Ok(EfficiencyFit {
-        peak,
-        points: rates.iter().map(|&(s, r)| (s, r / peak)).collect(),
-    })
 }
 
 /// Ordinary least squares `y = a + b·x`.
@@ -157,6 +111,96 @@ pub fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// Minimises `f` from `x0` with the Nelder–Mead simplex (reflection 1, expansion 2,
+/// contraction ½, shrink ½; initial steps `step` along each axis), until the simplex's values
+/// agree within `tol` or after `max_evals` evaluations; restarted from the best point until a
+/// restart no longer improves it. Deterministic. Returns the best point and its value.
+pub fn nelder_mead(
+    f: &dyn Fn(&[f64]) -> f64,
+    x0: &[f64],
+    step: f64,
+    tol: f64,
+    max_evals: usize,
+) -> (Vec<f64>, f64) {
+    let mut best = (x0.to_vec(), f(x0));
+    for _ in 0..8 {
+        let (x, v) = simplex_run(f, &best.0, step, tol, max_evals);
+        let improved = v < best.1 - tol.max(1e-300);
+        if v < best.1 {
+            best = (x, v);
+        }
+        if !improved {
+            break;
+        }
+    }
+    best
+}
+
+fn simplex_run(
+    f: &dyn Fn(&[f64]) -> f64,
+    x0: &[f64],
+    step: f64,
+    tol: f64,
+    max_evals: usize,
+) -> (Vec<f64>, f64) {
+    let n = x0.len();
+    let mut pts: Vec<Vec<f64>> = vec![x0.to_vec()];
+    for i in 0..n {
+        let mut x = x0.to_vec();
+        x[i] += step;
+        pts.push(x);
+    }
+    let mut vals: Vec<f64> = pts.iter().map(|p| f(p)).collect();
+    let mut evals = n + 1;
+    let at = |c: &[f64], far: &[f64], t: f64| -> Vec<f64> {
+        c.iter().zip(far).map(|(a, b)| a + t * (b - a)).collect()
+    };
+    while evals < max_evals {
+        let mut order: Vec<usize> = (0..=n).collect();
+        order.sort_by(|&a, &b| vals[a].total_cmp(&vals[b]).then(a.cmp(&b)));
+        pts = order.iter().map(|&i| pts[i].clone()).collect();
+        vals = order.iter().map(|&i| vals[i]).collect();
+        if (vals[n] - vals[0]).abs() <= tol {
+            break;
+        }
+        let centroid: Vec<f64> = (0..n)
+            .map(|j| pts[..n].iter().map(|p| p[j]).sum::<f64>() / n as f64)
+            .collect();
+        let xr = at(&centroid, &pts[n], -1.0);
+        let fr = f(&xr);
+        evals += 1;
+        if fr < vals[0] {
+            let xe = at(&centroid, &pts[n], -2.0);
+            let fe = f(&xe);
+            evals += 1;
+            if fe < fr {
+                (pts[n], vals[n]) = (xe, fe);
+            } else {
+                (pts[n], vals[n]) = (xr, fr);
+            }
+        } else if fr < vals[n - 1] {
+            (pts[n], vals[n]) = (xr, fr);
+        } else {
+            let xc = at(&centroid, &pts[n], 0.5);
+            let fc = f(&xc);
+            evals += 1;
+            if fc < vals[n] {
+                (pts[n], vals[n]) = (xc, fc);
+            } else {
+                for i in 1..=n {
+                    pts[i] = at(&pts[0], &pts[i], 0.5);
+                    vals[i] = f(&pts[i]);
+                }
+                evals += n;
+            }
+        }
+    }
+    let i = (0..=n)
+        .min_by(|&a, &b| vals[a].total_cmp(&vals[b]).then(a.cmp(&b)))
+        .unwrap_or(0);
+    (pts[i].clone(), vals[i])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,12 +229,15 @@ mod tests {
     }
 
     #[test]
-    fn calib_efficiency_normalises_to_best_and_merges_equal_sizes() {
-        let f = efficiency("gemm", &[(4.0, 2.0), (1.0, 1.0), (4.0, 4.0), (16.0, 6.0)]).unwrap();
-        assert_eq!(f.peak, 6.0);
-        assert_eq!(f.points, vec![(1.0, 1.0 / 6.0), (4.0, 0.5), (16.0, 1.0)]);
-        assert!(efficiency("gemm", &[]).is_err());
-        assert!(efficiency("gemm", &[(1.0, 0.0)]).is_err());
+    fn nelder_mead_finds_the_minimum_of_a_valley() {
+        // Rosenbrock's valley, minimum 0 at (1, 1).
+        let f = |x: &[f64]| (1.0 - x[0]).powi(2) + 100.0 * (x[1] - x[0] * x[0]).powi(2);
+        let (x, v) = nelder_mead(&f, &[-1.2, 1.0], 0.5, 1e-20, 20_000);
+        assert!(v < 1e-12, "{v}");
+        assert!(
+            (x[0] - 1.0).abs() < 1e-5 && (x[1] - 1.0).abs() < 1e-5,
+            "{x:?}"
+        );
     }
 
     #[test]
@@ -199,87 +246,4 @@ mod tests {
         assert_eq!(slowdown(&[(1.0, 0.9)]).unwrap(), 0.0);
         assert_eq!(slowdown(&[(1.0, 3.0)]).unwrap(), 0.95);
     }
-}
-
-/// The fitted figures.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Fits {
-    /// GEMM rates (FLOP/s) by FLOPs of one call; `peak` is the profile's peak.
-    pub gemm: EfficiencyFit,
-    /// Attention-block rates by FLOPs of one call, as fractions of the GEMM table's peak.
-    pub attention: EfficiencyFit,
-    /// Element-wise rates (bytes/s) by bytes moved.
-    pub elementwise: EfficiencyFit,
-    /// Point-to-point link.
-    pub link: LinkFit,
-    /// Compute slowdown under a concurrent transfer.
-    pub slowdown_fraction: f64,
-}
-
-/// Fits every figure from the measurements. The peak is the best FLOP rate over GEMMs and
-/// attention blocks (so no fraction exceeds 1).
-pub fn fit_all(m: &Measurements) -> Result<Fits> {
-    let gemm_rates: Vec<(f64, f64)> = m
-        .gemm
-        .iter()
-        .map(|t| (t.what.flops(), t.what.flops() / t.seconds))
-        .collect();
-    let attn_rates: Vec<(f64, f64)> = m
-        .attention
-        .iter()
-        .map(|t| {
-            let flops = t.what.0.flops(t.what.1);
-            (flops, flops / t.seconds)
-        })
-        .collect();
-    let gemm = efficiency("gemm", &gemm_rates)?;
-    let attention = efficiency("attention", &attn_rates)?;
-    let peak = gemm.peak.max(attention.peak);
-    let rescale = |f: EfficiencyFit| EfficiencyFit {
-        points: f
-            .points
-            .iter()
-            .map(|&(s, e)| (s, e * f.peak / peak))
-            .collect(),
-        peak,
-    };
-    let ew_rates: Vec<(f64, f64)> = m
-        .elementwise
-        .iter()
-        .map(|t| (t.what as f64, t.what as f64 / t.seconds))
-        .collect();
-    let copy_rate = m
-        .copies
-        .iter()
-        .map(|t| t.what as f64 / t.seconds)
-        .fold(0.0, f64::max);
-    let ew = efficiency("elementwise", &ew_rates)?;
-    // Fractions of the memory bandwidth: the best copy (or the best element-wise kernel, if
-    // that was faster or no copy was measured).
-    let hbm = copy_rate.max(ew.peak);
-    let elementwise = EfficiencyFit {
-        points: ew
-            .points
-            .iter()
-            .map(|&(s, e)| (s, e * ew.peak / hbm))
-            .collect(),
-        peak: hbm,
-    };
-    let link_pts: Vec<(f64, f64)> = m
-        .transfers
-        .iter()
-        .map(|t| (t.what as f64, t.seconds))
-        .collect();
-    let slow: Vec<(f64, f64)> = m
-        .slowdown
-        .iter()
-        .map(|s| (s.alone_s, s.with_transfer_s))
-        .collect();
-    Ok(Fits {
-        gemm: rescale(gemm),
-        attention: rescale(attention),
-        elementwise,
-        link: link(&link_pts)?,
-        slowdown_fraction: slowdown(&slow)?,
-    })
 }

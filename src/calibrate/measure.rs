@@ -1,9 +1,13 @@
-//! What to measure ([`Plan`]) and measuring it on a [`Backend`] ([`measure`]); [`super::fit`]
-//! fits the result.
+//! What to measure ([`Plan`]) and measuring it on a [`Backend`] ([`measure`]) into the kernel
+//! measurement file format ([`KernelMeasurements`]), which [`super::kernel_fit::fit_profile`]
+//! fits — the same path for every backend and for a file measured elsewhere.
 
 use serde::Serialize;
 
-use super::backend::{AttnBlock, Backend, GemmShape, Pass, SlowdownSample};
+use super::backend::{AttnCall, Backend, GemmShape, Pass};
+use super::measurements::{
+    AttentionSample, CopySample, GemmSample, KernelMeasurements, OverlapSample, P2pSample,
+};
 use super::predict::{unit_work, Work};
 use crate::error::Result;
 use crate::exec::device::Link;
@@ -14,8 +18,9 @@ use crate::exec::{ExecMethod, RunSpec, Shape, Unit};
 pub struct Plan {
     /// GEMM shapes.
     pub gemms: Vec<GemmShape>,
-    /// Attention blocks (each timed forward and backward).
-    pub attention: Vec<AttnBlock>,
+    /// Attention calls (each timed forward and, unless the backend runs forward only,
+    /// backward).
+    pub attention: Vec<AttnCall>,
     /// Element-wise sizes in bytes.
     pub elementwise_bytes: Vec<u64>,
     /// Copy sizes in bytes (the best rate is the memory bandwidth).
@@ -85,20 +90,22 @@ impl Plan {
             &[16, 32, 64, 128, 256, 512]
         };
         let mut gemms: Vec<GemmShape> = squares.iter().map(|&n| GemmShape::new(n, n, n)).collect();
+        // Skinny shapes (short k, few rows), so that per-tile and per-call times separate.
+        let last = *squares.last().unwrap_or(&64);
+        gemms.push(GemmShape::new(last, last, 16));
+        gemms.push(GemmShape::new(16, last, last));
         let cs: &[usize] = if quick {
             &[16, 32, 64]
         } else {
             &[32, 64, 128, 256, 512]
         };
-        let mut attention: Vec<AttnBlock> = cs
-            .iter()
-            .map(|&c| AttnBlock {
-                b: 1,
-                c,
-                heads: 2,
-                d: if quick { 8 } else { 32 },
-            })
-            .collect();
+        let d = if quick { 8 } else { 32 };
+        let mut attention: Vec<AttnCall> =
+            cs.iter().map(|&c| AttnCall::block(1, c, 2, d)).collect();
+        // Blocks with other head counts, so that a per-call and a per-block time can be told
+        // apart.
+        attention.push(AttnCall::block(1, cs[0], 8, d));
+        attention.push(AttnCall::block(2, cs[1], 4, d));
         let ew_elems: &[u64] = if quick {
             &[1 << 10, 1 << 12, 1 << 14, 1 << 16]
         } else {
@@ -157,96 +164,110 @@ impl Plan {
     }
 }
 
-/// One timed kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Timed<T> {
-    /// What.
-    pub what: T,
-    /// Seconds per call.
-    pub seconds: f64,
-}
-
-/// Everything a calibration measured.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Measurements {
-    /// GEMMs.
-    pub gemm: Vec<Timed<GemmShape>>,
-    /// Attention blocks.
-    pub attention: Vec<Timed<(AttnBlock, Pass)>>,
-    /// Element-wise kernels, by bytes.
-    pub elementwise: Vec<Timed<u64>>,
-    /// Copies, by bytes.
-    pub copies: Vec<Timed<u64>>,
-    /// Messages, by bytes.
-    pub transfers: Vec<Timed<u64>>,
-    /// Slowdown samples.
-    pub slowdown: Vec<SlowdownSample>,
-}
-
-/// Runs the plan's kernel measurements (not the units) on `backend`. `progress` is told what
-/// is being measured.
+/// Runs the plan's kernel and link measurements (not the units) on `backend` and returns them
+/// as a measurement file. `progress` is told what is being measured.
 pub fn measure(
     backend: &mut dyn Backend,
     plan: &Plan,
+    date: &str,
     progress: &mut dyn FnMut(&str),
-) -> Result<Measurements> {
-    let mut m = Measurements {
+) -> Result<KernelMeasurements> {
+    let mut m = KernelMeasurements {
+        what: format!(
+            "measured by metp-sim calibrate --backend {}: {}; each time is the backend's \
+             median per call",
+            backend.name(),
+            backend.device()
+        ),
+        date: date.to_string(),
+        device: backend.device(),
+        software: format!("metp-sim {} {}", env!("CARGO_PKG_VERSION"), backend.name()),
+        sm_count: None,
+        timing: Some(backend.timing()),
         gemm: vec![],
         attention: vec![],
-        elementwise: vec![],
-        copies: vec![],
-        transfers: vec![],
-        slowdown: vec![],
+        copy: vec![],
+        eager_op_s: None,
+        p2p: vec![],
+        collectives: vec![],
+        overlap: vec![],
     };
     progress(&format!("{} GEMM shapes", plan.gemms.len()));
     for &g in &plan.gemms {
-        m.gemm.push(Timed {
-            what: g,
-            seconds: backend.gemm_s(g)?,
+        m.gemm.push(GemmSample {
+            m: g.m as u64,
+            n: g.n as u64,
+            k: g.k as u64,
+            flops: Some(g.flops()),
+            s: backend.gemm_s(g)?,
         });
     }
-    progress(&format!("{} attention blocks", plan.attention.len()));
-    for &b in &plan.attention {
-        let passes: &[Pass] = if backend.forward_only() {
-            &[Pass::Forward]
+    progress(&format!("{} attention calls", plan.attention.len()));
+    for &a in &plan.attention {
+        let fwd_s = backend.attention_s(a, Pass::Forward)?;
+        let bwd_s = if backend.forward_only() {
+            None
         } else {
-            &[Pass::Forward, Pass::Backward]
+            Some(backend.attention_s(a, Pass::Backward)?)
         };
-        for &pass in passes {
-            m.attention.push(Timed {
-                what: (b, pass),
-                seconds: backend.attention_s(b, pass)?,
-            });
-        }
+        m.attention.push(AttentionSample {
+            b: a.batch as u64,
+            heads: a.heads as u64,
+            kv_heads: None,
+            s: None,
+            q_tokens: Some(a.q_tokens as u64),
+            kv_tokens: Some(a.kv_tokens as u64),
+            head_dim: Some(a.head_dim as u64),
+            causal: a.causal,
+            fwd_flops: Some(a.flops(Pass::Forward)),
+            fwd_s,
+            bwd_s,
+        });
     }
+    // Copies and element-wise passes: the backend is asked by bytes moved (read + write); the
+    // file records the buffer (half of that).
     progress(&format!(
         "{} element-wise sizes",
         plan.elementwise_bytes.len()
     ));
     for &n in &plan.elementwise_bytes {
-        m.elementwise.push(Timed {
-            what: n,
-            seconds: backend.elementwise_s(n)?,
+        m.copy.push(CopySample {
+            bytes: (n / 2).max(1),
+            copy_s: None,
+            mul_s: Some(backend.elementwise_s(n)?),
         });
     }
     progress("copies");
     for &n in &plan.copy_bytes {
-        m.copies.push(Timed {
-            what: n,
-            seconds: backend.copy_s(n)?,
+        m.copy.push(CopySample {
+            bytes: (n / 2).max(1),
+            copy_s: Some(backend.copy_s(n)?),
+            mul_s: None,
         });
     }
     progress(&format!("{} message sizes", plan.transfer_bytes.len()));
     for &n in &plan.transfer_bytes {
-        m.transfers.push(Timed {
-            what: n,
-            seconds: backend.transfer_s(n)?,
+        m.p2p.push(P2pSample {
+            from: 0,
+            to: 1,
+            bytes: n,
+            s: backend.transfer_s(n)?,
+            via: None,
         });
     }
     progress("compute slowdown under a transfer");
     let (g, bytes, samples) = plan.slowdown;
     for _ in 0..samples.max(1) {
-        m.slowdown.push(backend.slowdown(g, bytes)?);
+        let s = backend.slowdown(g, bytes)?;
+        m.overlap.push(OverlapSample {
+            m: g.m as u64,
+            n: g.n as u64,
+            k: g.k as u64,
+            traffic_bytes: bytes,
+            via: None,
+            alone_s: s.alone_s,
+            with_traffic_s: s.with_transfer_s,
+        });
     }
     Ok(m)
 }

@@ -8,13 +8,14 @@
 //! timed with CUDA events, launch included). Optional fields default as the shared file
 //! implies: attention `head_dim` 128, `q_tokens` = `kv_tokens` = `s`, `kv_heads` = `heads`.
 //!
-//! Depends on `config` (the strict JSON reader) and `error` only.
+//! Depends on `config` (the strict JSON reader), `schedule`'s kernel shapes and `error`.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::schedule::{Attention, AttnPass, KernelShape};
 
 /// One file of measurements.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,6 +32,10 @@ pub struct KernelMeasurements {
     /// Streaming multiprocessors of the device, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sm_count: Option<u64>,
+    /// What a time includes: `isolated` (default: one call timed with events around it, launch
+    /// latency included, as the shared file's were) or `device` (the kernel alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Timing>,
     /// GEMMs.
     #[serde(default)]
     pub gemm: Vec<GemmSample>,
@@ -52,6 +57,26 @@ pub struct KernelMeasurements {
     /// A GEMM timed alone and while communication runs on the same device.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overlap: Vec<OverlapSample>,
+}
+
+/// What a measured time includes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    /// One call timed alone with events around it: the device time plus the launch latency,
+    /// and never less than the host's time per call.
+    Isolated,
+    /// The kernel's own time.
+    Device,
+}
+
+/// One measured kernel: its shape and time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Sample {
+    /// What ran.
+    pub shape: KernelShape,
+    /// Seconds per call.
+    pub measured_s: f64,
 }
 
 /// An m×k by k×n bf16 matrix product (fp32 accumulation).
@@ -208,20 +233,33 @@ impl KernelMeasurements {
             message: message.to_string(),
         };
         let time_ok = |t: f64| t.is_finite() && t > 0.0;
+        // Sizes beyond any real call are refused, so that no product the model forms overflows.
+        const MAX: u64 = 1 << 40;
         for (i, g) in self.gemm.iter().enumerate() {
-            if g.m == 0 || g.n == 0 || g.k == 0 {
-                return Err(bad(format!("gemm[{i}]"), "m, n and k must be positive"));
+            if g.m == 0 || g.n == 0 || g.k == 0 || g.m.max(g.n).max(g.k) > MAX {
+                return Err(bad(
+                    format!("gemm[{i}]"),
+                    "m, n and k must be positive and at most 2^40",
+                ));
             }
             if !time_ok(g.s) {
                 return Err(bad(format!("gemm[{i}].s"), "must be a positive time"));
             }
         }
         for (i, a) in self.attention.iter().enumerate() {
-            if a.b == 0 || a.heads == 0 || a.q() == 0 || a.kv() == 0 || a.d() == 0 {
+            let dims = [
+                a.b,
+                a.heads,
+                a.q(),
+                a.kv(),
+                a.d(),
+                a.kv_heads.unwrap_or(a.heads),
+            ];
+            if dims.iter().any(|&x| x == 0 || x > MAX) {
                 return Err(bad(
                     format!("attention[{i}]"),
-                    "b, heads, head_dim and the token counts (s, or q_tokens and kv_tokens) \
-                     must be positive",
+                    "b, heads, kv_heads, head_dim and the token counts (s, or q_tokens and \
+                     kv_tokens) must be positive and at most 2^40",
                 ));
             }
             if !time_ok(a.fwd_s) || a.bwd_s.is_some_and(|t| !time_ok(t)) {
@@ -232,8 +270,11 @@ impl KernelMeasurements {
             }
         }
         for (i, c) in self.copy.iter().enumerate() {
-            if c.bytes == 0 {
-                return Err(bad(format!("copy[{i}].bytes"), "must be positive"));
+            if c.bytes == 0 || c.bytes > MAX {
+                return Err(bad(
+                    format!("copy[{i}].bytes"),
+                    "must be positive and at most 2^40",
+                ));
             }
             if c.copy_s.is_some_and(|t| !time_ok(t)) || c.mul_s.is_some_and(|t| !time_ok(t)) {
                 return Err(bad(
@@ -267,6 +308,63 @@ impl KernelMeasurements {
             }
         }
         Ok(())
+    }
+
+    /// How the times were taken (`isolated` unless the file says otherwise).
+    pub fn timing(&self) -> Timing {
+        self.timing.unwrap_or(Timing::Isolated)
+    }
+
+    /// Every kernel time in the file as a shape and a time, in file order: GEMMs, attention
+    /// forward and backward, copies and element-wise passes (a copy or pass over an N-byte
+    /// buffer moves 2N bytes).
+    pub fn samples(&self) -> Vec<Sample> {
+        let mut v = Vec::new();
+        for g in &self.gemm {
+            v.push(Sample {
+                shape: KernelShape::gemm(g.m, g.n, g.k),
+                measured_s: g.s,
+            });
+        }
+        for a in &self.attention {
+            let call = |pass| {
+                KernelShape::Attention(Attention {
+                    batch: a.b,
+                    heads: a.heads,
+                    kv_heads: a.kv_heads.unwrap_or(a.heads),
+                    q_tokens: a.q(),
+                    kv_tokens: a.kv(),
+                    head_dim: a.d(),
+                    causal: a.causal,
+                    pass,
+                })
+            };
+            v.push(Sample {
+                shape: call(AttnPass::Fwd),
+                measured_s: a.fwd_s,
+            });
+            if let Some(t) = a.bwd_s {
+                v.push(Sample {
+                    shape: call(AttnPass::Bwd),
+                    measured_s: t,
+                });
+            }
+        }
+        for c in &self.copy {
+            if let Some(t) = c.copy_s {
+                v.push(Sample {
+                    shape: KernelShape::Copy { bytes: 2 * c.bytes },
+                    measured_s: t,
+                });
+            }
+            if let Some(t) = c.mul_s {
+                v.push(Sample {
+                    shape: KernelShape::Elementwise { bytes: 2 * c.bytes },
+                    measured_s: t,
+                });
+            }
+        }
+        v
     }
 
     /// The file as pretty JSON (what `write` stores).

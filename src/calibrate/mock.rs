@@ -1,14 +1,15 @@
-//! A deterministic backend for tests: every measurement is the exact time a known profile
-//! (`truth`) gives, so fitting must recover the profile's figures exactly, and a unit's
-//! "measured" time is the prediction from the truth. A failure can be injected after a number
-//! of measurements.
+//! A deterministic backend for tests: every kernel measurement is the exact device time a known
+//! profile (`truth`) gives, messages `α + n/B` and the slowdown `(1 + σ)·t`, so fitting must
+//! recover the profile's figures, and a unit's "measured" time is the prediction from the
+//! truth. A failure can be injected after a number of measurements.
 
 use std::collections::BTreeMap;
 
-use super::backend::{AttnBlock, Backend, GemmShape, Pass, SlowdownSample};
+use super::backend::{AttnCall, Backend, GemmShape, Pass, SlowdownSample, Timing};
 use super::measure::Plan;
 use super::predict::{predict, PredictOptions, Pricer, Work};
 use crate::config::{Hardware, WeightExchange};
+use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::exec::{DeviceReport, ExecMethod, RunReport, RunSpec, Shape, Unit};
 
@@ -50,9 +51,10 @@ impl MockBackend {
         Pricer::new(&self.truth, PredictOptions::default())
     }
 
-    /// A plan whose sizes are exactly the truth's table points (GEMMs `n×n×n` with
-    /// 2n³ = size; attention blocks b = heads = 1, d = 8, forward 32·c² and backward 80·c²),
-    /// so that the fit can recover them, plus one METP attention and one MLP unit.
+    /// A plan that determines every fitted parameter of the truth's kernel model: GEMMs of
+    /// one to many tiles and short to long k, attention calls with 1 to 64 blocks of 8 to 128
+    /// pairs, memory-bound kernels over three decades; plus one METP attention and one MLP
+    /// unit.
     pub fn plan(&self) -> Plan {
         let shape = Shape {
             b: 1,
@@ -65,45 +67,71 @@ impl MockBackend {
         let mut att = RunSpec::new(Unit::Attention, ExecMethod::Metp, shape);
         att.metp.weight_exchange = WeightExchange::Broadcast;
         Plan {
-            gemms: [8, 32, 128].map(|n| GemmShape::new(n, n, n)).to_vec(),
-            attention: [16, 64]
-                .map(|c| AttnBlock {
-                    b: 1,
-                    c,
-                    heads: 1,
-                    d: 8,
-                })
-                .to_vec(),
+            gemms: vec![
+                GemmShape::new(8, 8, 8),
+                GemmShape::new(32, 32, 32),
+                GemmShape::new(128, 128, 128),
+                GemmShape::new(128, 128, 8),
+                GemmShape::new(8, 16, 512),
+                GemmShape::new(64, 256, 32),
+            ],
+            attention: vec![
+                AttnCall::block(1, 16, 1, 8),
+                AttnCall::block(1, 64, 1, 8),
+                AttnCall::block(2, 32, 4, 8),
+                AttnCall::block(1, 128, 2, 16),
+                AttnCall::block(4, 8, 8, 8),
+            ],
             elementwise_bytes: vec![4096, 65536, 1 << 20],
-            copy_bytes: vec![1 << 20],
+            copy_bytes: vec![1 << 12, 1 << 20],
             transfer_bytes: vec![1024, 16384, 1 << 20],
             slowdown: (GemmShape::new(32, 32, 32), 4096, 3),
             units: vec![att, RunSpec::new(Unit::Mlp, ExecMethod::Metp, shape)],
         }
     }
 
-    /// A truth profile whose table points sit exactly at [`MockBackend::plan`]'s sizes, with
-    /// the best GEMM at fraction 1 (so the fitted peak is the true peak).
+    /// A truth profile with the CPU backend's structure (one "SM", 8-wide tiles and blocks;
+    /// `profile::backend_base`) and its own rates and fixed times.
     pub fn truth_profile() -> Hardware {
         let mut hw = crate::config::load_hardware("dgx-a100-80gb").unwrap_or_else(|_| {
             unreachable!("the bundled dgx-a100-80gb profile is part of the crate's data")
         });
         hw.gpu.peak_bf16_flops_per_s.value = 2.0e10;
         hw.gpu.hbm_bytes_per_s.value = 8.0e9;
-        hw.gpu.kernel_launch_s.value = 0.0;
-        hw.efficiency.gemm.points = vec![(1024.0, 0.25), (65536.0, 0.625), (4194304.0, 1.0)];
-        hw.efficiency.attention.points = vec![
-            (8192.0, 0.125),
-            (20480.0, 0.1875),
-            (131072.0, 0.5),
-            (327680.0, 0.4375),
-        ];
-        hw.efficiency.elementwise.points = vec![(4096.0, 0.25), (65536.0, 0.375), (1048576.0, 0.5)];
+        hw.gpu.sm_count.value = 1.0;
+        let k = &mut hw.kernels;
+        k.host.op_s.value = 0.0;
+        k.host.isolated_gap_s.value = 0.0;
+        k.host.isolated_floor_s.value = 0.0;
+        k.memory.latency_s.value = 4e-7;
+        k.memory.elementwise_fraction.value = 0.4;
+        k.gemm.tile.value = 8.0;
+        k.gemm.k_step.value = 8.0;
+        k.gemm.mma_fraction.value = 0.6;
+        k.gemm.tile_s.value = 2e-7;
+        k.gemm.call_s.value = 3e-6;
+        for (a, mma, tile_s, call_s) in [
+            (&mut k.attention_fwd, 0.3, 1.5e-7, 2e-6),
+            (&mut k.attention_bwd, 0.25, 3e-7, 4e-6),
+        ] {
+            a.block_q.value = 8.0;
+            a.block_k.value = 8.0;
+            a.ctas_per_sm.value = 1.0;
+            a.mma_fraction.value = mma;
+            a.tile_s.value = tile_s;
+            a.call_s.value = call_s;
+            a.extra_bytes_per_element.value = 0.0;
+            a.isolated_extra_s.value = 0.0;
+        }
         hw.intra_node.bytes_per_s_per_direction.value = 1.5e9;
         hw.intra_node.p2p_latency_s.value = 2.5e-5;
         hw.overlap_compute_slowdown_fraction.value = 0.125;
         hw.gpus_per_node = 2;
         hw
+    }
+
+    fn device_s(&self, shape: crate::schedule::KernelShape) -> f64 {
+        CostModel::new(&self.truth).device_s(&shape)
     }
 }
 
@@ -120,21 +148,25 @@ impl Backend for MockBackend {
     fn memory_bytes(&self) -> u64 {
         self.truth.gpu.memory_bytes.value as u64
     }
+    fn timing(&self) -> Timing {
+        Timing::Device
+    }
     fn gemm_s(&mut self, g: GemmShape) -> Result<f64> {
         self.tick()?;
-        Ok(self.pricer().work_s(Work::Gemm(g)))
+        Ok(self.device_s(Work::Gemm(g).shape()))
     }
-    fn attention_s(&mut self, b: AttnBlock, pass: Pass) -> Result<f64> {
+    fn attention_s(&mut self, a: AttnCall, pass: Pass) -> Result<f64> {
         self.tick()?;
-        Ok(self.pricer().work_s(Work::Attention(b, pass)))
+        Ok(self.device_s(Work::Attention(a, pass).shape()))
     }
     fn elementwise_s(&mut self, bytes: u64) -> Result<f64> {
         self.tick()?;
-        Ok(self.pricer().work_s(Work::Elementwise(bytes)))
+        // The file records the buffer (half the bytes moved): keep the round trip exact.
+        Ok(self.device_s(Work::Elementwise(bytes / 2 * 2).shape()))
     }
     fn copy_s(&mut self, bytes: u64) -> Result<f64> {
         self.tick()?;
-        Ok(self.pricer().work_s(Work::Copy(bytes)))
+        Ok(self.device_s(Work::Copy(bytes / 2 * 2).shape()))
     }
     fn transfer_s(&mut self, bytes: u64) -> Result<f64> {
         self.tick()?;

@@ -1,46 +1,58 @@
-//! Calibration: measure a machine's kernels and links, fit a hardware profile, run METP's
-//! units for real and report predicted against measured (DESIGN §3, §6 `metp-sim calibrate`).
+//! Calibration: measure a machine's kernels and links, fit the kernel model of a hardware
+//! profile, run METP's units for real and report predicted against measured (DESIGN §3, §6
+//! `metp-sim calibrate`).
 //!
-//! - [`backend`]: the [`Backend`] trait — GEMM, fused attention block, element-wise kernel,
-//!   point-to-point message, compute slowdown under a transfer, and whole units;
+//! One path for every backend: a backend measures into a [`KernelMeasurements`] file (written
+//! beside the profile), and [`kernel_fit::fit_profile`] turns that file and a base profile into
+//! the fitted profile; `metp-sim calibrate --fit FILE --base PROFILE` runs only the fit, on a
+//! file measured anywhere (the shared H200 file, the CUDA backend's).
+//!
+//! - [`backend`]: the [`Backend`] trait — GEMM, attention call of any shape, element-wise
+//!   kernel, copy, point-to-point message, compute slowdown under a transfer, whole units;
 //! - [`cpu`]: the CPU backend (always built), on the virtual devices of `crate::exec`, whose
 //!   links are the exec channels, optionally throttled;
 //! - [`mock`]: exact synthetic numbers, for tests of the fitting;
 //! - [`cuda`]: cuBLAS/NVRTC/NCCL behind the cargo feature `cuda` (a stub that returns a clear
 //!   error otherwise);
-//! - [`measure`]: the plan of measurements, measuring, fitting everything;
+//! - [`measure`]: the plan of measurements and measuring it into the file format;
 //! - [`measurements`]: kernel and link measurements as a file (the shared H200 format, extended);
-//! - [`fit`]: efficiency tables, least-squares link fit, slowdown;
-//! - [`profile`]: the calibrated profile (a source on every figure), written atomically;
+//! - [`kernel_fit`]: the fit of the kernel model (and links, slowdown) to a measurement file;
+//! - [`fit`]: least-squares tools (link line, slowdown, the simplex search);
+//! - [`price`]: a list of kernels priced with a profile, against measured times (`kernels`);
+//! - [`profile`]: a backend's base profile (a source on every figure), written atomically;
 //! - [`predict`]: a unit's time from a profile, ring step by ring step;
 //! - [`compare`]: predicted against measured, per unit, ring and step;
-//! - [`threshold`]: the overlap-threshold experiment (exposed communication below c* = F/B).
+//! - [`threshold`]: the overlap-threshold experiment (exposed communication below c* = F/B);
+//! - [`unit_run`]: one unit run and compared with its prediction (`metp-sim run`).
 //!
 //! Calibration writes data that the cost model reads; nothing in `cost`, `analytic` or
-//! `schedule` calls this module. Depends on `config`, `cost`, `exec`, `atomic`; never on
-//! `report` or the studies above it.
+//! `schedule` calls this module. Depends on `config`, `cost`, `exec`, `schedule` (kernel
+//! shapes), `atomic`; never on `report` or the studies above it.
 
 pub mod backend;
 pub mod compare;
 pub mod cpu;
 pub mod cuda;
 pub mod fit;
+pub mod kernel_fit;
 pub mod measure;
 pub mod measurements;
 pub mod mock;
 pub mod predict;
+pub mod price;
 pub mod profile;
 pub mod threshold;
 pub mod unit_run;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use backend::{AttnBlock, Backend, GemmShape, Pass, SlowdownSample};
+pub use backend::{AttnCall, Backend, GemmShape, Pass, SlowdownSample, Timing};
 pub use compare::{compare_unit, UnitComparison};
-pub use fit::{fit_all, Fits};
-pub use measure::{default_units, measure, Measurements, Plan};
+pub use kernel_fit::{fit_profile, FitReport};
+pub use measure::{default_units, measure, Plan};
+pub use measurements::KernelMeasurements;
 pub use predict::{predict, PredictOptions, Prediction};
 pub use profile::Meta;
 
@@ -62,6 +74,8 @@ pub struct Options {
     pub date: String,
     /// Timed runs per unit (median taken).
     pub unit_runs: usize,
+    /// The profile the measurements are fitted onto (default: [`profile::backend_base`]).
+    pub base: Option<Hardware>,
 }
 
 /// What a calibration produced.
@@ -77,10 +91,12 @@ pub struct Report {
     pub date: String,
     /// The profile written.
     pub profile_path: PathBuf,
-    /// The fitted figures.
-    pub fits: Fits,
+    /// The measurement file written beside it.
+    pub measurements_path: PathBuf,
+    /// The fit: parameters, errors per kind, link, slowdown.
+    pub fit: FitReport,
     /// The raw measurements.
-    pub measurements: Measurements,
+    pub measurements: KernelMeasurements,
     /// Units: predicted (from the fitted profile) against measured.
     pub units: Vec<UnitComparison>,
     /// The profile.
@@ -89,19 +105,42 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
-/// Measures, fits, writes the profile (atomically; refused before measuring if it exists and
-/// `force` is off), then runs the plan's units and compares them with the fitted profile.
+/// Measures, writes the measurements beside the profile, fits, writes the profile (both
+/// atomically; refused before measuring if either exists and `force` is off), then runs the
+/// plan's units and compares them with the fitted profile.
 pub fn calibrate(
     backend: &mut dyn Backend,
     plan: &Plan,
     opts: &Options,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report> {
+    let m_path = profile::measurements_path(&opts.out);
     profile::ensure_writable(&opts.out, opts.force)?;
+    profile::ensure_writable(&m_path, opts.force)?;
     let load_before = cpu::load_average();
-    let (hw, fits, m) = fitted_profile(backend, plan, &opts.host, &opts.date, progress)?;
-    profile::write(&opts.out, &hw, opts.force)?;
-    progress(&format!("profile written to {}", opts.out.display()));
+    let m = measure(backend, plan, &opts.date, progress)?;
+    let meta = Meta {
+        backend: backend.name().to_string(),
+        host: opts.host.clone(),
+        date: opts.date.clone(),
+        device: backend.device(),
+        devices: backend.devices(),
+        link: backend.link(),
+        memory_bytes: backend.memory_bytes(),
+    };
+    let base = match &opts.base {
+        Some(b) => b.clone(),
+        None => profile::backend_base(&meta, &m)?,
+    };
+    let fit = fit_profile(&m, &base, &|what| meta.source(what))?;
+    crate::atomic::write_atomic(&m_path, m.to_json().as_bytes())?;
+    profile::write(&opts.out, &fit.profile, opts.force)?;
+    progress(&format!(
+        "measurements written to {}, profile to {}",
+        m_path.display(),
+        opts.out.display()
+    ));
+    let hw = fit.profile.clone();
     let mut units = Vec::new();
     for spec in &plan.units {
         progress(&format!(
@@ -127,7 +166,8 @@ pub fn calibrate(
         host: opts.host.clone(),
         date: opts.date.clone(),
         profile_path: opts.out.clone(),
-        fits,
+        measurements_path: m_path,
+        fit,
         measurements: m,
         units,
         profile: hw,
@@ -135,28 +175,44 @@ pub fn calibrate(
     })
 }
 
-/// Measures `plan` on `backend`, fits every figure and builds a complete hardware profile from
-/// them (not written anywhere): the profile, the fits and the raw measurements.
-pub fn fitted_profile(
-    backend: &mut dyn Backend,
-    plan: &Plan,
-    host: &str,
-    date: &str,
-    progress: &mut dyn FnMut(&str),
-) -> Result<(Hardware, Fits, Measurements)> {
-    let m = measure(backend, plan, progress)?;
-    let fits = fit_all(&m)?;
+/// `metp-sim calibrate --fit`: fits `base`'s kernel model to the measurement file at
+/// `measurements` and writes the result to `out` (atomically; refused if it exists and `force`
+/// is off). Every changed figure's source names the command, the file and the base.
+pub fn fit_file(
+    measurements: &Path,
+    base_name: &str,
+    out: &Path,
+    force: bool,
+) -> Result<FitReport> {
+    profile::ensure_writable(out, force)?;
+    let m = KernelMeasurements::read(measurements)?;
+    let base = crate::config::load_hardware(base_name)?;
+    let label = format!(
+        "fitted by metp-sim calibrate --fit {} --base {}",
+        measurements.display(),
+        base_name
+    );
+    let fit = fit_profile(&m, &base, &|what| format!("{label}: {what}"))?;
+    profile::write(out, &fit.profile, force)?;
+    Ok(fit)
+}
+
+/// A profile measured on the fly on `backend` by `plan` and fitted onto its base profile,
+/// nothing written (what `run` predicts with when no `--hw` is given).
+pub fn measure_profile(backend: &mut dyn Backend, plan: &Plan) -> Result<Hardware> {
+    let date = profile::today();
+    let m = measure(backend, plan, &date, &mut |_| {})?;
     let meta = Meta {
         backend: backend.name().to_string(),
-        host: host.to_string(),
-        date: date.to_string(),
+        host: profile::host_name(),
+        date,
         device: backend.device(),
         devices: backend.devices(),
         link: backend.link(),
         memory_bytes: backend.memory_bytes(),
     };
-    let hw = profile::build(&meta, &fits, &m);
-    Ok((hw, fits, m))
+    let base = profile::backend_base(&meta, &m)?;
+    Ok(fit_profile(&m, &base, &|what| meta.source(what))?.profile)
 }
 
 /// The host's load average before and after a calibration and, on the CPU backend, a warning

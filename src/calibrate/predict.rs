@@ -4,10 +4,8 @@
 //! Each device's program (src/exec) is written down as a timeline of serial segments and ring
 //! steps, each a list of kernels — GEMMs of the exact shapes the runtime multiplies, fused
 //! attention blocks, element-wise passes (GeLU, copies, accumulator set-up) — and messages.
-//! Kernels are priced with [`CostModel`] (`flops / (peak × efficiency(size))` for GEMMs and
-//! attention blocks, `bytes / (HBM × efficiency(size))` for element-wise kernels; the CPU
-//! profile's tables were measured on these very kernels, so the roofline's memory term is not
-//! added again), messages as `α + bytes/B`. A ring step with double buffering lasts
+//! Kernels are priced by the cost model's kernel model ([`CostModel::kernel_s`]: the shape of
+//! each call), messages as `α + bytes/B`. A ring step with double buffering lasts
 //! `max(C, M)` — `C + σ·M` when the compute C is longer than the transfers M posted before it
 //! (σ = the profile's overlap slowdown) — plus the transfers that can only start after the
 //! compute (the traveling dK/dV and MLP gradient accumulators); with one receive buffer it
@@ -21,12 +19,12 @@
 
 use serde::Serialize;
 
-use super::backend::{AttnBlock, GemmShape, Pass};
+use super::backend::{AttnCall, GemmShape, Pass};
 use crate::config::{Hardware, WeightExchange};
 use crate::cost::CostModel;
 use crate::exec::device::{Link, Phase};
 use crate::exec::{ExecMethod, RunSpec, Unit};
-use crate::schedule::OpKind;
+use crate::schedule::KernelShape;
 
 /// One kernel of a timeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -34,13 +32,24 @@ use crate::schedule::OpKind;
 pub enum Work {
     /// A GEMM.
     Gemm(GemmShape),
-    /// A fused attention block.
-    Attention(AttnBlock, Pass),
+    /// A fused attention call.
+    Attention(AttnCall, Pass),
     /// An element-wise pass moving this many bytes (4 per bf16 element: read and write).
     Elementwise(u64),
-    /// A plain copy of a contiguous buffer moving this many bytes (priced at the profile's
-    /// memory bandwidth, no efficiency table).
+    /// A plain copy of a contiguous buffer moving this many bytes.
     Copy(u64),
+}
+
+impl Work {
+    /// The kernel shape the cost model prices.
+    pub fn shape(&self) -> KernelShape {
+        match *self {
+            Work::Gemm(g) => KernelShape::gemm(g.m as u64, g.n as u64, g.k as u64),
+            Work::Attention(a, pass) => KernelShape::Attention(a.shape(pass)),
+            Work::Elementwise(bytes) => KernelShape::Elementwise { bytes },
+            Work::Copy(bytes) => KernelShape::Copy { bytes },
+        }
+    }
 }
 
 /// A contiguous copy of `elements` values.
@@ -175,7 +184,7 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
         (Unit::Attention, ExecMethod::Metp) => {
             let (hg, ag, d, c) = (sh.hg(), sh.ag(), sh.d(), sh.c());
             let r = b * c;
-            let blk = AttnBlock { b, c, heads: ag, d };
+            let blk = AttnCall::block(b, c, ag, d);
             let kv_bytes = (2 * 2 * r * hg) as u64;
             let dkv_bytes = (2 * 4 * r * hg) as u64;
             let w_bytes = (2 * (h * 3 * hg + hg * h)) as u64;
@@ -315,12 +324,7 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
         (Unit::Attention, ExecMethod::Tp) => {
             let (hg, ag, d) = (sh.hg(), sh.ag(), sh.d());
             let r = b * s;
-            let blk = AttnBlock {
-                b,
-                c: s,
-                heads: ag,
-                d,
-            };
+            let blk = AttnCall::block(b, s, ag, d);
             v.push(serial(vec![
                 cp(r * h),
                 ew(4 * h * hg),
@@ -428,16 +432,9 @@ impl<'a> Pricer<'a> {
         }
     }
 
-    /// Seconds of one kernel.
+    /// Seconds of one kernel inside the unit (the cost model's in-step price).
     pub fn work_s(&self, w: Work) -> f64 {
-        let t = match w {
-            Work::Gemm(g) => self.cost.compute_s(OpKind::Gemm, g.flops(), 0.0),
-            Work::Attention(b, pass) => self.cost.compute_s(OpKind::Attention, b.flops(pass), 0.0),
-            Work::Elementwise(0) | Work::Copy(0) => 0.0,
-            Work::Copy(bytes) => bytes as f64 / self.cost.hardware().gpu.hbm_bytes_per_s.value,
-            Work::Elementwise(bytes) => self.cost.compute_s(OpKind::Elementwise, 0.0, bytes as f64),
-        };
-        t * self.scale
+        self.cost.kernel_s(&w.shape()) * self.scale
     }
 
     /// Seconds of one message.

@@ -1,13 +1,12 @@
-//! The calibrated hardware profile: built from the fits with a source on every figure, and
-//! written atomically, never over an existing file without `--force`.
+//! The calibrated hardware profile: the base a backend's measurements are fitted onto (a
+//! source on every figure), written atomically, never over an existing file without `--force`.
 
 use std::path::{Path, PathBuf};
 
-use super::fit::Fits;
-use super::measure::Measurements;
+use super::measurements::KernelMeasurements;
 use crate::config::{
-    Efficiency, EfficiencyTable, Figure, Gpu, Hardware, InterNode, InterNodeKind, IntraNode,
-    IntraNodeKind, Reserved,
+    AttentionModel, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode, InterNodeKind,
+    IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,
 };
 use crate::error::{Error, Result};
 use crate::exec::device::Link;
@@ -41,18 +40,133 @@ impl Meta {
     }
 }
 
-fn range(points: &[(f64, f64)]) -> String {
-    match (points.first(), points.last()) {
-        (Some(a), Some(b)) => format!("{} points, sizes {:.3e} to {:.3e}", points.len(), a.0, b.0),
-        _ => "no points".into(),
+/// The kernel model a CPU virtual device starts from before its fit: one thread is one "SM"
+/// that runs one tile after another (`sm_count` 1, one block per SM), with 8-wide tiles and
+/// blocks (the scale of nalgebra's micro-kernels, so that padding to a tile costs little), no
+/// host/device split (a kernel is a function call: host times 0) and no extra passes. The
+/// rates and fixed times are starting values the fit replaces.
+fn cpu_kernels(fig: &dyn Fn(f64, &str) -> Figure) -> KernelModel {
+    let start = "starting value, replaced by the fit";
+    let attention = |mma: f64| AttentionModel {
+        block_q: fig(8.0, "CPU: 8 queries per block"),
+        block_k: fig(8.0, "CPU: 8 keys per block"),
+        ctas_per_sm: fig(1.0, "CPU: one block at a time per virtual device"),
+        mma_fraction: fig(mma, start),
+        tile_s: fig(1e-7, start),
+        call_s: fig(1e-6, start),
+        extra_bytes_per_element: fig(0.0, "CPU: no extra passes modelled"),
+        isolated_extra_s: fig(
+            0.0,
+            "CPU: times are the kernels' own (no host/device split)",
+        ),
+    };
+    KernelModel {
+        host: HostModel {
+            op_s: fig(
+                0.0,
+                "CPU: a kernel is a function call; no host issues ahead of it",
+            ),
+            isolated_gap_s: fig(0.0, "CPU: times are the kernels' own"),
+            isolated_floor_s: fig(0.0, "CPU: times are the kernels' own"),
+        },
+        memory: MemoryModel {
+            latency_s: fig(1e-7, start),
+            elementwise_fraction: fig(0.5, start),
+        },
+        gemm: GemmModel {
+            tile: fig(8.0, "CPU: 8-row tiles (8x16, 16x8, 8x8)"),
+            k_step: fig(8.0, "CPU: k in steps of 8"),
+            mma_fraction: fig(0.5, start),
+            tile_s: fig(1e-7, start),
+            call_s: fig(1e-6, start),
+        },
+        attention_fwd: attention(0.3),
+        attention_bwd: attention(0.3),
     }
 }
 
-/// Builds a complete, valid profile from the fits.
-pub fn build(meta: &Meta, fits: &Fits, m: &Measurements) -> Hardware {
-    let fig = |value: f64, what: String| Figure {
+/// The profile a backend's measurements are fitted onto: the machine's memory, and for the CPU
+/// and mock backends [`cpu_kernels`] with twice the best measured GEMM rate as the peak (so
+/// every fitted fraction stays below 1); for GPU backends the kernel model of the bundled `hgx-h200`
+/// profile as the starting point (pass `--base` for another GPU). Links and slowdown are
+/// placeholders the fit replaces from the file's messages and overlap samples.
+pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
+    let fig = |value: f64, what: &str| Figure {
         value,
-        source: meta.source(&what),
+        source: meta.source(what),
+    };
+    let gpu_like = !matches!(meta.backend.as_str(), "cpu" | "mock");
+    let best_rate = m
+        .gemm
+        .iter()
+        .map(|g| 2.0 * g.m as f64 * g.n as f64 * g.k as f64 / g.s)
+        .fold(0.0, f64::max);
+    let best_copy = m
+        .copy
+        .iter()
+        .filter_map(|c| c.copy_s.or(c.mul_s).map(|t| 2.0 * c.bytes as f64 / t))
+        .fold(0.0, f64::max);
+    let (kernels, peak, sm_count) = if gpu_like {
+        let h200 = crate::config::load_hardware("hgx-h200")?;
+        let mut k = h200.kernels.clone();
+        let prior = |f: &mut Figure| {
+            f.source = meta.source(&format!(
+                "starting value from hardware-profiles/hgx-h200.json ({})",
+                f.source
+            ))
+        };
+        for f in [
+            &mut k.host.op_s,
+            &mut k.host.isolated_gap_s,
+            &mut k.host.isolated_floor_s,
+            &mut k.memory.latency_s,
+            &mut k.memory.elementwise_fraction,
+            &mut k.gemm.tile,
+            &mut k.gemm.k_step,
+            &mut k.gemm.mma_fraction,
+            &mut k.gemm.tile_s,
+            &mut k.gemm.call_s,
+        ] {
+            prior(f);
+        }
+        for a in [&mut k.attention_fwd, &mut k.attention_bwd] {
+            for f in [
+                &mut a.block_q,
+                &mut a.block_k,
+                &mut a.ctas_per_sm,
+                &mut a.mma_fraction,
+                &mut a.tile_s,
+                &mut a.call_s,
+                &mut a.extra_bytes_per_element,
+                &mut a.isolated_extra_s,
+            ] {
+                prior(f);
+            }
+        }
+        let mut peak = h200.gpu.peak_bf16_flops_per_s;
+        prior(&mut peak);
+        let mut sm = h200.gpu.sm_count;
+        prior(&mut sm);
+        (k, peak, sm)
+    } else {
+        (
+            cpu_kernels(&fig),
+            fig(
+                if best_rate > 0.0 {
+                    2.0 * best_rate
+                } else {
+                    1e9
+                },
+                &format!(
+                    "twice the best rate over the {} GEMM measurements ({} devices at once): \
+                     the reference every mma_fraction refers to, above any rate a tile's \
+                     k-loop reaches (the measured rates include fixed costs)",
+                    m.gemm.len(),
+                    meta.devices
+                ),
+            ),
+            fig(1.0, "one virtual device runs one tile at a time"),
+        )
     };
     let link_desc = match meta.link {
         Some(l) => format!(
@@ -61,9 +175,10 @@ pub fn build(meta: &Meta, fits: &Fits, m: &Measurements) -> Hardware {
         ),
         None => " through the exec channels (unthrottled)".into(),
     };
+    let placeholder = format!("placeholder until the fit of the messages{link_desc}");
     let name = format!("{}-{}", meta.host, meta.backend);
-    Hardware {
-        name: name.clone(),
+    Ok(Hardware {
+        name,
         description: format!(
             "{} ({} devices measured at once), calibrated on {}",
             meta.device, meta.devices, meta.date
@@ -74,113 +189,64 @@ pub fn build(meta: &Meta, fits: &Fits, m: &Measurements) -> Hardware {
             model: meta.device.clone(),
             memory_bytes: fig(
                 meta.memory_bytes as f64,
-                "memory of one device as the backend reports it (CPU: MemTotal of the host)".into(),
+                "memory of one device as the backend reports it (CPU: MemTotal of the host)",
             ),
-            peak_bf16_flops_per_s: fig(
-                fits.gemm.peak,
-                format!(
-                    "best rate over the GEMM and attention-block measurements ({}; {} devices at \
-                     once), used as the peak every efficiency fraction refers to",
-                    range(&fits.gemm.points),
-                    meta.devices
-                ),
-            ),
+            peak_bf16_flops_per_s: peak,
             hbm_bytes_per_s: fig(
-                fits.elementwise.peak,
-                format!(
-                    "best rate of a device-local buffer copy over {} sizes (bytes moved = 4 per \
-                     bf16 element, read and write); plain copies are priced at this rate",
-                    m.copies.len()
-                ),
+                if best_copy > 0.0 { best_copy } else { 1e10 },
+                "best copy or element-wise rate (bytes read + written per second); the fit \
+                 replaces it",
             ),
-            kernel_launch_s: fig(
-                0.0,
-                "set to 0: the per-call overhead of small kernels is inside the measured \
-                 efficiency tables"
-                    .into(),
-            ),
+            sm_count,
         },
-        efficiency: Efficiency {
-            gemm: EfficiencyTable {
-                source: meta.source(&format!(
-                    "GEMM time per call (median), size = 2mnk FLOPs, fraction = rate / peak ({})",
-                    range(&fits.gemm.points)
-                )),
-                points: fits.gemm.points.clone(),
-            },
-            attention: EfficiencyTable {
-                source: meta.source(&format!(
-                    "fused attention block of a METP ring step, forward (4·b·c²·heads·d FLOPs) \
-                     and backward (counted as 2.5 × forward), time per call (median), fraction = \
-                     rate / peak ({})",
-                    range(&fits.attention.points)
-                )),
-                points: fits.attention.points.clone(),
-            },
-            elementwise: EfficiencyTable {
-                source: meta.source(&format!(
-                    "element-wise GeLU kernel, size = bytes moved, fraction = rate / \
-                     hbm_bytes_per_s ({})",
-                    range(&fits.elementwise.points)
-                )),
-                points: fits.elementwise.points.clone(),
-            },
-        },
+        kernels,
         intra_node: IntraNode {
             kind: IntraNodeKind::Nvswitch,
             bytes_per_s_per_direction: fig(
-                fits.link.bytes_per_s,
-                format!(
-                    "1/slope of a least-squares fit t = α + bytes/B over {} ping-pong messages \
-                     between two devices{link_desc} (r² = {:.4}); kind 'nvswitch' = every pair \
-                     has its own full-duplex link",
-                    m.transfers.len(),
-                    fits.link.r2
-                ),
+                meta.link.map_or(1e10, |l| l.bandwidth_bytes_per_s),
+                &placeholder,
             ),
-            p2p_latency_s: fig(
-                fits.link.latency_s,
-                format!(
-                    "intercept of the same fit (raw {:.3e} s, clamped at 0)",
-                    fits.link.raw_intercept_s
-                ),
-            ),
+            p2p_latency_s: fig(meta.link.map_or(1e-6, |l| l.latency_s), &placeholder),
             collective_latency_s: fig(
-                fits.link.latency_s,
+                meta.link.map_or(1e-6, |l| l.latency_s),
                 "not measured: set to the point-to-point latency (collectives are rings of \
-                 point-to-point messages here)"
-                    .into(),
+                 point-to-point messages here)",
             ),
         },
         inter_node: InterNode {
             kind: InterNodeKind::IbHdr,
             nics_per_node: 1,
             bytes_per_s_per_nic: fig(
-                fits.link.bytes_per_s,
-                "not applicable (one host): set to the intra-node link".into(),
+                meta.link.map_or(1e10, |l| l.bandwidth_bytes_per_s),
+                "not applicable (one host): set to the intra-node link's starting value",
             ),
             latency_s: fig(
-                fits.link.latency_s,
-                "not applicable (one host): set to the intra-node latency".into(),
+                meta.link.map_or(1e-6, |l| l.latency_s),
+                "not applicable (one host): set to the intra-node latency's starting value",
             ),
         },
         reserved: Reserved {
             cuda_context_bytes: fig(
                 0.0,
-                "not measured: 0 (no CUDA context on this backend or not measured)".into(),
+                "not measured: 0 (no CUDA context on this backend or not measured)",
             ),
-            nccl_bytes: fig(0.0, "not measured: 0".into()),
-            allocator_headroom_fraction: fig(0.0, "not measured: 0".into()),
+            nccl_bytes: fig(0.0, "not measured: 0"),
+            allocator_headroom_fraction: fig(0.0, "not measured: 0"),
         },
         overlap_compute_slowdown_fraction: fig(
-            fits.slowdown_fraction,
-            format!(
-                "GEMM time with a stream of messages arriving at its device over GEMM time alone, \
-                 minus 1 (median of {} samples, clamped to [0, 0.95])",
-                m.slowdown.len()
-            ),
+            0.0,
+            "placeholder until the fit of the overlap samples",
         ),
-    }
+    })
+}
+
+/// The measurement file written beside a profile: `<stem>.measurements.json`.
+pub fn measurements_path(profile: &Path) -> PathBuf {
+    let stem = profile
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "profile".into());
+    profile.with_file_name(format!("{stem}.measurements.json"))
 }
 
 /// Fails with [`Error::Exists`] when `path` exists and `force` is off (checked before any

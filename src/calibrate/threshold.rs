@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use super::backend::{AttnBlock, Backend, Pass};
+use super::backend::{AttnCall, Backend, Pass};
 use super::cpu::CpuBackend;
 use crate::error::Result;
 use crate::exec::device::{Link, Phase};
@@ -72,14 +72,9 @@ pub fn closed_form_threshold(b: usize, hg: usize, f: f64, link: Link) -> f64 {
 /// `shape.p` threads at once (as the devices of the sweep run).
 pub fn measure_attention_rate(shape: Shape, c: usize, quick: bool) -> Result<f64> {
     let mut cpu = CpuBackend::new(shape.p, None, quick)?;
-    let blk = AttnBlock {
-        b: shape.b,
-        c,
-        heads: shape.ag(),
-        d: shape.d(),
-    };
+    let blk = AttnCall::block(shape.b, c, shape.ag(), shape.d());
     let t = cpu.attention_s(blk, Pass::Forward)?;
-    Ok(blk.forward_flops() / t)
+    Ok(blk.flops(Pass::Forward) / t)
 }
 
 /// Runs METP attention (fused, double buffered) at each local length with `link` and

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::compare::{compare_unit, PhaseComparison, StepComparison};
 use super::cpu::{cores, load_average};
-use super::{fitted_profile, Backend, Plan, PredictOptions};
+use super::{measure_profile, Backend, Plan, PredictOptions};
 use crate::config::{ExecMethod, Hardware, Unit, UnitShape, WeightExchange};
 use crate::error::{Error, Result};
 use crate::exec::device::Link;
@@ -138,13 +138,7 @@ pub fn run_unit(
         }
         ProfileSource::OnTheFly => {
             let plan = Plan::for_units(vec![*spec], true, spec.link);
-            let (hw, _, _) = fitted_profile(
-                backend,
-                &plan,
-                &super::profile::host_name(),
-                &super::profile::today(),
-                &mut |_| {},
-            )?;
+            let hw = measure_profile(backend, &plan)?;
             let from = format!(
                 "profile measured on the fly on the {} backend: this unit's own kernels and \
                  messages ({} GEMM shapes, {} attention blocks, {} message sizes, {} devices at \

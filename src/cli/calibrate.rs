@@ -1,5 +1,6 @@
 //! `metp-sim calibrate`: measure, fit and write a hardware profile, then run METP's units and
-//! report predicted against measured.
+//! report predicted against measured; or, with `--fit FILE --base PROFILE --out NEW`, only fit
+//! a profile's kernel model to a measurement file.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -15,6 +16,14 @@ use crate::report;
 
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
+    /// Fit only: a kernel measurement file (the shared H200 format) to fit `--base`'s kernel
+    /// model to; nothing is measured. Needs --base and --out.
+    #[arg(long, requires_all = ["base", "out"])]
+    fit: Option<PathBuf>,
+    /// The profile the measurements are fitted onto (name or path). Without --fit: default
+    /// the backend's own base (CPU: a virtual-device model; CUDA: hgx-h200's kernel model).
+    #[arg(long)]
+    base: Option<String>,
     /// What to measure.
     #[arg(long, value_enum, default_value = "cpu")]
     backend: BackendArg,
@@ -42,6 +51,13 @@ pub struct CalibrateArgs {
 }
 
 pub fn run(a: CalibrateArgs) -> Result<String> {
+    if let (Some(file), Some(base), Some(out)) = (&a.fit, &a.base, &a.out) {
+        let r = calibrate::fit_file(file, base, out, a.force)?;
+        return Ok(match a.format {
+            OutFormat::Json => report::to_json(&r),
+            OutFormat::Table => report::fit_table(&r, out),
+        });
+    }
     if a.devices == 0 {
         return Err(Error::arg("--devices", "must be positive"));
     }
@@ -78,6 +94,11 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
         host,
         date: today(),
         unit_runs: a.runs.unwrap_or(if a.quick { 1 } else { 3 }).max(1),
+        base: a
+            .base
+            .as_deref()
+            .map(crate::config::load_hardware)
+            .transpose()?,
     };
     let verbose = std::io::stderr().is_terminal();
     let mut progress = |msg: &str| {

@@ -4,6 +4,7 @@
 
 mod args;
 mod calibrate;
+mod kernels;
 mod link;
 mod maxseq;
 mod memory;
@@ -49,6 +50,9 @@ enum Command {
     /// Measure this machine (CPU or CUDA), fit and write a hardware profile, and compare METP
     /// units' predicted and measured times.
     Calibrate(calibrate::CalibrateArgs),
+    /// Price a list of kernels (or a measurement file's) with a profile's kernel model;
+    /// --compare reports the error against measured times.
+    Kernels(kernels::KernelsArgs),
     /// List the bundled models and hardware profiles.
     List,
 }
@@ -82,6 +86,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Plan(a) => plan::run(a)?,
         Command::Run(a) => run::run(a)?,
         Command::Calibrate(a) => calibrate::run(a)?,
+        Command::Kernels(a) => kernels::run(a)?,
         Command::List => list(),
     };
     print(&text);

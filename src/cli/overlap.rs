@@ -21,8 +21,9 @@ pub struct OverlapArgs {
     /// Link model for the simulator.
     #[arg(long, value_enum, default_value = "maxmin")]
     link_model: LinkModelArg,
-    /// Run kernels as the closed form assumes: no launch overhead, every GEMM and attention
-    /// kernel at the profile's best GEMM efficiency, element-wise kernels at full bandwidth.
+    /// Run kernels as the closed form assumes: no fixed costs (host, launch, per tile, per
+    /// call), attention at the profile's best GEMM rate, element-wise kernels at full
+    /// bandwidth, work spread evenly over the SMs.
     #[arg(long)]
     ideal_kernels: bool,
     #[command(flatten)]

@@ -29,48 +29,148 @@ pub struct Gpu {
     pub peak_bf16_flops_per_s: Figure,
     /// Achievable HBM bandwidth.
     pub hbm_bytes_per_s: Figure,
-    /// Per-kernel launch overhead.
-    pub kernel_launch_s: Figure,
+    /// Streaming multiprocessors (the units thread blocks are scheduled on).
+    pub sm_count: Figure,
 }
 
-/// Fraction of peak a kernel reaches, as a function of its size, interpolated in log(size).
+/// How long the host takes per kernel, and what an isolated, event-timed call sees on top of
+/// the device time (the kernel model's host part; see `cost`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EfficiencyTable {
-    /// Where the points come from.
-    pub source: String,
-    /// `(size, fraction)` pairs sorted by size.
-    pub points: Vec<(f64, f64)>,
+pub struct HostModel {
+    /// Host time to issue one eager op: in a training step the host runs ahead of the GPU, so a
+    /// kernel costs `max(op_s, device time)`.
+    pub op_s: Figure,
+    /// What a call timed alone (CUDA events around one call) adds to its device time: the
+    /// launch latency the GPU waits for.
+    pub isolated_gap_s: Figure,
+    /// The shortest time an isolated call is ever measured at (host-bound calls).
+    pub isolated_floor_s: Figure,
 }
 
-impl EfficiencyTable {
-    /// Fraction at `size`: clamped to the end points, log-linear in between.
-    pub fn at(&self, size: f64) -> f64 {
-        let pts = &self.points;
-        if size <= pts[0].0 {
-            return pts[0].1;
-        }
-        for w in pts.windows(2) {
-            let ((x0, y0), (x1, y1)) = (w[0], w[1]);
-            if size <= x1 {
-                let t = (size.ln() - x0.ln()) / (x1.ln() - x0.ln());
-                return y0 + t * (y1 - y0);
+/// Memory-bound kernels (copies, element-wise passes, reductions): `latency_s + bytes moved /
+/// gpu.hbm_bytes_per_s` for copies, at `elementwise_fraction` of that bandwidth for element-wise
+/// passes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryModel {
+    /// Fixed device time of one kernel (launch, DRAM latency, tail).
+    pub latency_s: Figure,
+    /// Share of the copy bandwidth an element-wise pass reaches.
+    pub elementwise_fraction: Figure,
+}
+
+/// Dense GEMMs (cuBLAS-like): output tiles of `tile`×2·`tile`, 2·`tile`×`tile` or
+/// `tile`×`tile`, waves of `gpu.sm_count` tiles, each tile `tile_s` plus its k-steps at
+/// `mma_fraction` of an SM's peak; the library's best tile (and split-K) per shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GemmModel {
+    /// Short edge of the output tiles (rows).
+    pub tile: Figure,
+    /// Depth of one k-step (elements of k loaded per pipeline stage).
+    pub k_step: Figure,
+    /// Fraction of one SM's peak FLOP rate reached inside a tile's k-loop.
+    pub mma_fraction: Figure,
+    /// Fixed time per tile (prologue, epilogue not hidden by the next tile).
+    pub tile_s: Figure,
+    /// Fixed device time per call.
+    pub call_s: Figure,
+}
+
+/// Fused attention, one pass (FlashAttention-2-like): thread blocks of `block_q` queries
+/// (forward) or `block_k` keys (backward), `ctas_per_sm` of them resident per SM, each visiting
+/// the (query block × key block) pairs the mask leaves, `tile_s` + pairs × pair time at
+/// `mma_fraction` of the SM's peak shared by its resident blocks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionModel {
+    /// Query rows of one block.
+    pub block_q: Figure,
+    /// Key rows of one block.
+    pub block_k: Figure,
+    /// Thread blocks resident on one SM at once.
+    pub ctas_per_sm: Figure,
+    /// Fraction of one SM's peak FLOP rate reached inside the block loop.
+    pub mma_fraction: Figure,
+    /// Fixed time per thread block.
+    pub tile_s: Figure,
+    /// Fixed device time per call.
+    pub call_s: Figure,
+    /// Bytes of extra memory-bound passes per query element (batch × q_tokens × heads ×
+    /// head_dim), e.g. the backward's pre- and post-processing; 0 for none.
+    pub extra_bytes_per_element: Figure,
+    /// Host time an isolated call adds beyond `host.isolated_gap_s` (e.g. autograd around a
+    /// backward call); charged only when pricing an isolated call, never in a step.
+    pub isolated_extra_s: Figure,
+}
+
+/// The kernel model's parameters (DESIGN §4; formulas in `src/cost`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelModel {
+    /// Host-side costs.
+    pub host: HostModel,
+    /// Copies and element-wise kernels.
+    pub memory: MemoryModel,
+    /// GEMMs.
+    pub gemm: GemmModel,
+    /// Fused attention forward.
+    pub attention_fwd: AttentionModel,
+    /// Fused attention backward.
+    pub attention_bwd: AttentionModel,
+}
+
+impl KernelModel {
+    /// Every figure with its dotted field name (for validation, fitting and reports).
+    pub fn figures(&self) -> Vec<(String, &Figure)> {
+        let mut v: Vec<(String, &Figure)> = vec![
+            ("kernels.host.op_s".into(), &self.host.op_s),
+            (
+                "kernels.host.isolated_gap_s".into(),
+                &self.host.isolated_gap_s,
+            ),
+            (
+                "kernels.host.isolated_floor_s".into(),
+                &self.host.isolated_floor_s,
+            ),
+            ("kernels.memory.latency_s".into(), &self.memory.latency_s),
+            (
+                "kernels.memory.elementwise_fraction".into(),
+                &self.memory.elementwise_fraction,
+            ),
+            ("kernels.gemm.tile".into(), &self.gemm.tile),
+            ("kernels.gemm.k_step".into(), &self.gemm.k_step),
+            ("kernels.gemm.mma_fraction".into(), &self.gemm.mma_fraction),
+            ("kernels.gemm.tile_s".into(), &self.gemm.tile_s),
+            ("kernels.gemm.call_s".into(), &self.gemm.call_s),
+        ];
+        for (pass, a) in [
+            ("attention_fwd", &self.attention_fwd),
+            ("attention_bwd", &self.attention_bwd),
+        ] {
+            for (f, fig) in a.figures() {
+                v.push((format!("kernels.{pass}.{f}"), fig));
             }
         }
-        pts[pts.len() - 1].1
+        v
     }
 }
 
-/// Efficiency tables per kernel kind.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Efficiency {
-    /// Dense GEMM; size = FLOPs of one call; fraction of peak FLOP/s.
-    pub gemm: EfficiencyTable,
-    /// Fused attention; size = FLOPs of one call; fraction of peak FLOP/s.
-    pub attention: EfficiencyTable,
-    /// Element-wise kernels; size = bytes moved; fraction of HBM bandwidth.
-    pub elementwise: EfficiencyTable,
+impl AttentionModel {
+    /// The figures with their field names.
+    pub fn figures(&self) -> [(&'static str, &Figure); 8] {
+        [
+            ("block_q", &self.block_q),
+            ("block_k", &self.block_k),
+            ("ctas_per_sm", &self.ctas_per_sm),
+            ("mma_fraction", &self.mma_fraction),
+            ("tile_s", &self.tile_s),
+            ("call_s", &self.call_s),
+            ("extra_bytes_per_element", &self.extra_bytes_per_element),
+            ("isolated_extra_s", &self.isolated_extra_s),
+        ]
+    }
 }
 
 /// How the GPUs of one node talk to each other.
@@ -148,8 +248,8 @@ pub struct Hardware {
     pub nodes: u64,
     /// The GPU.
     pub gpu: Gpu,
-    /// Kernel efficiency tables.
-    pub efficiency: Efficiency,
+    /// The kernel model's parameters.
+    pub kernels: KernelModel,
     /// Intra-node links.
     pub intra_node: IntraNode,
     /// Inter-node fabric.
@@ -212,7 +312,6 @@ impl Hardware {
             ));
         }
         let non_negative = [
-            ("gpu.kernel_launch_s", &self.gpu.kernel_launch_s),
             ("intra_node.p2p_latency_s", &self.intra_node.p2p_latency_s),
             (
                 "intra_node.collective_latency_s",
@@ -250,30 +349,46 @@ impl Hardware {
                 ));
             }
         }
-        for (name, table) in [
-            ("gemm", &self.efficiency.gemm),
-            ("attention", &self.efficiency.attention),
-            ("elementwise", &self.efficiency.elementwise),
-        ] {
-            let field = format!("efficiency.{name}.points");
-            if table.points.is_empty() {
-                return Err(bad(&field, "needs at least one point".into()));
+        let whole = |field: &str, fig: &Figure| -> Result<()> {
+            if !(fig.value.is_finite()
+                && fig.value >= 1.0
+                && fig.value.fract() == 0.0
+                && fig.value <= 1e6)
+            {
+                return Err(bad(
+                    &format!("{field}.value"),
+                    format!("must be a whole number from 1 to 10^6, got {}", fig.value),
+                ));
             }
-            let mut prev = 0.0;
-            for (i, &(size, frac)) in table.points.iter().enumerate() {
-                if !(size.is_finite() && size > prev) {
-                    return Err(bad(
-                        &format!("{field}[{i}]"),
-                        format!("sizes must be positive and increasing, got {size}"),
-                    ));
+            Ok(())
+        };
+        whole("gpu.sm_count", &self.gpu.sm_count)?;
+        let k = &self.kernels;
+        for (field, fig) in k.figures() {
+            let name = field.rsplit('.').next().unwrap_or("");
+            match name {
+                "tile" | "k_step" | "block_q" | "block_k" | "ctas_per_sm" => whole(&field, fig)?,
+                "mma_fraction" | "elementwise_fraction" => {
+                    if !(fig.value > 0.0 && fig.value <= 1.0) {
+                        return Err(bad(
+                            &format!("{field}.value"),
+                            format!("must be in (0, 1], got {}", fig.value),
+                        ));
+                    }
                 }
-                if !(frac > 0.0 && frac <= 1.0) {
-                    return Err(bad(
-                        &format!("{field}[{i}]"),
-                        format!("fraction must be in (0, 1], got {frac}"),
-                    ));
+                _ => {
+                    // Times and byte counts: non-negative, and below a day / 2^40 so that no
+                    // kernel can take an impossible time.
+                    if !(fig.value.is_finite() && fig.value >= 0.0 && fig.value < 86_400.0) {
+                        return Err(bad(
+                            &format!("{field}.value"),
+                            format!(
+                                "must be a non-negative number below 86400, got {}",
+                                fig.value
+                            ),
+                        ));
+                    }
                 }
-                prev = size;
             }
         }
         Ok(())

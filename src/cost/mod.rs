@@ -1,16 +1,27 @@
 //! Cost model: turns work into seconds (DESIGN §4).
 //!
-//! - Compute: `max(flops / (peak × efficiency(size)), bytes / (HBM × efficiency)) + launch`,
-//!   with the efficiency tables of the hardware profile (calibration replaces them).
+//! - Compute: the *shape* of each kernel call is priced by a small physical model with a handful
+//!   of fitted parameters per kind (`kernels` in the hardware profile): GEMMs by tiles and waves
+//!   over the SMs ([`gemm`]), fused attention by thread blocks whose work grows with the keys
+//!   they visit ([`attention`]), copies and element-wise passes by bytes ([`memory_bound`]).
+//!   In a training step the host issues kernels ahead of the GPU, so a kernel costs
+//!   `max(host op time, device time)` ([`CostModel::kernel_s`]: short kernels are bounded by
+//!   the host). A call timed alone, as benchmarks time it, sees its device time plus the launch
+//!   gap, and never less than the host floor ([`CostModel::isolated_s`], what `metp-sim
+//!   kernels` prints and what calibration fits).
 //! - Messages: `α + bytes / B` for the link class the two devices share (NVLink/NVSwitch or
 //!   PCIe inside a node, InfiniBand across nodes).
 //!
 //! Input: a [`Hardware`] profile. Used by the simulator and the analytic model alike, so both
-//! price the same work identically. Depends on `config` only (and `schedule`'s `OpKind` enum,
-//! which is plain data).
+//! price the same work identically. Depends on `config` and `schedule`'s kernel shapes (plain
+//! data); never on calibration.
+
+pub mod attention;
+pub mod gemm;
+pub mod memory_bound;
 
 use crate::config::Hardware;
-use crate::schedule::OpKind;
+use crate::schedule::{AttnPass, KernelShape};
 
 /// Which links a message between two devices uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,39 +51,53 @@ impl<'a> CostModel<'a> {
         self.hw
     }
 
-    /// Effective FLOP/s a kernel of `op` with `flops` reaches.
-    pub fn flops_per_s(&self, op: OpKind, flops: f64) -> f64 {
-        let peak = self.hw.gpu.peak_bf16_flops_per_s.value;
-        let eff = match op {
-            OpKind::Gemm => self.hw.efficiency.gemm.at(flops),
-            OpKind::Attention => self.hw.efficiency.attention.at(flops),
-            OpKind::Elementwise => 1.0,
-        };
-        peak * eff
-    }
-
-    /// Effective HBM bytes/s a kernel of `op` moving `bytes` reaches.
-    pub fn hbm_bytes_per_s(&self, op: OpKind, bytes: f64) -> f64 {
-        let bw = self.hw.gpu.hbm_bytes_per_s.value;
-        match op {
-            OpKind::Elementwise => bw * self.hw.efficiency.elementwise.at(bytes),
-            _ => bw,
+    /// Device seconds of one kernel call: what the GPU spends once the call has started.
+    pub fn device_s(&self, k: &KernelShape) -> f64 {
+        if k.is_empty() {
+            return 0.0;
+        }
+        match k {
+            KernelShape::Gemm(g) => gemm::device_s(self.hw, g),
+            KernelShape::Attention(a) => attention::device_s(self.hw, a),
+            KernelShape::Elementwise { bytes } => {
+                memory_bound::elementwise_s(self.hw, *bytes as f64)
+            }
+            KernelShape::Copy { bytes } => memory_bound::copy_s(self.hw, *bytes as f64),
         }
     }
 
-    /// Seconds for one kernel, launch overhead included.
-    pub fn compute_s(&self, op: OpKind, flops: f64, bytes: f64) -> f64 {
-        let t_flops = if flops > 0.0 {
-            flops / self.flops_per_s(op, flops)
-        } else {
-            0.0
+    /// Seconds one kernel adds to a training step's compute stream: `max(host op time, device
+    /// time)` — the host issues ahead of the GPU, so only kernels shorter than the host's work
+    /// per op are bounded by it. An empty call costs nothing.
+    pub fn kernel_s(&self, k: &KernelShape) -> f64 {
+        if k.is_empty() {
+            return 0.0;
+        }
+        self.device_s(k).max(self.hw.kernels.host.op_s.value)
+    }
+
+    /// Seconds of one call timed alone with events around it, as the calibration measurements
+    /// are: `max(isolated floor, device + launch gap)` plus, for attention, the pass's extra
+    /// host time of an isolated call.
+    pub fn isolated_s(&self, k: &KernelShape) -> f64 {
+        let h = &self.hw.kernels.host;
+        let extra = match k {
+            KernelShape::Attention(a) => attention::model(self.hw, a.pass).isolated_extra_s.value,
+            _ => 0.0,
         };
-        let t_bytes = if bytes > 0.0 {
-            bytes / self.hbm_bytes_per_s(op, bytes)
-        } else {
-            0.0
-        };
-        t_flops.max(t_bytes) + self.hw.gpu.kernel_launch_s.value
+        (self.device_s(k) + h.isolated_gap_s.value).max(h.isolated_floor_s.value) + extra
+    }
+
+    /// The best GEMM rate: a full wave of tiles, long k, no fixed costs (the F of METP's
+    /// overlap condition).
+    pub fn best_gemm_flops_per_s(&self) -> f64 {
+        self.hw.gpu.peak_bf16_flops_per_s.value * self.hw.kernels.gemm.mma_fraction.value
+    }
+
+    /// The attention pass's best rate, in FLOPs as [`crate::schedule::Attention::flops`]
+    /// counts them (backward 2.5× forward).
+    pub fn best_attention_flops_per_s(&self, pass: AttnPass) -> f64 {
+        self.hw.gpu.peak_bf16_flops_per_s.value * attention::model(self.hw, pass).mma_fraction.value
     }
 
     /// Node of a device (devices are numbered node by node).

@@ -12,8 +12,9 @@
 //! compute, communication and exposed-communication time alike. Measured against full
 //! simulations (tests/it/plan.rs and the unit tests below; LLaMA-2 7B, every method, with dp up
 //! to 8 across nodes, ZeRO 0–3, recomputation, several micro-batches), the error stays below
-//! 3·10⁻⁵ relative: what is not affine is the kernel-efficiency table's log interpolation on
-//! the optimizer's size. Models of four layers or fewer are always simulated whole.
+//! 3·10⁻⁵ relative: what is not affine is the kernel model in the optimizer's size (its kernels
+//! cost at least the host's time per op). Models of four layers or fewer are always simulated
+//! whole.
 //!
 //! Gradient accumulation is handled the same way: micro-batches run one after the other and
 //! only the last one synchronises gradients, so step time is affine in the number of

@@ -1,9 +1,12 @@
-//! `run` and `calibrate` outputs: a unit's measured against predicted memory and time, and a
-//! calibration's fitted figures and unit comparisons.
+//! `run`, `calibrate` and `kernels` outputs: a unit's measured against predicted memory and
+//! time, a calibration's fit and unit comparisons, kernels priced against measured times.
+
+use std::path::Path;
 
 use super::table::Table;
+use crate::calibrate::price::{KindErrors, Priced};
 use crate::calibrate::unit_run::UnitRun;
-use crate::calibrate::Report;
+use crate::calibrate::{FitReport, Report, Timing};
 
 /// Human table for `metp-sim run`.
 pub fn unit_run_table(o: &UnitRun) -> String {
@@ -77,43 +80,74 @@ pub fn unit_run_table(o: &UnitRun) -> String {
     s
 }
 
-/// Human table for `metp-sim calibrate`: fitted figures, then each unit and ring predicted
-/// against measured.
+/// Median and largest |error| per kernel kind (the fit's, or a `kernels --compare`'s).
+fn kind_errors_table(errors: &[KindErrors]) -> String {
+    let mut k = Table::new(
+        &["kind", "kernels", "median |error|", "largest |error|"],
+        &[false, true, true, true],
+    );
+    for e in errors {
+        k.row(vec![
+            e.kind.name().to_string(),
+            e.samples.to_string(),
+            format!("{:.1}%", 100.0 * e.median_abs_error),
+            format!("{:.1}%", 100.0 * e.max_abs_error),
+        ]);
+    }
+    k.render()
+}
+
+/// The fitted parameters, the errors per kernel kind, the link and the slowdown.
+fn fit_text(f: &FitReport) -> String {
+    let mut t = Table::new(
+        &["parameter", "base", "fitted", "how"],
+        &[false, true, true, false],
+    );
+    for p in &f.params {
+        t.row(vec![
+            p.field.clone(),
+            format!("{:.4e}", p.base),
+            format!("{:.4e}", p.value),
+            format!("{:?}", p.status).to_lowercase(),
+        ]);
+    }
+    let mut s = t.render();
+    s.push('\n');
+    s.push_str(&kind_errors_table(&f.errors));
+    if let Some(l) = &f.link {
+        s.push_str(&format!(
+            "\nlink {:.4e} B/s, latency {:.3e} s (r² {:.4})\n",
+            l.bytes_per_s, l.latency_s, l.r2
+        ));
+    }
+    if let Some(sd) = f.slowdown_fraction {
+        s.push_str(&format!("compute slowdown under a transfer {sd:.3}\n"));
+    }
+    s
+}
+
+/// Human table for `metp-sim calibrate --fit`: the profile written and its fit.
+pub fn fit_table(f: &FitReport, out: &Path) -> String {
+    format!(
+        "profile '{}' fitted and written to {}\n\n{}",
+        f.profile.name,
+        out.display(),
+        fit_text(f)
+    )
+}
+
+/// Human table for `metp-sim calibrate`: the fit, then each unit and ring predicted against
+/// measured.
 pub fn calibration_table(r: &Report) -> String {
-    let f = &r.fits;
     let mut s = format!(
-        "calibrated {} profile written to {}\ndevice: {}\n\n",
+        "calibrated {} profile written to {} (measurements: {})\ndevice: {}\n\n",
         r.backend,
         r.profile_path.display(),
+        r.measurements_path.display(),
         r.device
     );
-    s.push_str(&format!(
-        "peak (best GEMM / attention block)  {:.4e} FLOP/s\n\
-         element-wise (best)                 {:.4e} B/s\n\
-         link                                {:.4e} B/s, latency {:.3e} s (r² {:.4})\n\
-         compute slowdown under a transfer   {:.3}\n",
-        f.gemm.peak,
-        f.elementwise.peak,
-        f.link.bytes_per_s,
-        f.link.latency_s,
-        f.link.r2,
-        f.slowdown_fraction
-    ));
-    let pts = |v: &[(f64, f64)]| {
-        v.iter()
-            .map(|(x, y)| format!("{x:.2e}:{y:.3}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    s.push_str(&format!("gemm efficiency        {}\n", pts(&f.gemm.points)));
-    s.push_str(&format!(
-        "attention efficiency   {}\n",
-        pts(&f.attention.points)
-    ));
-    s.push_str(&format!(
-        "elementwise efficiency {}\n\n",
-        pts(&f.elementwise.points)
-    ));
+    s.push_str(&fit_text(&r.fit));
+    s.push('\n');
     let mut t = Table::new(
         &[
             "unit / ring",
@@ -163,6 +197,77 @@ pub fn calibration_table(r: &Report) -> String {
     ));
     for n in &r.notes {
         s.push_str(&format!("note: {n}\n"));
+    }
+    s
+}
+
+/// A kernel's call shape in one short phrase, from its JSON object.
+fn shape_text(o: &serde_json::Value) -> String {
+    let g = |k: &str| o[k].as_u64().unwrap_or(0);
+    match o["op"].as_str().unwrap_or("") {
+        "gemm" if g("batch") > 1 => format!("{}x {}x{}x{}", g("batch"), g("m"), g("n"), g("k")),
+        "gemm" => format!("{}x{}x{}", g("m"), g("n"), g("k")),
+        "attention" => format!(
+            "{} b={} h={} q={} kv={} d={}{}",
+            o["pass"].as_str().unwrap_or(""),
+            g("batch"),
+            g("heads"),
+            g("q_tokens"),
+            g("kv_tokens"),
+            g("head_dim"),
+            if o["causal"].as_bool() == Some(true) {
+                " causal"
+            } else {
+                ""
+            }
+        ),
+        _ => format!("{} B", g("bytes")),
+    }
+}
+
+/// Human table for `metp-sim kernels`: each kernel priced (and, with `compare`, its measured
+/// time and error), then the errors per kind.
+pub fn kernels_table(hw: &str, p: &Priced, compare: bool) -> String {
+    let mut head = vec!["#", "op", "shape", "predicted_s", "device_s", "step_s"];
+    if compare {
+        head.extend(["measured_s", "error"]);
+    }
+    let mut right = vec![true, false, false, true, true, true];
+    if compare {
+        right.extend([true, true]);
+    }
+    let mut t = Table::new(&head, &right);
+    for (i, o) in p.kernels.iter().enumerate() {
+        let f = |k: &str| o[k].as_f64().map_or(String::new(), |v| format!("{v:.4e}"));
+        let mut row = vec![
+            i.to_string(),
+            o["op"].as_str().unwrap_or("").to_string(),
+            shape_text(o),
+            f("predicted_s"),
+            f("device_s"),
+            f("step_s"),
+        ];
+        if compare {
+            row.push(f("measured_s"));
+            row.push(
+                o["error"]
+                    .as_f64()
+                    .map_or(String::new(), |e| format!("{:+.1}%", 100.0 * e)),
+            );
+        }
+        t.row(row);
+    }
+    let mut s = format!(
+        "kernels priced with {hw} (predicted_s: {}; step_s: inside a training step)\n\n",
+        match p.timing {
+            Timing::Isolated => "an isolated call, launch gap included",
+            Timing::Device => "the device time alone",
+        }
+    );
+    s.push_str(&t.render());
+    if compare && !p.by_kind.is_empty() {
+        s.push('\n');
+        s.push_str(&kind_errors_table(&p.by_kind));
     }
     s
 }

@@ -7,8 +7,17 @@ use super::CollectiveOp;
 use crate::config::{Dims, Recompute, Workload, ZeroStage};
 use crate::memory::{self, Phase};
 
-/// Attention shape helper.
-pub fn attn(b: f64, sq: f64, sk: f64, heads: f64, kv_heads: f64, d: f64) -> AttnShape {
+/// Attention shape helper: `heads` query heads of `b` samples, `sq` queries against `sk` keys,
+/// causal when the workload is.
+pub fn attn(
+    w: &Workload,
+    b: f64,
+    sq: f64,
+    sk: f64,
+    heads: f64,
+    kv_heads: f64,
+    d: f64,
+) -> AttnShape {
     AttnShape {
         b,
         sq,
@@ -16,15 +25,7 @@ pub fn attn(b: f64, sq: f64, sk: f64, heads: f64, kv_heads: f64, d: f64) -> Attn
         heads,
         d,
         kv_heads,
-    }
-}
-
-/// The fraction of full attention work a causal mask leaves (½ over the whole sequence).
-pub fn causal_factor(w: &Workload) -> f64 {
-    if w.options.causal {
-        0.5
-    } else {
-        1.0
+        causal: w.options.causal,
     }
 }
 
@@ -121,7 +122,7 @@ pub fn finish(w: &Workload, embedding_rows: f64, parts: Parts) -> StepPlan {
         grad_sync_op,
         grad_sync_over_p: replicated,
         zero3_gather_bytes,
-        optimizer: vec![kernels::optimizer(opt_params as f64)],
+        optimizer: kernels::optimizer(opt_params as f64),
         layers: w.model.layers as u32,
         micro_batches: w.micro_batches as u32,
     }
@@ -136,16 +137,19 @@ pub fn sequence_split_plan(
     attn_fwd: Vec<Stage>,
     attn_bwd: Vec<Stage>,
 ) -> StepPlan {
-    use super::kernels::{mlp_bwd, mlp_fwd, norm};
+    use super::kernels::{mlp_bwd, mlp_fwd, norm, norm_bwd, residual_bwd, residual_fwd};
     let act = w.model.activation;
+    let drop = w.dropout();
     let mut mlp_k = vec![norm("ln2", local, d.h)];
     mlp_k.extend(mlp_fwd(local, d.h, d.f, act));
+    mlp_k.push(residual_fwd("mlp-residual", local, d.h, drop));
     let mut mlp_b = Vec::new();
     if w.options.recompute == Recompute::Full {
         mlp_b.push(Stage::Compute(mlp_k.clone()));
     }
-    let mut k = mlp_bwd(local, d.h, d.f, act);
-    k.push(norm("ln2-bwd", local, d.h));
+    let mut k = vec![residual_bwd("mlp-residual-bwd", local, d.h, drop)];
+    k.extend(mlp_bwd(local, d.h, d.f, act));
+    k.push(norm_bwd("ln2-bwd", local, d.h));
     mlp_b.push(Stage::Compute(k));
     let mut head_k = vec![norm("final-ln", local, d.h)];
     head_k.extend(super::kernels::head(local, d.v, d.h));

@@ -13,9 +13,11 @@
 //!
 //! Tasks may only depend on tasks added before them, so the graph is acyclic by construction;
 //! it can still deadlock (a recv whose send waits behind it on a stream), which the simulator
-//! detects. Depends on nothing but `error`.
+//! detects. Depends on nothing but the kernel shapes.
 
 use serde::Serialize;
+
+use super::shape::KernelShape;
 
 /// Index of a task in [`TaskGraph::tasks`].
 pub type TaskId = u32;
@@ -31,17 +33,8 @@ pub enum Stream {
     Comm(u8),
 }
 
-/// Kinds of compute kernel (each has its own efficiency table in the hardware profile).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OpKind {
-    /// Dense matrix multiply.
-    Gemm,
-    /// Fused attention block.
-    Attention,
-    /// Element-wise or reduction kernel (softmax, GeLU, norm, dropout, log-sum-exp merge).
-    Elementwise,
-}
+/// Index of a kernel shape in [`TaskGraph::kernels`].
+pub type KernelId = u32;
 
 /// Collective operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -70,14 +63,10 @@ pub enum CollectiveOp {
 /// What a task does.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub enum Work {
-    /// A kernel: FLOPs and HBM bytes moved.
+    /// A kernel: the shape of the call, [`TaskGraph::kernels`]`[kernel]`.
     Compute {
-        /// Kernel kind.
-        op: OpKind,
-        /// Floating-point operations.
-        flops: f64,
-        /// Bytes read and written in device memory.
-        bytes: f64,
+        /// Index into the graph's kernel table.
+        kernel: KernelId,
     },
     /// Send `bytes` to device `to`.
     Send {
@@ -173,12 +162,17 @@ pub struct Task {
 }
 
 /// A training step on `devices` devices.
+///
+/// The distinct kernel shapes are kept once in `kernels` (a step has hundreds of thousands of
+/// compute tasks but tens of distinct shapes), and compute tasks refer to them by index.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct TaskGraph {
     /// Number of devices.
     pub devices: u32,
     /// Tasks in insertion order.
     pub tasks: Vec<Task>,
+    /// The kernel shapes compute tasks run.
+    pub kernels: Vec<KernelShape>,
 }
 
 impl TaskGraph {
@@ -187,6 +181,7 @@ impl TaskGraph {
         TaskGraph {
             devices,
             tasks: Vec::new(),
+            kernels: Vec::new(),
         }
     }
 
@@ -195,7 +190,15 @@ impl TaskGraph {
         TaskGraph {
             devices,
             tasks: Vec::with_capacity(tasks),
+            kernels: Vec::new(),
         }
+    }
+
+    /// Appends a kernel shape to the table and returns its index (no deduplication: the
+    /// lowering interns shapes itself).
+    pub fn add_kernel(&mut self, shape: KernelShape) -> KernelId {
+        self.kernels.push(shape);
+        (self.kernels.len() - 1) as KernelId
     }
 
     /// Appends a task and returns its id. Dependencies must already exist (debug-asserted;
@@ -250,6 +253,12 @@ impl TaskGraph {
                         .entry((*from, t.device, *tag))
                         .or_insert((i, *bytes, 0));
                     e.2 += 1;
+                }
+                Work::Compute { kernel } if *kernel as usize >= self.kernels.len() => {
+                    return Err(format!(
+                        "task {i} runs kernel {kernel} of a table of {}",
+                        self.kernels.len()
+                    ));
                 }
                 Work::Collective { id, group, .. } => {
                     if !group.contains(&t.device) {

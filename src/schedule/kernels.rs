@@ -1,14 +1,16 @@
-//! Kernel shapes shared by the methods' plans: projections, attention cores, MLPs, norms, the
-//! head and the optimizer — forward and backward, with FLOPs and bytes.
+//! Kernels shared by the methods' plans: projections, attention cores, MLPs, norms, the head
+//! and the optimizer — forward and backward, as the calls the GPU runs (shapes, not only FLOPs).
 //!
-//! FLOP counts follow the usual accounting (Narayanan et al. 2021): a GEMM is 2mnk; attention
-//! forward is 4·b·sq·sk·(heads·d) (QKᵀ and P·V); its backward is twice that for unfused
-//! kernels (four GEMMs over stored probabilities) and 2.5 times for fused kernels, which also
-//! recompute QKᵀ; a linear layer's backward is two GEMMs (input and weight gradients).
+//! A linear layer's backward is two GEMMs (input and weight gradients). Fused attention is one
+//! call per pass (FlashAttention-2: the backward recomputes QKᵀ, 2.5× the forward's FLOPs);
+//! unfused attention is its batched GEMMs (QKᵀ and P·V forward; dV, dP, dQ, dK backward) and
+//! its softmax passes over the materialised scores. A causal mask changes a fused call's shape
+//! (the blocks above the diagonal are skipped) but not the unfused GEMMs, which compute every
+//! score and mask them in the softmax, as Megatron's fused scale-mask-softmax does.
 
-use super::stage::Kernel;
+use super::shape::{Attention, AttnPass};
+use super::stage::{CausalBlocks, Kernel};
 use crate::config::Activation;
-use crate::schedule::OpKind;
 
 /// Linear layer forward: rows × k_in times k_in × n_out.
 pub fn linear_fwd(name: &'static str, rows: f64, n_out: f64, k_in: f64) -> Kernel {
@@ -38,78 +40,128 @@ pub struct AttnShape {
     pub d: f64,
     /// KV heads in the call.
     pub kv_heads: f64,
+    /// Causal mask (queries and keys aligned at their ends).
+    pub causal: bool,
 }
 
 impl AttnShape {
-    fn fwd_flops(&self) -> f64 {
-        4.0 * self.b * self.sq * self.sk * self.heads * self.d
-    }
-    fn io_bytes(&self) -> f64 {
-        2.0 * self.b * self.d * (2.0 * self.sq * self.heads + 2.0 * self.sk * self.kv_heads)
-    }
     fn score_elems(&self) -> f64 {
         self.b * self.heads * self.sq * self.sk
+    }
+
+    /// The fused call of a pass.
+    pub fn fused(&self, pass: AttnPass) -> Attention {
+        let n = |x: f64| x.round().max(0.0) as u64;
+        Attention {
+            batch: n(self.b),
+            heads: n(self.heads),
+            kv_heads: n(self.kv_heads),
+            q_tokens: n(self.sq),
+            kv_tokens: n(self.sk),
+            head_dim: n(self.d),
+            causal: self.causal,
+            pass,
+        }
+    }
+
+    /// The same call on `sq` queries and `sk` keys, causal or not.
+    pub fn with(self, sq: f64, sk: f64, causal: bool) -> AttnShape {
+        AttnShape {
+            sq,
+            sk,
+            causal,
+            ..self
+        }
+    }
+
+    /// Query elements (b × sq × heads × d).
+    pub fn q_elems(&self) -> f64 {
+        self.b * self.sq * self.heads * self.d
     }
 }
 
 /// Attention core forward: one fused kernel, or QKᵀ, softmax (+dropout) and P·V.
 pub fn attention_fwd(s: AttnShape, flash: bool, dropout: bool) -> Vec<Kernel> {
     if flash {
-        return vec![Kernel {
-            name: "attn-core",
-            op: OpKind::Attention,
-            flops: s.fwd_flops(),
-            bytes: s.io_bytes(),
-        }];
+        return vec![Kernel::attention("attn-core", s.fused(AttnPass::Fwd))];
     }
-    let half = Kernel {
-        name: "attn-qk",
-        op: OpKind::Gemm,
-        flops: s.fwd_flops() / 2.0,
-        bytes: s.io_bytes() / 2.0 + 2.0 * s.score_elems(),
-    };
+    let bh = s.b * s.heads;
     vec![
-        half,
+        Kernel::batched_gemm("attn-qk", bh, s.sq, s.sk, s.d),
         Kernel::elementwise("softmax", s.score_elems(), if dropout { 2.0 } else { 1.0 }),
-        Kernel {
-            name: "attn-pv",
-            ..half
-        },
+        Kernel::batched_gemm("attn-pv", bh, s.sq, s.d, s.sk),
     ]
 }
 
-/// Attention core backward.
+/// Attention core backward: one fused kernel, or dV = Pᵀ·dO, dP = dO·Vᵀ, the softmax (and
+/// dropout) backward, dQ = dS·K and dK = dSᵀ·Q.
 pub fn attention_bwd(s: AttnShape, flash: bool, dropout: bool) -> Vec<Kernel> {
     if flash {
-        return vec![Kernel {
-            name: "attn-core-bwd",
-            op: OpKind::Attention,
-            flops: 2.5 * s.fwd_flops(),
-            bytes: 2.0 * s.io_bytes(),
-        }];
+        return vec![Kernel::attention("attn-core-bwd", s.fused(AttnPass::Bwd))];
     }
-    let quarter = Kernel {
-        name: "attn-bwd-gemm",
-        op: OpKind::Gemm,
-        flops: s.fwd_flops() / 2.0,
-        bytes: s.io_bytes() / 2.0 + 2.0 * s.score_elems(),
-    };
+    let bh = s.b * s.heads;
     vec![
-        quarter,
-        quarter,
+        Kernel::batched_gemm("attn-bwd-dv", bh, s.sk, s.d, s.sq),
+        Kernel::batched_gemm("attn-bwd-dp", bh, s.sq, s.sk, s.d),
         Kernel::elementwise(
             "softmax-bwd",
             s.score_elems(),
             if dropout { 3.0 } else { 2.0 },
         ),
-        quarter,
-        quarter,
+        Kernel::batched_gemm("attn-bwd-dq", bh, s.sq, s.d, s.sk),
+        Kernel::batched_gemm("attn-bwd-dk", bh, s.sk, s.d, s.sq),
     ]
 }
 
-/// A normalisation (LayerNorm or RMSNorm) over `rows` × `h`.
+/// The kernels of one block of a causal ring, built by `block(sq, sk, causal)` for each block a
+/// device can hold: its own block under the mask, and (zig-zag) the two half blocks. `c` is the
+/// block's token count.
+pub fn causal_blocks(
+    c: f64,
+    zigzag: bool,
+    block: &dyn Fn(f64, f64, bool) -> Vec<Kernel>,
+) -> CausalBlocks {
+    let half = (c / 2.0).floor();
+    CausalBlocks {
+        zigzag,
+        diagonal: block(c, c, true),
+        key_half: if zigzag {
+            block(c, half, false)
+        } else {
+            Vec::new()
+        },
+        query_half: if zigzag {
+            block(c - half, c, false)
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// A normalisation (LayerNorm or RMSNorm) over `rows` × `h`: reads and writes each bf16
+/// element once, 4 bytes.
 pub fn norm(name: &'static str, rows: f64, h: f64) -> Kernel {
     Kernel::elementwise(name, rows * h, 1.0)
+}
+
+/// A normalisation's backward: reads the input and the output gradient, writes the input
+/// gradient, 6 bytes per element (the weight gradients' reductions are small).
+pub fn norm_bwd(name: &'static str, rows: f64, h: f64) -> Kernel {
+    Kernel::memory(name, 6.0 * rows * h)
+}
+
+/// The residual connection that closes a block, fused as Megatron does (bias, dropout when the
+/// model has it, add): reads the block's output and the residual stream, writes the sum (and a
+/// 1-byte dropout mask): 6 or 7 bytes per element.
+pub fn residual_fwd(name: &'static str, rows: f64, h: f64, dropout: bool) -> Kernel {
+    Kernel::memory(name, (if dropout { 7.0 } else { 6.0 }) * rows * h)
+}
+
+/// The residual connection's backward: the two gradient paths added (6 bytes per element) and,
+/// with dropout, the dropout's backward (reads the gradient and the mask, writes the block
+/// output's gradient: 5 bytes).
+pub fn residual_bwd(name: &'static str, rows: f64, h: f64, dropout: bool) -> Kernel {
+    Kernel::memory(name, (if dropout { 11.0 } else { 6.0 }) * rows * h)
 }
 
 /// MLP forward over `rows` local tokens and `f` local columns.
@@ -148,34 +200,17 @@ pub fn head(rows: f64, vocab: f64, h: f64) -> Vec<Kernel> {
     k
 }
 
-/// Adam over `params` local parameters: reads gradients, master weights and moments, writes
-/// master weights, moments and bf16 weights — about 30 bytes per parameter.
-pub fn optimizer(params: f64) -> Kernel {
-    Kernel {
-        name: "adam",
-        op: OpKind::Elementwise,
-        flops: 0.0,
-        bytes: 30.0 * params,
-    }
-}
-
-/// Fraction of an (s/p)×(s/p) attention block device `i` computes at ring step `k` under
-/// causal masking: contiguous blocks give 1 below the diagonal, ½ on it, 0 above; zig-zag
-/// (load-balanced) order gives every device ½ of a block at every step.
-pub fn causal_fractions(p: usize, k: usize, zigzag: bool) -> Vec<f64> {
-    (0..p)
-        .map(|i| {
-            if zigzag {
-                0.5
-            } else {
-                // At step k device i holds the K/V block of device (i − k) mod p.
-                let src = (i + p - k % p) % p;
-                match src.cmp(&i) {
-                    std::cmp::Ordering::Less => 1.0,
-                    std::cmp::Ordering::Equal => 0.5,
-                    std::cmp::Ordering::Greater => 0.0,
-                }
-            }
-        })
-        .collect()
+/// The optimizer step over `params` local parameters, as Megatron's mixed-precision optimizer
+/// runs it (multi-tensor kernels over the fp32 gradient buffer): the gradient norm for
+/// clipping (reads the fp32 gradients, 4 bytes per parameter), Adam (reads gradient, fp32
+/// master weight and both moments, writes weight and moments: 28 bytes), the copy of the
+/// master weights to the bf16 weights (6 bytes) and the zeroing of the gradient buffer for the
+/// next step (4 bytes) — 42 bytes per parameter in all.
+pub fn optimizer(params: f64) -> Vec<Kernel> {
+    vec![
+        Kernel::memory("grad-norm", 4.0 * params),
+        Kernel::memory("adam", 28.0 * params),
+        Kernel::memory("param-copy", 6.0 * params),
+        Kernel::memory("zero-grad", 4.0 * params),
+    ]
 }

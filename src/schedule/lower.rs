@@ -12,7 +12,13 @@
 //! inventory, so the simulated high-water mark is the inventory's peak. A phase ends when all
 //! of its tasks on that device have finished, so nothing of one phase overlaps the next.
 
-use super::graph::{CollectiveOp, DeviceId, Label, Pass, Stream, TaskGraph, TaskId, Work};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use super::graph::{
+    CollectiveOp, DeviceId, KernelId, Label, Pass, Stream, TaskGraph, TaskId, Work,
+};
+use super::shape::KernelShape;
 use super::stage::{Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan};
 use crate::memory::Inventory;
 
@@ -52,6 +58,34 @@ fn stream_slot(s: Stream) -> usize {
     }
 }
 
+/// A multiply-rotate hasher (the Fx hash of rustc) for the kernel table: every compute task
+/// looks its shape up, and the standard SipHash would cost a noticeable share of the lowering.
+/// Only lookups depend on it, never an iteration order.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u8(&mut self, x: u8) {
+        self.write_u64(u64::from(x));
+    }
+    fn write_usize(&mut self, x: usize) {
+        self.write_u64(x as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 struct Lower<'a> {
     g: TaskGraph,
     p: u32,
@@ -68,6 +102,11 @@ struct Lower<'a> {
     /// Per device and stream: the last task of the current phase on that stream. Streams run in
     /// order, so the phase's end waits for these and thereby for every task of the phase.
     phase_tasks: Vec<[Option<TaskId>; STREAMS]>,
+    /// Kernel shapes already in the graph's table.
+    kernel_ids: HashMap<KernelShape, KernelId, BuildHasherDefault<FxHasher>>,
+    /// The same, by the address of the plan's `Kernel` (every layer and device lowers the same
+    /// plan objects, and the plan is borrowed for the whole lowering): one word to hash.
+    kernel_at: HashMap<usize, KernelId, BuildHasherDefault<FxHasher>>,
 }
 
 impl<'a> Lower<'a> {
@@ -125,26 +164,38 @@ impl<'a> Lower<'a> {
         self.last_compute[dev] = Some(id);
     }
 
-    fn kernels(&mut self, dev: DeviceId, kernels: &[Kernel], scale: f64, extra: &[TaskId]) {
+    fn kernel_id(&mut self, k: &Kernel) -> KernelId {
+        let at = k as *const Kernel as usize;
+        if let Some(&id) = self.kernel_at.get(&at) {
+            debug_assert_eq!(self.g.kernels[id as usize], k.shape);
+            return id;
+        }
+        let id = match self.kernel_ids.get(&k.shape) {
+            Some(&id) => id,
+            None => {
+                let id = self.g.add_kernel(k.shape);
+                self.kernel_ids.insert(k.shape, id);
+                id
+            }
+        };
+        self.kernel_at.insert(at, id);
+        id
+    }
+
+    fn kernels(&mut self, dev: DeviceId, kernels: &[Kernel], extra: &[TaskId]) {
+        let mut any = false;
         for k in kernels {
-            if scale == 0.0 {
+            if k.shape.is_empty() {
                 continue;
             }
+            any = true;
             let deps = self.compute_deps(dev as usize, extra);
             self.label.name = k.name;
-            let id = self.add(
-                dev,
-                Stream::Compute,
-                Work::Compute {
-                    op: k.op,
-                    flops: k.flops * scale,
-                    bytes: k.bytes * scale,
-                },
-                deps,
-            );
+            let kernel = self.kernel_id(k);
+            let id = self.add(dev, Stream::Compute, Work::Compute { kernel }, deps);
             self.set_compute_frontier(dev as usize, id);
         }
-        if kernels.is_empty() || scale == 0.0 {
+        if !any {
             self.frontier[dev as usize].extend_from_slice(extra);
         }
     }
@@ -197,7 +248,7 @@ impl<'a> Lower<'a> {
         match stage {
             Stage::Compute(kernels) => {
                 for dev in 0..self.devices() {
-                    self.kernels(dev, kernels, 1.0, &[]);
+                    self.kernels(dev, kernels, &[]);
                 }
             }
             Stage::Collective { name, op, bytes } => {
@@ -278,6 +329,8 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
         frontier: vec![Vec::new(); n],
         last_compute: vec![None; n],
         phase_tasks: vec![[None; STREAMS]; n],
+        kernel_ids: HashMap::default(),
+        kernel_at: HashMap::default(),
     };
     let per_layer = inv.activation_bytes_per_layer;
     let model_scope: u128 = inv
@@ -302,7 +355,7 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
         l.label.layer = None;
         l.label.block = "embedding";
         for dev in 0..l.devices() {
-            l.kernels(dev, &plan.embedding_fwd, 1.0, &[]);
+            l.kernels(dev, &plan.embedding_fwd, &[]);
         }
         for layer in 0..plan.layers {
             l.label.layer = Some(layer);
@@ -343,7 +396,7 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
         l.label.block = "embedding";
         l.label.pass = Pass::Bwd;
         for dev in 0..l.devices() {
-            l.kernels(dev, &plan.embedding_bwd, 1.0, &[]);
+            l.kernels(dev, &plan.embedding_bwd, &[]);
         }
     }
     l.label.pass = Pass::Opt;
@@ -351,7 +404,7 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
     for dev in 0..l.devices() {
         let extra = std::mem::take(&mut grad_sync[dev as usize]);
         if opts.optimizer {
-            l.kernels(dev, &plan.optimizer, 1.0, &extra);
+            l.kernels(dev, &plan.optimizer, &extra);
         } else {
             l.frontier[dev as usize].extend(extra);
         }

@@ -11,7 +11,10 @@
 //! shards with an online log-sum-exp.
 
 use super::common::{finish, Parts};
-use super::kernels::{head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm};
+use super::kernels::{
+    head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm, norm_bwd, residual_bwd,
+    residual_fwd,
+};
 use super::ring::kv_ring;
 use super::stage::{Exchange, Kernel, Outer, Ring, RingStep, Stage, StepPlan};
 use crate::config::{Activation, Dims, Recompute, WeightExchange, Workload};
@@ -26,7 +29,7 @@ fn weight_ring(
     let steps = (0..w.p)
         .map(|_| RingStep {
             kernels: kernels.clone(),
-            fraction: Vec::new(),
+            causal: None,
             accumulate: if backward {
                 vec![Kernel::elementwise("wgrad-accumulate", weight_elems, 2.0)]
             } else {
@@ -77,9 +80,11 @@ pub fn plan(w: &Workload) -> StepPlan {
             Stage::Compute(vec![out]),
         ],
     };
+    let drop = w.dropout();
     let attn_f = vec![
         Stage::Compute(vec![norm("ln1", local, d.h)]),
         Stage::Outer(outer_fwd.clone()),
+        Stage::Compute(vec![residual_fwd("attn-residual", local, d.h, drop)]),
     ];
 
     let f_p = d.f / d.p;
@@ -97,12 +102,19 @@ pub fn plan(w: &Workload) -> StepPlan {
             mlp_shard,
             false,
         )),
+        Stage::Compute(vec![residual_fwd("mlp-residual", local, d.h, drop)]),
     ];
     let full = o.recompute == Recompute::Full;
     let mut mlp_b = Vec::new();
     if full {
         mlp_b.extend(mlp_f.iter().cloned());
     }
+    mlp_b.push(Stage::Compute(vec![residual_bwd(
+        "mlp-residual-bwd",
+        local,
+        d.h,
+        drop,
+    )]));
     let mut k = if o.metp.store_mlp_act {
         Vec::new()
     } else {
@@ -117,7 +129,7 @@ pub fn plan(w: &Workload) -> StepPlan {
         mlp_shard,
         true,
     )));
-    mlp_b.push(Stage::Compute(vec![norm("ln2-bwd", local, d.h)]));
+    mlp_b.push(Stage::Compute(vec![norm_bwd("ln2-bwd", local, d.h)]));
 
     let mut body = Vec::new();
     if !o.metp.store_qkv {
@@ -139,13 +151,19 @@ pub fn plan(w: &Workload) -> StepPlan {
     if full {
         attn_b.extend(attn_f.iter().cloned());
     }
+    attn_b.push(Stage::Compute(vec![residual_bwd(
+        "attn-residual-bwd",
+        local,
+        d.h,
+        drop,
+    )]));
     attn_b.push(Stage::Outer(Outer {
         name: "head-groups-bwd",
         grad_bytes: (4.0 * group_params) as u64,
         body,
         ..outer_fwd
     }));
-    attn_b.push(Stage::Compute(vec![norm("ln1-bwd", local, d.h)]));
+    attn_b.push(Stage::Compute(vec![norm_bwd("ln1-bwd", local, d.h)]));
 
     let head = if o.vocab_parallel {
         let v_p = (d.v / d.p).ceil();

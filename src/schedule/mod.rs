@@ -13,6 +13,7 @@ mod lower;
 mod metp;
 mod ring;
 mod rsa;
+mod shape;
 mod stage;
 mod times;
 mod tp;
@@ -20,11 +21,14 @@ mod tp_sp;
 mod ulysses;
 
 pub use graph::{
-    CollectiveOp, DeviceId, Label, OpKind, Pass, Stream, Task, TaskGraph, TaskId, Work,
+    CollectiveOp, DeviceId, KernelId, Label, Pass, Stream, Task, TaskGraph, TaskId, Work,
 };
-pub use kernels::causal_fractions;
+pub use kernels::{attention_bwd, attention_fwd, AttnShape};
 pub use lower::{lower, LowerOptions};
-pub use stage::{Exchange, Kernel, Outer, PhaseBlock, Ring, RingStep, Stage, StepPlan};
+pub use shape::{Attention, AttnPass, Gemm, KernelKind, KernelShape};
+pub use stage::{
+    Block, CausalBlocks, Exchange, Kernel, Outer, PhaseBlock, Ring, RingStep, Stage, StepPlan,
+};
 pub use times::StepTimes;
 
 use crate::config::{MethodId, ValidWorkload};

@@ -5,17 +5,27 @@
 
 use super::common::{attn, recompute_kernels, sequence_split_plan};
 use super::kernels::{
-    attention_bwd, attention_fwd, causal_fractions, linear_bwd, linear_fwd, norm,
+    attention_bwd, attention_fwd, causal_blocks, linear_bwd, linear_fwd, norm, norm_bwd,
+    residual_bwd, residual_fwd, AttnShape,
 };
 use super::stage::{Kernel, Ring, RingStep, Stage, StepPlan};
 use crate::config::{Dims, Recompute, Workload};
 
-/// Per-step causal fractions for a ring of p steps (empty when not causal).
-pub fn fractions(w: &Workload, k: usize) -> Vec<f64> {
-    if w.options.causal {
-        causal_fractions(w.p as usize, k, w.options.causal_zigzag)
-    } else {
-        Vec::new()
+/// A ring step's kernels for every block a device can hold: `block(sq, sk, causal)` gives the
+/// kernels of `sq` queries against `sk` keys; the full block is `c` × `c`.
+pub fn ring_step(
+    w: &Workload,
+    c: f64,
+    block: &dyn Fn(f64, f64, bool) -> Vec<Kernel>,
+    accumulate: Vec<Kernel>,
+) -> RingStep {
+    RingStep {
+        kernels: block(c, c, false),
+        causal: w
+            .options
+            .causal
+            .then(|| causal_blocks(c, w.options.causal_zigzag, block)),
+        accumulate,
     }
 }
 
@@ -30,31 +40,33 @@ pub fn kv_ring(
     buffers: u64,
     backward: bool,
 ) -> Ring {
-    let shape = attn(d.b, c, c, heads, kv, d.d);
+    let shape: AttnShape = attn(w, d.b, c, c, heads, kv, d.d);
     let kv_elems = 2.0 * d.b * c * kv * d.d;
-    let steps = (0..w.p as usize)
-        .map(|k| {
-            let mut kernels = if backward {
-                attention_bwd(shape, w.options.flash, false)
-            } else {
-                attention_fwd(shape, w.options.flash, false)
-            };
-            // Merging a block into the running output through the log-sum-exp.
-            kernels.push(Kernel::elementwise("lse-merge", d.b * c * heads * d.d, 1.0));
-            RingStep {
-                kernels,
-                fraction: fractions(w, k),
-                accumulate: if backward {
-                    vec![Kernel::elementwise("dkv-accumulate", kv_elems, 2.0)]
-                } else {
-                    Vec::new()
-                },
-            }
-        })
-        .collect();
+    let flash = w.options.flash;
+    let block = |sq: f64, sk: f64, causal: bool| {
+        let s = shape.with(sq, sk, causal);
+        let mut kernels = if backward {
+            attention_bwd(s, flash, false)
+        } else {
+            attention_fwd(s, flash, false)
+        };
+        // Merging a block into the running output through the log-sum-exp.
+        kernels.push(Kernel::elementwise(
+            "lse-merge",
+            d.b * sq * heads * d.d,
+            1.0,
+        ));
+        kernels
+    };
+    let accumulate = if backward {
+        vec![Kernel::elementwise("dkv-accumulate", kv_elems, 2.0)]
+    } else {
+        Vec::new()
+    };
+    let step = ring_step(w, c, &block, accumulate);
     Ring {
         name: if backward { "kv-ring-bwd" } else { "kv-ring" },
-        steps,
+        steps: vec![step; w.p as usize],
         prefetch_bytes: (2.0 * kv_elems) as u64,
         accumulator_bytes: if backward { (4.0 * kv_elems) as u64 } else { 0 },
         buffers,
@@ -71,7 +83,11 @@ pub fn plan(w: &Workload) -> StepPlan {
         norm("ln1", local, d.h),
         linear_fwd("qkv", local, d.h + 2.0 * d.a_kv * d.d, d.h),
     ];
-    let post = vec![linear_fwd("out-proj", local, d.h, d.h)];
+    let drop = w.dropout();
+    let post = vec![
+        linear_fwd("out-proj", local, d.h, d.h),
+        residual_fwd("attn-residual", local, d.h, drop),
+    ];
     let attn_f = vec![
         Stage::Compute(pre.clone()),
         Stage::Ring(kv_ring(w, &d, c, d.a, d.a_kv, 2, false)),
@@ -87,12 +103,12 @@ pub fn plan(w: &Workload) -> StepPlan {
             attn_b.push(Stage::Compute(re));
         }
     }
-    attn_b.push(Stage::Compute(
-        linear_bwd("out-proj-bwd", local, d.h, d.h).to_vec(),
-    ));
+    let mut k = vec![residual_bwd("attn-residual-bwd", local, d.h, drop)];
+    k.extend(linear_bwd("out-proj-bwd", local, d.h, d.h));
+    attn_b.push(Stage::Compute(k));
     attn_b.push(Stage::Ring(kv_ring(w, &d, c, d.a, d.a_kv, 2, true)));
     let mut k = linear_bwd("qkv-bwd", local, d.h + 2.0 * d.a_kv * d.d, d.h).to_vec();
-    k.push(norm("ln1-bwd", local, d.h));
+    k.push(norm_bwd("ln1-bwd", local, d.h));
     attn_b.push(Stage::Compute(k));
 
     sequence_split_plan(w, &d, local, attn_f, attn_b)

@@ -4,22 +4,26 @@
 //! unfused. Backward repeats both rings and all-reduces full-length dK and dV.
 
 use super::common::sequence_split_plan;
-use super::kernels::{linear_bwd, linear_fwd, norm};
-use super::ring::fractions;
-use super::stage::{Kernel, Ring, RingStep, Stage, StepPlan};
+use super::kernels::{linear_bwd, linear_fwd, norm, norm_bwd, residual_bwd, residual_fwd};
+use super::ring::ring_step;
+use super::stage::{Kernel, Ring, Stage, StepPlan};
 use super::CollectiveOp;
 use crate::config::{Dims, Recompute, Workload};
 
-fn chunk_ring(w: &Workload, name: &'static str, gemm: Kernel, chunk_bytes: u64) -> Ring {
+/// A ring of p synchronous steps, each running `block(sq, sk)`'s GEMMs for the chunk it holds
+/// (under a causal mask: the diagonal chunk in full, since the scores are masked afterwards,
+/// and nothing or half a chunk for the others, as for ring attention).
+fn chunk_ring(
+    w: &Workload,
+    name: &'static str,
+    c: f64,
+    block: &dyn Fn(f64, f64) -> Vec<Kernel>,
+    chunk_bytes: u64,
+) -> Ring {
+    let step = ring_step(w, c, &|sq, sk, _causal| block(sq, sk), Vec::new());
     Ring {
         name,
-        steps: (0..w.p as usize)
-            .map(|k| RingStep {
-                kernels: vec![gemm],
-                fraction: fractions(w, k),
-                accumulate: Vec::new(),
-            })
-            .collect(),
+        steps: vec![step; w.p as usize],
         prefetch_bytes: chunk_bytes,
         accumulator_bytes: 0,
         buffers: 1,
@@ -31,16 +35,12 @@ pub fn plan(w: &Workload) -> StepPlan {
     let d = Dims::<f64>::new(w);
     let c = d.s / d.p;
     let local = d.b * c;
-    let _act = w.model.activation;
     let kv_w = d.a_kv * d.d;
     let chunk = (2.0 * local * kv_w) as u64;
-    // One (c × c) score block for all heads: QKᵀ or P·V, 2·b·c·c·h FLOPs.
-    let block_gemm = |name| Kernel {
-        name,
-        op: super::OpKind::Gemm,
-        flops: 2.0 * d.b * c * c * d.h,
-        bytes: 2.0 * (2.0 * local * d.h + d.b * d.a * c * c),
-    };
+    let bh = d.b * d.a;
+    // One chunk's scores for all heads: QKᵀ (sq × sk per head) or P·V.
+    let qk = |sq: f64, sk: f64| vec![Kernel::batched_gemm("qk-block", bh, sq, sk, d.d)];
+    let av = |sq: f64, sk: f64| vec![Kernel::batched_gemm("av-block", bh, sq, d.d, sk)];
     let scores = d.b * d.a * c * d.s;
     let pre = vec![
         norm("ln1", local, d.h),
@@ -48,43 +48,48 @@ pub fn plan(w: &Workload) -> StepPlan {
     ];
     let attn_f = vec![
         Stage::Compute(pre.clone()),
-        Stage::Ring(chunk_ring(w, "ring-qk", block_gemm("qk-block"), chunk)),
+        Stage::Ring(chunk_ring(w, "ring-qk", c, &qk, chunk)),
         Stage::Compute(vec![Kernel::elementwise(
             "softmax",
             scores,
             if w.dropout() { 2.0 } else { 1.0 },
         )]),
-        Stage::Ring(chunk_ring(w, "ring-av", block_gemm("av-block"), chunk)),
-        Stage::Compute(vec![linear_fwd("out-proj", local, d.h, d.h)]),
+        Stage::Ring(chunk_ring(w, "ring-av", c, &av, chunk)),
+        Stage::Compute(vec![
+            linear_fwd("out-proj", local, d.h, d.h),
+            residual_fwd("attn-residual", local, d.h, w.dropout()),
+        ]),
     ];
     let full = w.options.recompute == Recompute::Full;
     let mut attn_b = Vec::new();
     if full || w.options.recompute == Recompute::Selective {
         attn_b.extend(attn_f.iter().cloned());
     }
-    attn_b.push(Stage::Compute(
-        linear_bwd("out-proj-bwd", local, d.h, d.h).to_vec(),
-    ));
-    // Backward of P·V (dP and the local part of dV) with V chunks traveling, the softmax
-    // backward, then QKᵀ's backward (dQ and the local part of dK) with K chunks traveling.
-    let mut two = block_gemm("av-block-bwd");
-    two.flops *= 2.0;
-    two.bytes *= 2.0;
-    attn_b.push(Stage::Ring(chunk_ring(w, "ring-av-bwd", two, chunk)));
+    let mut k = vec![residual_bwd("attn-residual-bwd", local, d.h, w.dropout())];
+    k.extend(linear_bwd("out-proj-bwd", local, d.h, d.h));
+    attn_b.push(Stage::Compute(k));
+    // Backward of P·V (dP = dO·Vᵀ and the local part of dV = Pᵀ·dO) with V chunks traveling,
+    // the softmax backward, then QKᵀ's backward (dQ = dS·K and the local part of dK = dSᵀ·Q)
+    // with K chunks traveling.
+    let av_bwd = |sq: f64, sk: f64| {
+        vec![
+            Kernel::batched_gemm("av-block-bwd-dp", bh, sq, sk, d.d),
+            Kernel::batched_gemm("av-block-bwd-dv", bh, sk, d.d, sq),
+        ]
+    };
+    let qk_bwd = |sq: f64, sk: f64| {
+        vec![
+            Kernel::batched_gemm("qk-block-bwd-dq", bh, sq, d.d, sk),
+            Kernel::batched_gemm("qk-block-bwd-dk", bh, sk, d.d, sq),
+        ]
+    };
+    attn_b.push(Stage::Ring(chunk_ring(w, "ring-av-bwd", c, &av_bwd, chunk)));
     attn_b.push(Stage::Compute(vec![Kernel::elementwise(
         "softmax-bwd",
         scores,
         2.0,
     )]));
-    attn_b.push(Stage::Ring(chunk_ring(
-        w,
-        "ring-qk-bwd",
-        Kernel {
-            name: "qk-block-bwd",
-            ..two
-        },
-        chunk,
-    )));
+    attn_b.push(Stage::Ring(chunk_ring(w, "ring-qk-bwd", c, &qk_bwd, chunk)));
     let full_kv = (2.0 * d.b * d.s * kv_w) as u64;
     for name in ["all-reduce-dk", "all-reduce-dv"] {
         attn_b.push(Stage::Collective {
@@ -94,7 +99,7 @@ pub fn plan(w: &Workload) -> StepPlan {
         });
     }
     let mut k = linear_bwd("qkv-bwd", local, d.h + 2.0 * kv_w, d.h).to_vec();
-    k.push(norm("ln1-bwd", local, d.h));
+    k.push(norm_bwd("ln1-bwd", local, d.h));
     attn_b.push(Stage::Compute(k));
 
     sequence_split_plan(w, &d, local, attn_f, attn_b)

@@ -8,64 +8,167 @@
 
 use serde::Serialize;
 
-use super::graph::{CollectiveOp, OpKind};
+use super::graph::CollectiveOp;
+use super::shape::{Attention, Gemm, KernelShape};
 use crate::memory::Phase;
 
-/// One kernel: FLOPs and HBM bytes.
+/// One kernel: a name for traces and the shape of the call.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Kernel {
     /// Name in traces ("qkv", "attn-block", "fc1", …).
     pub name: &'static str,
-    /// Kind (selects the efficiency table).
-    pub op: OpKind,
-    /// Floating-point operations.
-    pub flops: f64,
-    /// Bytes moved to and from HBM.
-    pub bytes: f64,
+    /// What the GPU runs.
+    pub shape: KernelShape,
+}
+
+/// A dimension computed in f64 (the plans' arithmetic) as a whole count.
+fn dim(x: f64) -> u64 {
+    debug_assert!(x >= 0.0 && x.is_finite(), "dimension {x}");
+    x.round().max(0.0) as u64
 }
 
 impl Kernel {
-    /// A GEMM of an m×k by k×n product in bf16: 2mnk FLOPs, 2(mk + kn + mn) bytes.
+    /// A GEMM of an m×k by k×n product in bf16.
     pub fn gemm(name: &'static str, m: f64, n: f64, k: f64) -> Kernel {
+        Kernel::batched_gemm(name, 1.0, m, n, k)
+    }
+
+    /// `batch` independent m×k by k×n products in one call.
+    pub fn batched_gemm(name: &'static str, batch: f64, m: f64, n: f64, k: f64) -> Kernel {
         Kernel {
             name,
-            op: OpKind::Gemm,
-            flops: 2.0 * m * n * k,
-            bytes: 2.0 * (m * k + k * n + m * n),
+            shape: KernelShape::Gemm(Gemm {
+                batch: dim(batch),
+                m: dim(m),
+                n: dim(n),
+                k: dim(k),
+            }),
         }
     }
 
-    /// An element-wise kernel over `elements` bf16 values read and written `passes` times.
+    /// An element-wise kernel over `elements` bf16 values read and written `passes` times
+    /// (4 bytes per element and pass).
     pub fn elementwise(name: &'static str, elements: f64, passes: f64) -> Kernel {
+        Kernel::memory(name, 4.0 * elements * passes)
+    }
+
+    /// A memory-bound kernel moving `bytes` (read plus written).
+    pub fn memory(name: &'static str, bytes: f64) -> Kernel {
         Kernel {
             name,
-            op: OpKind::Elementwise,
-            flops: 0.0,
-            bytes: 4.0 * elements * passes,
+            shape: KernelShape::Elementwise { bytes: dim(bytes) },
         }
     }
 
-    /// The same kernel scaled (e.g. by the fraction of a causal block that is computed).
-    pub fn scaled(self, f: f64) -> Kernel {
+    /// A fused attention call.
+    pub fn attention(name: &'static str, a: Attention) -> Kernel {
         Kernel {
-            flops: self.flops * f,
-            bytes: self.bytes * f,
-            ..self
+            name,
+            shape: KernelShape::Attention(a),
         }
     }
 }
 
-/// One step of a ring: kernels every device runs (scaled per device by `fraction` for the
-/// attention-block kernels under causal masking), then `accumulate` kernels that wait for the
-/// traveling accumulator.
+/// What a device computes at a ring step of a causal attention ring, given whose K/V block it
+/// holds: with contiguous sequence blocks a full block from an earlier device, a causal
+/// diagonal block of its own, nothing from a later one; with zig-zag order (each device holds
+/// chunks i and 2p−1−i of 2p) its own block causally, and from any other device exactly half
+/// of a block — all its queries against the first half of the keys (earlier device), or the
+/// second half of its queries against all the keys (later device), as Megatron's context
+/// parallelism runs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Block {
+    /// The whole block (non-causal rings, or an earlier device's block).
+    Full,
+    /// The device's own block under the causal mask.
+    Diagonal,
+    /// Nothing (contiguous order, a later device's block).
+    Empty,
+    /// Zig-zag, earlier device: all queries × the first half of the keys.
+    KeyHalf,
+    /// Zig-zag, later device: the second half of the queries × all keys.
+    QueryHalf,
+}
+
+impl Block {
+    /// The block device `i` of `p` computes at ring step `k` (it then holds the K/V block of
+    /// device (i − k) mod p).
+    pub fn at(p: usize, i: usize, k: usize, zigzag: bool) -> Block {
+        let src = (i + p - k % p) % p;
+        match (src.cmp(&i), zigzag) {
+            (std::cmp::Ordering::Equal, _) => Block::Diagonal,
+            (std::cmp::Ordering::Less, false) => Block::Full,
+            (std::cmp::Ordering::Greater, false) => Block::Empty,
+            (std::cmp::Ordering::Less, true) => Block::KeyHalf,
+            (std::cmp::Ordering::Greater, true) => Block::QueryHalf,
+        }
+    }
+
+    /// The blocks some device computes at step `k` of a ring over `p` devices (the analytic
+    /// model's critical device is the slowest of them).
+    pub fn present(p: usize, k: usize, zigzag: bool) -> &'static [Block] {
+        match (k % p.max(1), zigzag) {
+            (0, _) => &[Block::Diagonal],
+            (_, false) => &[Block::Full, Block::Empty],
+            (_, true) => &[Block::KeyHalf, Block::QueryHalf],
+        }
+    }
+}
+
+/// The kernels of each block a causal ring step can compute.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CausalBlocks {
+    /// Zig-zag order (else contiguous).
+    pub zigzag: bool,
+    /// The device's own block.
+    pub diagonal: Vec<Kernel>,
+    /// Zig-zag, earlier device's block.
+    pub key_half: Vec<Kernel>,
+    /// Zig-zag, later device's block.
+    pub query_half: Vec<Kernel>,
+}
+
+/// One step of a ring: kernels every device runs (under a causal mask, the ones of the block
+/// it holds at this step), then `accumulate` kernels that wait for the traveling accumulator.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RingStep {
-    /// Kernels whose data arrives by the prefetched message (or is local at step 0).
+    /// Kernels of a full block, whose data arrives by the prefetched message (or is local at
+    /// step 0).
     pub kernels: Vec<Kernel>,
-    /// Per-device fraction of `kernels` actually computed (empty: all 1).
-    pub fraction: Vec<f64>,
+    /// Causal rings: the kernels of the other blocks (`None`: every device runs `kernels`).
+    pub causal: Option<CausalBlocks>,
     /// Kernels that fold this step's contribution into the traveling accumulator.
     pub accumulate: Vec<Kernel>,
+}
+
+impl RingStep {
+    /// The block device `i` of `p` computes at step `k`.
+    pub fn block(&self, p: usize, i: usize, k: usize) -> Block {
+        match &self.causal {
+            None => Block::Full,
+            Some(c) => Block::at(p, i, k, c.zigzag),
+        }
+    }
+
+    /// The kernels of a block.
+    pub fn kernels_of(&self, block: Block) -> &[Kernel] {
+        match (block, &self.causal) {
+            (Block::Full, _) | (_, None) => &self.kernels,
+            (Block::Empty, _) => &[],
+            (Block::Diagonal, Some(c)) => &c.diagonal,
+            (Block::KeyHalf, Some(c)) => &c.key_half,
+            (Block::QueryHalf, Some(c)) => &c.query_half,
+        }
+    }
+
+    /// The blocks some device computes at step `k` of a ring over `p`.
+    pub fn present(&self, p: usize, k: usize) -> &'static [Block] {
+        match &self.causal {
+            None => &[Block::Full],
+            Some(c) => Block::present(p, k, c.zigzag),
+        }
+    }
 }
 
 /// A ring of `steps.len()` steps over the p devices. Between consecutive steps each device

@@ -5,7 +5,7 @@
 use super::common::{attn, finish, recompute_kernels, Parts};
 use super::kernels::{
     attention_bwd, attention_fwd, head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd,
-    norm,
+    norm, norm_bwd, residual_bwd, residual_fwd,
 };
 use super::stage::{Kernel, Stage, StepPlan};
 use super::CollectiveOp;
@@ -18,14 +18,7 @@ pub fn plan(w: &Workload) -> StepPlan {
     let heads = d.a / d.p;
     let kv = d.kv_per(d.p);
     let act = w.model.activation;
-    let shape = attn(
-        d.b,
-        d.s,
-        d.s * super::common::causal_factor(w),
-        heads,
-        kv,
-        d.d,
-    );
+    let shape = attn(w, d.b, d.s, d.s, heads, kv, d.d);
     let core = attention_fwd(shape, w.options.flash, w.dropout());
     let ar = |name| Stage::Collective {
         name,
@@ -47,8 +40,10 @@ pub fn plan(w: &Workload) -> StepPlan {
         mlp_b.push(Stage::Compute(mlp_f.clone()));
         mlp_b.push(ar("all-reduce-recompute"));
     }
-    let mut k = mlp_bwd(rows, d.h, d.f / d.p, act);
-    k.push(norm("ln2-bwd", rows, d.h));
+    let drop = w.dropout();
+    let mut k = vec![residual_bwd("mlp-residual-bwd", rows, d.h, drop)];
+    k.extend(mlp_bwd(rows, d.h, d.f / d.p, act));
+    k.push(norm_bwd("ln2-bwd", rows, d.h));
     mlp_b.push(Stage::Compute(k));
     mlp_b.push(ar("all-reduce"));
 
@@ -60,10 +55,11 @@ pub fn plan(w: &Workload) -> StepPlan {
     } else if !re.is_empty() {
         attn_b.push(Stage::Compute(re));
     }
-    let mut k: Vec<Kernel> = linear_bwd("out-proj-bwd", rows, d.h, heads * d.d).to_vec();
+    let mut k: Vec<Kernel> = vec![residual_bwd("attn-residual-bwd", rows, d.h, drop)];
+    k.extend(linear_bwd("out-proj-bwd", rows, d.h, heads * d.d));
     k.extend(attention_bwd(shape, w.options.flash, w.dropout()));
     k.extend(linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h));
-    k.push(norm("ln1-bwd", rows, d.h));
+    k.push(norm_bwd("ln1-bwd", rows, d.h));
     attn_b.push(Stage::Compute(k));
     attn_b.push(ar("all-reduce"));
 
@@ -83,8 +79,16 @@ pub fn plan(w: &Workload) -> StepPlan {
         w,
         rows,
         Parts {
-            attn_fwd: vec![Stage::Compute(attn_fwd), ar("all-reduce")],
-            mlp_fwd: vec![Stage::Compute(mlp_f), ar("all-reduce")],
+            attn_fwd: vec![
+                Stage::Compute(attn_fwd),
+                ar("all-reduce"),
+                Stage::Compute(vec![residual_fwd("attn-residual", rows, d.h, drop)]),
+            ],
+            mlp_fwd: vec![
+                Stage::Compute(mlp_f),
+                ar("all-reduce"),
+                Stage::Compute(vec![residual_fwd("mlp-residual", rows, d.h, drop)]),
+            ],
             head,
             mlp_bwd: mlp_b,
             attn_bwd: attn_b,

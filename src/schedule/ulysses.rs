@@ -2,8 +2,11 @@
 //! attention core, which an all-to-all gives a/p heads over the full sequence; a second
 //! all-to-all returns the output. Backward mirrors both. Compute waits for each all-to-all.
 
-use super::common::{attn, causal_factor, recompute_kernels, sequence_split_plan};
-use super::kernels::{attention_bwd, attention_fwd, linear_bwd, linear_fwd, norm};
+use super::common::{attn, recompute_kernels, sequence_split_plan};
+use super::kernels::{
+    attention_bwd, attention_fwd, linear_bwd, linear_fwd, norm, norm_bwd, residual_bwd,
+    residual_fwd,
+};
 use super::stage::{Kernel, Stage, StepPlan};
 use super::CollectiveOp;
 use crate::config::{Dims, Recompute, Workload};
@@ -24,13 +27,17 @@ pub fn plan(w: &Workload) -> StepPlan {
         op: CollectiveOp::AllToAll,
         bytes,
     };
-    let shape = attn(d.b, d.s, d.s * causal_factor(w), heads, kv, d.d);
+    let shape = attn(w, d.b, d.s, d.s, heads, kv, d.d);
     let core = attention_fwd(shape, w.options.flash, w.dropout());
     let pre = vec![
         norm("ln1", local, d.h),
         linear_fwd("qkv", local, d.h + 2.0 * d.a_kv * d.d, d.h),
     ];
-    let post = vec![linear_fwd("out-proj", local, d.h, d.h)];
+    let drop = w.dropout();
+    let post = vec![
+        linear_fwd("out-proj", local, d.h, d.h),
+        residual_fwd("attn-residual", local, d.h, drop),
+    ];
     let attn_f = vec![
         Stage::Compute(pre.clone()),
         a2a("all-to-all-qkv", qkv_bytes),
@@ -44,7 +51,8 @@ pub fn plan(w: &Workload) -> StepPlan {
     if full {
         attn_b.extend(attn_f.iter().cloned());
     }
-    let mut k: Vec<Kernel> = linear_bwd("out-proj-bwd", local, d.h, d.h).to_vec();
+    let mut k: Vec<Kernel> = vec![residual_bwd("attn-residual-bwd", local, d.h, drop)];
+    k.extend(linear_bwd("out-proj-bwd", local, d.h, d.h));
     attn_b.push(Stage::Compute(std::mem::take(&mut k)));
     attn_b.push(a2a("all-to-all-grad-out", out_bytes));
     let mut core_b = if full {
@@ -56,7 +64,7 @@ pub fn plan(w: &Workload) -> StepPlan {
     attn_b.push(Stage::Compute(core_b));
     attn_b.push(a2a("all-to-all-grad-qkv", qkv_bytes));
     let mut k = linear_bwd("qkv-bwd", local, d.h + 2.0 * d.a_kv * d.d, d.h).to_vec();
-    k.push(norm("ln1-bwd", local, d.h));
+    k.push(norm_bwd("ln1-bwd", local, d.h));
     attn_b.push(Stage::Compute(k));
 
     sequence_split_plan(w, &d, local, attn_f, attn_b)

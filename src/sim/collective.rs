@@ -127,7 +127,7 @@ pub fn step(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{load_hardware, Hardware};
+    use crate::config::Hardware;
     use crate::schedule::{Label, Pass, Stream, TaskGraph, Work};
     use crate::sim::{simulate, LinkModel, SimOptions};
 
@@ -175,7 +175,7 @@ mod tests {
     }
 
     fn hw() -> Hardware {
-        load_hardware("dgx-a100-80gb").unwrap()
+        crate::sim::test_hardware()
     }
 
     /// Simulated time of one collective on devices 0..n, all ranks starting at 0.

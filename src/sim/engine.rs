@@ -3,7 +3,8 @@
 //! Semantics are those of the graph module (streams in order, send/recv rendezvous, collectives
 //! that begin when every rank has started, zero-time alloc/free). On top of them:
 //!
-//! - **Compute** lasts [`CostModel::compute_s`] at full speed. While at least one communication
+//! - **Compute** lasts [`CostModel::kernel_s`] of its kernel shape at full speed (priced once per
+//!   distinct shape in the graph's kernel table). While at least one communication
 //!   of the same device is in flight, the device's compute runs at rate `1 − overlap_slowdown`
 //!   (fluid model): each running kernel keeps its remaining work in full-speed picoseconds,
 //!   which is settled (`elapsed × rate`, rounded to the nearest ps) and its completion
@@ -196,41 +197,6 @@ struct TaskState {
     kind: Kind,
     state: u8,
     slow: bool,
-}
-
-/// Memoises kernel durations: graphs repeat the same kernel shapes many times, and each
-/// [`CostModel::compute_s`] interpolates efficiency tables in log space. Direct-mapped.
-struct DurationCache<'h> {
-    cost: CostModel<'h>,
-    slots: Vec<Option<(KernelKey, SimTime)>>,
-}
-
-/// (op, flops bits, bytes bits).
-type KernelKey = (u8, u64, u64);
-
-impl<'h> DurationCache<'h> {
-    const SLOTS: usize = 1024;
-
-    fn new(cost: CostModel<'h>) -> Self {
-        DurationCache {
-            cost,
-            slots: vec![None; Self::SLOTS],
-        }
-    }
-
-    fn get(&mut self, op: crate::schedule::OpKind, flops: f64, bytes: f64) -> SimTime {
-        let key = (op as u8, flops.to_bits(), bytes.to_bits());
-        let h = (key.1 ^ key.2.rotate_left(29) ^ key.0 as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let slot = &mut self.slots[(h >> 54) as usize];
-        match slot {
-            Some((k, v)) if *k == key => *v,
-            _ => {
-                let v = secs_to_ps(self.cost.compute_s(op, flops, bytes));
-                *slot = Some((key, v));
-                v
-            }
-        }
-    }
 }
 
 #[derive(Debug)]

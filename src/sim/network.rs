@@ -488,7 +488,7 @@ mod tests {
 
     #[test]
     fn intra_node_routes_use_the_two_end_ports() {
-        let hw = load_hardware("dgx-a100-80gb").unwrap();
+        let hw = crate::sim::test_hardware();
         let net = Network::new(&hw, 8);
         assert_eq!(net.links().len(), 16, "8 GPUs x (egress, ingress), no NICs");
         let r = net.route(2, 5);
@@ -517,7 +517,7 @@ mod tests {
     #[test]
     fn inter_node_routes_are_rail_optimised() {
         // 16 GPUs on 2 nodes, 4 NICs per node: local rank 6 uses NIC 6 % 4 = 2.
-        let mut hw = load_hardware("dgx-a100-80gb").unwrap();
+        let mut hw = crate::sim::test_hardware();
         hw.inter_node.nics_per_node = 4;
         let net = Network::new(&hw, 16);
         assert_eq!(net.links().len(), 32 + 2 * 2 * 4);
@@ -534,7 +534,7 @@ mod tests {
 
     #[test]
     fn ideal_flows_ignore_each_other_and_maxmin_flows_share() {
-        let hw = load_hardware("dgx-a100-80gb").unwrap();
+        let hw = crate::sim::test_hardware();
         let net = Network::new(&hw, 4);
         for (model, want_rate) in [(LinkModel::Ideal, 230e9), (LinkModel::MaxMin, 115e9)] {
             let mut fs = FlowSet::new(&net, model);
@@ -554,7 +554,7 @@ mod tests {
     fn maxmin_speeds_up_the_survivor_when_a_flow_leaves() {
         // Two flows share gpu0's egress (115 GB/s each). Flow a (115 MB) ends at 1 ms; then b,
         // with 230 - 115 = 115 MB left, runs alone at 230 GB/s and ends at 1.5 ms.
-        let hw = load_hardware("dgx-a100-80gb").unwrap();
+        let hw = crate::sim::test_hardware();
         let net = Network::new(&hw, 4);
         let mut fs = FlowSet::new(&net, LinkModel::MaxMin);
         let a = fs.add(0, net.route(0, 1), 115e6, 0);

@@ -277,8 +277,8 @@ pub fn chrome_trace_json(trace: &Trace, devices: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::load_hardware;
-    use crate::schedule::{CollectiveOp, OpKind, TaskGraph, Work};
+
+    use crate::schedule::{CollectiveOp, KernelShape, TaskGraph, Work};
     use crate::sim::{simulate, LinkModel, SimOptions};
 
     fn label(name: &'static str) -> Label {
@@ -319,16 +319,13 @@ mod tests {
     fn chrome_trace_has_tracks_and_complete_events() {
         // Device 0: a kernel, then a 230 MB send to device 1 (3 µs + 1000 µs), then a 2-rank
         // all-reduce of 460 MB (2 steps of 3 µs + 1000 µs each).
-        let hw = load_hardware("dgx-a100-80gb").unwrap();
+        let hw = crate::sim::test_hardware();
         let mut g = TaskGraph::new(2);
+        let kernel = g.add_kernel(KernelShape::gemm(8192, 8192, 8192));
         let k = g.add(
             0,
             Stream::Compute,
-            Work::Compute {
-                op: OpKind::Gemm,
-                flops: 1e12,
-                bytes: 0.0,
-            },
+            Work::Compute { kernel },
             vec![],
             label("qkv"),
         );

@@ -245,11 +245,13 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
     let launches: Vec<String> = inp
         .profiles
         .iter()
-        .map(|h| us(h.gpu.kernel_launch_s.value))
+        .map(|h| us(h.kernels.host.op_s.value))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
     let launch = launches.join(" and ");
+    // Query heads in one of METP's attention calls (one head group).
+    let heads = inp.model.heads / inp.p.max(1);
     let attention_always = real.iter().all(|(_, st)| st.attention_threshold <= lo);
     let real_thresholds = real
         .iter()
@@ -273,14 +275,17 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
         .join("; ");
     let kernels_sentence = if attention_always {
         format!(
-            "With the profiles' per-kernel launch overhead ({launch}) the attention ring's kernels \
-             outlast its K/V transfers at every length checked, so only the MLP threshold bites \
-             ({real_thresholds}); with ideal kernels both do ({ideal_thresholds})."
+            "With the profiles' kernel model (a kernel costs at least the host's {launch} per \
+             op, and a block of {heads} heads is priced by the thread blocks it puts on the \
+             GPU) the attention ring's kernels outlast its K/V transfers at every length \
+             checked, so only the MLP threshold bites ({real_thresholds}); with ideal kernels \
+             both do ({ideal_thresholds})."
         )
     } else {
         format!(
-            "With the profiles' kernel timings (launch overhead {launch}) the thresholds are \
-             {real_thresholds}; with ideal kernels, {ideal_thresholds}."
+            "With the profiles' kernel model (host time {launch} per op, blocks of {heads} \
+             heads) the thresholds are {real_thresholds}; with ideal kernels, \
+             {ideal_thresholds}."
         )
     };
     let single_sentence = if single_exposure >= HIDDEN_SHARE {
@@ -368,7 +373,7 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
         assumptions: vec![
             Assumption { name: "two receive buffers (double buffering)".into(), effect: format!("one buffer: the attention ring is {} exposed above the threshold", pct(single_exposure)) },
             Assumption { name: "non-causal or zig-zag causal".into(), effect: format!("contiguous causal blocks: the least-loaded device does {} of the busiest one's work and the layer takes {} longer than zig-zag", pct(bal_contig), pct(contig_penalty)) },
-            Assumption { name: "kernels at full efficiency without launch overhead".into(), effect: format!("with the profiles' kernel timings ({launch} per kernel): {real_thresholds}") },
+            Assumption { name: "kernels at full efficiency without fixed costs".into(), effect: format!("with the profiles' kernel model (host time {launch} per op): {real_thresholds}") },
             Assumption { name: "forward rings".into(), effect: backward_effect },
         ],
         tables,
@@ -398,7 +403,7 @@ mod tests {
         assert_eq!(verdict(0, 0), Verdict::DoesNotHold);
     }
 
-    /// A changed input changes the prose: the launch overhead quoted is the profile's, and the
+    /// A changed input changes the prose: the host time per op quoted is the profile's, and the
     /// lengths and profiles are those simulated.
     #[test]
     fn the_prose_follows_the_profile_and_the_lengths() {
@@ -406,9 +411,9 @@ mod tests {
         inp.profiles.truncate(1);
         inp.local_seqs = vec![512, 4096];
         inp.causal_local_seq = 2048;
-        inp.profiles[0].gpu.kernel_launch_s.value = 20e-6;
+        inp.profiles[0].kernels.host.op_s.value = 20e-6;
         let c = check_with(&inp).unwrap();
-        assert!(c.summary.contains("(20.0 µs)"), "{}", c.summary);
+        assert!(c.summary.contains("20.0 µs per op"), "{}", c.summary);
         assert!(c
             .summary
             .contains("local lengths 512…4096 on DGX-A100-80GB,"));

@@ -88,20 +88,37 @@ pub fn ring_exposure_in(trace: &sim::Trace, pass: Pass, block: &str) -> (f64, f6
     (sim::ps_to_secs(exposed), sim::ps_to_secs(span))
 }
 
-/// The kernels the closed form assumes: no launch overhead, the best GEMM efficiency for every
-/// GEMM and attention kernel, full HBM bandwidth for element-wise kernels.
+/// The kernels the closed form assumes: no fixed costs (host, launch, per tile, per call, no
+/// extra passes), attention at the GEMM's best rate, memory-bound kernels at full bandwidth,
+/// and work spread evenly over the SMs (tiles and blocks of one element, so that no wave or
+/// under-filled grid costs anything).
 pub fn idealise(w: &mut Workload) {
-    let e = &mut w.hardware.efficiency;
-    let best = e.gemm.points.iter().map(|&(_, f)| f).fold(0.0, f64::max);
+    let k = &mut w.hardware.kernels;
     let note = "idealised by `metp-sim overlap --ideal-kernels`".to_string();
-    e.gemm.points = vec![(1.0, best)];
-    e.gemm.source = note.clone();
-    e.attention.points = vec![(1.0, best)];
-    e.attention.source = note.clone();
-    e.elementwise.points = vec![(1.0, 1.0)];
-    e.elementwise.source = note.clone();
-    w.hardware.gpu.kernel_launch_s.value = 0.0;
-    w.hardware.gpu.kernel_launch_s.source = note;
+    let best = k.gemm.mma_fraction.value;
+    let set = |f: &mut crate::config::Figure, v: f64| {
+        f.value = v;
+        f.source = note.clone();
+    };
+    set(&mut k.host.op_s, 0.0);
+    set(&mut k.host.isolated_gap_s, 0.0);
+    set(&mut k.host.isolated_floor_s, 0.0);
+    set(&mut k.memory.latency_s, 0.0);
+    set(&mut k.memory.elementwise_fraction, 1.0);
+    set(&mut k.gemm.tile_s, 0.0);
+    set(&mut k.gemm.tile, 1.0);
+    set(&mut k.gemm.k_step, 1.0);
+    set(&mut k.gemm.call_s, 0.0);
+    for a in [&mut k.attention_fwd, &mut k.attention_bwd] {
+        set(&mut a.mma_fraction, best);
+        set(&mut a.block_q, 1.0);
+        set(&mut a.block_k, 1.0);
+        set(&mut a.ctas_per_sm, 1.0);
+        set(&mut a.tile_s, 0.0);
+        set(&mut a.call_s, 0.0);
+        set(&mut a.extra_bytes_per_element, 0.0);
+        set(&mut a.isolated_extra_s, 0.0);
+    }
 }
 
 /// A ring whose exposed share is below this hides its transfers.

@@ -27,6 +27,7 @@ fn opts(out: &Path, force: bool) -> Options {
         host: "testhost".into(),
         date: "2026-11-30".into(),
         unit_runs: 1,
+        base: None,
     }
 }
 
@@ -37,24 +38,16 @@ fn mock_calibration(out: &Path) -> (MockBackend, metp_sim::Result<Report>) {
     (mock, r)
 }
 
-fn close(got: f64, want: f64) -> bool {
-    (got - want).abs() <= 1e-9 * want.abs().max(1e-300)
+fn close(got: f64, want: f64, tol: f64) -> bool {
+    (got - want).abs() <= tol * want.abs().max(1e-300)
 }
 
-fn assert_table(what: &str, got: &[(f64, f64)], want: &[(f64, f64)]) {
-    assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
-    for (g, w) in got.iter().zip(want) {
-        assert!(
-            close(g.0, w.0) && close(g.1, w.1),
-            "{what}: {got:?} vs {want:?}"
-        );
-    }
-}
-
-/// The mock's times are exactly `flops / (peak · efficiency)`, `bytes / (HBM · efficiency)`,
-/// `α + n/B` and `(1 + σ)·t`: the fit must give back the truth's figures (to rounding), and
-/// the units' predicted times from the fitted profile must equal the "measured" ones, which
-/// the mock computes from the truth.
+/// The mock's kernel times are exactly the truth's device times, messages `α + n/B` and the
+/// slowdown `(1 + σ)·t`: the fit must give back the truth's figures — every rate (peak ×
+/// mma_fraction: the base's peak is the best measured GEMM rate, so only the product is
+/// determined), fixed time, bandwidth and latency to 1e-6 — and the units' predicted times
+/// from the fitted profile must equal the "measured" ones, which the mock computes from the
+/// truth.
 #[test]
 fn calib_mock_fit_recovers_the_known_profile() {
     let dir = tempfile::tempdir().unwrap();
@@ -62,50 +55,112 @@ fn calib_mock_fit_recovers_the_known_profile() {
     let (mock, r) = mock_calibration(&out);
     let r = r.unwrap();
     let (t, f) = (&mock.truth, &r.profile);
-    assert!(close(
-        f.gpu.peak_bf16_flops_per_s.value,
-        t.gpu.peak_bf16_flops_per_s.value
-    ));
-    assert!(close(
-        f.gpu.hbm_bytes_per_s.value,
-        t.gpu.hbm_bytes_per_s.value
-    ));
-    assert_table("gemm", &f.efficiency.gemm.points, &t.efficiency.gemm.points);
-    assert_table(
-        "attention",
-        &f.efficiency.attention.points,
-        &t.efficiency.attention.points,
-    );
-    assert_table(
-        "elementwise",
-        &f.efficiency.elementwise.points,
-        &t.efficiency.elementwise.points,
-    );
-    assert!(close(
-        f.intra_node.bytes_per_s_per_direction.value,
-        t.intra_node.bytes_per_s_per_direction.value
-    ));
-    assert!(close(
-        f.intra_node.p2p_latency_s.value,
-        t.intra_node.p2p_latency_s.value
-    ));
-    assert!(close(
-        f.overlap_compute_slowdown_fraction.value,
-        t.overlap_compute_slowdown_fraction.value
-    ));
+    let tol = 1e-6;
+    let rate =
+        |hw: &metp_sim::config::Hardware, frac: f64| hw.gpu.peak_bf16_flops_per_s.value * frac;
+    let (tk, fk) = (&t.kernels, &f.kernels);
+    for (what, got, want) in [
+        (
+            "hbm",
+            f.gpu.hbm_bytes_per_s.value,
+            t.gpu.hbm_bytes_per_s.value,
+        ),
+        (
+            "memory latency",
+            fk.memory.latency_s.value,
+            tk.memory.latency_s.value,
+        ),
+        (
+            "element-wise fraction",
+            fk.memory.elementwise_fraction.value,
+            tk.memory.elementwise_fraction.value,
+        ),
+        (
+            "gemm rate",
+            rate(f, fk.gemm.mma_fraction.value),
+            rate(t, tk.gemm.mma_fraction.value),
+        ),
+        ("gemm tile_s", fk.gemm.tile_s.value, tk.gemm.tile_s.value),
+        ("gemm call_s", fk.gemm.call_s.value, tk.gemm.call_s.value),
+        (
+            "fwd rate",
+            rate(f, fk.attention_fwd.mma_fraction.value),
+            rate(t, tk.attention_fwd.mma_fraction.value),
+        ),
+        (
+            "fwd tile_s",
+            fk.attention_fwd.tile_s.value,
+            tk.attention_fwd.tile_s.value,
+        ),
+        (
+            "fwd call_s",
+            fk.attention_fwd.call_s.value,
+            tk.attention_fwd.call_s.value,
+        ),
+        (
+            "bwd rate",
+            rate(f, fk.attention_bwd.mma_fraction.value),
+            rate(t, tk.attention_bwd.mma_fraction.value),
+        ),
+        (
+            "bwd tile_s",
+            fk.attention_bwd.tile_s.value,
+            tk.attention_bwd.tile_s.value,
+        ),
+        (
+            "bwd call_s",
+            fk.attention_bwd.call_s.value,
+            tk.attention_bwd.call_s.value,
+        ),
+        (
+            "link",
+            f.intra_node.bytes_per_s_per_direction.value,
+            t.intra_node.bytes_per_s_per_direction.value,
+        ),
+        (
+            "latency",
+            f.intra_node.p2p_latency_s.value,
+            t.intra_node.p2p_latency_s.value,
+        ),
+        (
+            "slowdown",
+            f.overlap_compute_slowdown_fraction.value,
+            t.overlap_compute_slowdown_fraction.value,
+        ),
+    ] {
+        assert!(
+            close(got, want, tol),
+            "{what}: fitted {got:e}, truth {want:e}"
+        );
+    }
+    // Every fitted parameter was determined by the plan on its own.
+    for p in &r.fit.params {
+        assert_eq!(
+            format!("{:?}", p.status),
+            "Fitted",
+            "{}: {:?}",
+            p.field,
+            p.status
+        );
+    }
     assert_eq!(r.units.len(), 2);
     for u in &r.units {
         assert!(
-            u.rel_error.abs() < 1e-9,
+            u.rel_error.abs() < 1e-6,
             "{:?}: {}",
             u.spec.unit,
             u.rel_error
         );
         assert!(!u.phases.is_empty());
         for p in &u.phases {
-            assert!(p.rel_error.abs() < 1e-9, "{p:?}");
+            assert!(p.rel_error.abs() < 1e-6, "{p:?}");
         }
     }
+    // The measurements were written beside the profile, in the file format.
+    let m =
+        metp_sim::calibrate::KernelMeasurements::read(&dir.path().join("mock.measurements.json"))
+            .unwrap();
+    assert_eq!(m, r.measurements);
 }
 
 /// The written profile loads and validates through `config::load_hardware`, equals what was
@@ -136,8 +191,8 @@ fn calib_written_profile_loads_and_every_source_is_calibrated() {
         }
     }
     walk(&v, &mut sources);
-    // 11 figures + 3 efficiency tables + slowdown, at least.
-    assert!(sources.len() >= 15, "{sources:?}");
+    // 8 GPU and link figures + 26 kernel-model figures + reserved + slowdown, at least.
+    assert!(sources.len() >= 36, "{sources:?}");
     for s in &sources {
         assert!(
             s.starts_with(
@@ -424,7 +479,8 @@ fn calib_overlap_threshold_on_a_throttled_link() {
 #[test]
 fn calib_cpu_link_fit_recovers_the_throttle() {
     use metp_sim::calibrate::cpu::CpuBackend;
-    use metp_sim::calibrate::{fit_all, measure, Plan};
+    use metp_sim::calibrate::fit::link as fit_link;
+    use metp_sim::calibrate::{measure, Plan};
     let link = Link {
         bandwidth_bytes_per_s: 2e7,
         latency_s: 1e-3,
@@ -441,13 +497,10 @@ fn calib_cpu_link_fit_recovers_the_throttle() {
         "{:?}",
         plan.transfer_bytes
     );
-    let m = measure(&mut cpu, &plan, &mut |_| {}).unwrap();
-    let f = fit_all(&m).unwrap();
-    eprintln!("{:?}", f.link);
-    assert!(
-        (f.link.bytes_per_s / 2e7 - 1.0).abs() < 0.25,
-        "{:?}",
-        f.link
-    );
-    assert!((0.5e-3..2e-3).contains(&f.link.latency_s), "{:?}", f.link);
+    let m = measure(&mut cpu, &plan, "2026-11-30", &mut |_| {}).unwrap();
+    let pts: Vec<(f64, f64)> = m.p2p.iter().map(|p| (p.bytes as f64, p.s)).collect();
+    let l = fit_link(&pts).unwrap();
+    eprintln!("{l:?}");
+    assert!((l.bytes_per_s / 2e7 - 1.0).abs() < 0.25, "{l:?}");
+    assert!((0.5e-3..2e-3).contains(&l.latency_s), "{l:?}");
 }

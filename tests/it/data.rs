@@ -51,7 +51,9 @@ fn every_bundled_profile_loads_and_cites_each_figure() {
         let json = serde_json::to_value(&hw).unwrap();
         let mut figures = 0;
         check_sources(&json, n, &mut figures);
-        assert!(figures == 13, "{n}: only {figures} figures");
+        // Every figure of the schema, each with its source: 4 GPU, 26 kernel model (host 3,
+        // memory 2, GEMM 5, attention 2 × 8), 3 intra-node, 2 inter-node, 3 reserved, slowdown.
+        assert!(figures == 39, "{n}: {figures} figures, not the schema's 39");
         // Reserved bytes are explicit and below the device memory.
         assert!(hw.reserved_bytes() > 0 && hw.reserved_bytes() < hw.memory_bytes());
     }
@@ -64,13 +66,6 @@ fn check_sources(v: &serde_json::Value, file: &str, figures: &mut usize) {
             *figures += 1;
             let src = obj.get("source").and_then(|s| s.as_str()).unwrap_or("");
             assert!(!src.trim().is_empty(), "{file}: figure without source: {v}");
-        }
-        if obj.contains_key("points") {
-            let src = obj.get("source").and_then(|s| s.as_str()).unwrap_or("");
-            assert!(
-                !src.trim().is_empty(),
-                "{file}: efficiency table without source"
-            );
         }
         for child in obj.values() {
             check_sources(child, file, figures);

@@ -8,6 +8,7 @@ mod common;
 mod data;
 mod evaluate;
 mod gpu;
+mod kernels;
 mod korthikanti;
 mod layering;
 mod plan;

@@ -39,7 +39,7 @@ use cudarc::driver::{
 use cudarc::nccl::{group_end, group_start, Comm};
 use half::bf16;
 
-use crate::calibrate::backend::{AttnBlock, Backend, GemmShape, Pass, SlowdownSample};
+use crate::calibrate::backend::{AttnCall, Backend, GemmShape, Pass, SlowdownSample};
 use crate::calibrate::fit::median;
 use crate::error::{Error, Result};
 use crate::exec::{DeviceReport, ExecMethod, RunReport, RunSpec, Unit};
@@ -661,14 +661,30 @@ impl Backend for CudaBackend {
         self.median_of(|| self.gemm_once(g))
     }
 
-    fn attention_s(&mut self, blk: AttnBlock, pass: Pass) -> Result<f64> {
+    fn attention_s(&mut self, call: AttnCall, pass: Pass) -> Result<f64> {
         if pass == Pass::Backward {
             return Err(gpu_err(
                 "attention backward",
                 "not implemented on the cuda backend (forward only)",
             ));
         }
-        let (rows, ag, d) = (blk.b * blk.c, blk.heads, blk.d);
+        // Adapter to the AttnCall signature (kernel branch): square unmasked blocks only, until
+        // the CUDA backend runs any shape.
+        if call.q_tokens != call.kv_tokens || call.causal {
+            return Err(gpu_err(
+                "attention",
+                "only square unmasked blocks on the cuda backend so far",
+            ));
+        }
+        struct Blk {
+            b: usize,
+            c: usize,
+        }
+        let blk = Blk {
+            b: call.batch,
+            c: call.q_tokens,
+        };
+        let (rows, ag, d) = (blk.b * blk.c, call.heads, call.head_dim);
         let hg = ag * d;
         let q = self.gpu.zeros_b(rows * hg)?;
         let kv = self.gpu.zeros_b(rows * 2 * hg)?;

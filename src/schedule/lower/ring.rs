@@ -51,9 +51,9 @@ impl Lower<'_> {
                     // With one buffer the receive also waits for this step's compute (added below).
                     recv_k = Some((pred, tag, recv_deps));
                 }
-                let scale = step.fraction.get(i as usize).copied().unwrap_or(1.0);
+                let block = step.block(p as usize, i as usize, k);
                 let extra: Vec<TaskId> = pre_recv[d].into_iter().collect();
-                self.kernels(dev, &step.kernels, scale, &extra);
+                self.kernels(dev, step.kernels_of(block), &extra);
                 main_end[d] = self.frontier[d].clone();
                 if let Some((from, tag, mut deps)) = recv_k {
                     if ring.buffers < 2 {
@@ -73,7 +73,7 @@ impl Lower<'_> {
                 }
                 if !step.accumulate.is_empty() || ring.accumulator_bytes > 0 {
                     let extra: Vec<TaskId> = acc_recv[d].into_iter().collect();
-                    self.kernels(dev, &step.accumulate, 1.0, &extra);
+                    self.kernels(dev, &step.accumulate, &extra);
                     if ring.accumulator_bytes > 0 && p > 1 {
                         let tag = base | ((k as u64) << 2) | 1;
                         self.label.name = "accumulator-send";

@@ -25,7 +25,18 @@ impl<'g> Engine<'g> {
         let cost = CostModel::new(hw);
         let net = Network::new(hw, g.devices);
         let flows = FlowSet::new(&net, model);
-        let mut durations = DurationCache::new(cost);
+        // Kernel durations, once per distinct shape in the graph's table.
+        let mut durations = Vec::with_capacity(g.kernels.len());
+        for (i, k) in g.kernels.iter().enumerate() {
+            let s = cost.kernel_s(k);
+            if !(s.is_finite() && (0.0..1e6).contains(&s)) {
+                return Err(invalid(format!(
+                    "kernel {i} ({k:?}) would take {s:.3e} s, more than the simulator's \
+                     picosecond clock holds for one kernel (10^6 s)"
+                )));
+            }
+            durations.push(secs_to_ps(s));
+        }
 
         // One pass over the graph: validate, index streams (dense, in order of first
         // appearance), price kernels, flatten dependencies, collect rendezvous keys.
@@ -80,13 +91,13 @@ impl<'g> Engine<'g> {
             dep_flat.extend_from_slice(&t.deps);
             let mut work = 0;
             let kind = match &t.work {
-                Work::Compute { op, flops, bytes } => {
-                    if !(flops.is_finite() && *flops >= 0.0 && bytes.is_finite() && *bytes >= 0.0) {
-                        return Err(invalid(format!(
-                            "task {i}: compute needs finite non-negative flops and bytes, got {flops} and {bytes}"
-                        )));
-                    }
-                    work = durations.get(*op, *flops, *bytes);
+                Work::Compute { kernel } => {
+                    work = *durations.get(*kernel as usize).ok_or_else(|| {
+                        invalid(format!(
+                            "task {i} runs kernel {kernel} of a table of {}",
+                            g.kernels.len()
+                        ))
+                    })?;
                     Kind::Compute
                 }
                 Work::Send { to, tag, bytes } => {

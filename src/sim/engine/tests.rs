@@ -1,8 +1,7 @@
 //! The engine on small graphs whose timings follow from α + bytes / B and the cost model.
 
 use super::*;
-use crate::config::load_hardware;
-use crate::schedule::{Label, OpKind, Pass, TaskId};
+use crate::schedule::{KernelShape, Label, Pass, TaskId};
 
 fn label(name: &'static str) -> Label {
     Label {
@@ -17,7 +16,7 @@ fn label(name: &'static str) -> Label {
 }
 
 fn hw() -> Hardware {
-    load_hardware("dgx-a100-80gb").unwrap()
+    crate::sim::test_hardware()
 }
 
 fn hw_no_slowdown() -> Hardware {
@@ -26,15 +25,23 @@ fn hw_no_slowdown() -> Hardware {
     h
 }
 
-/// An element-wise kernel moving `bytes`, and its duration in ps on `hw`.
+/// An element-wise kernel moving `bytes`, as kernel 0 of a graph's table (see
+/// [`with_kernel`]), and its duration in ps on `hw`.
 fn kernel(hw: &Hardware, bytes: f64) -> (Work, SimTime) {
-    let w = Work::Compute {
-        op: OpKind::Elementwise,
-        flops: 0.0,
-        bytes,
+    let shape = KernelShape::Elementwise {
+        bytes: bytes as u64,
     };
-    let ps = secs_to_ps(CostModel::new(hw).compute_s(OpKind::Elementwise, 0.0, bytes));
-    (w, ps)
+    let ps = secs_to_ps(CostModel::new(hw).kernel_s(&shape));
+    (Work::Compute { kernel: 0 }, ps)
+}
+
+/// A graph over `devices` whose kernel 0 is [`kernel`]'s `bytes`.
+fn with_kernel(devices: u32, bytes: f64) -> TaskGraph {
+    let mut g = TaskGraph::new(devices);
+    g.add_kernel(KernelShape::Elementwise {
+        bytes: bytes as u64,
+    });
+    g
 }
 
 fn send(to: u32, bytes: u64, tag: u64) -> Work {
@@ -52,26 +59,6 @@ fn xfer_ps(bytes: f64, bw: f64) -> SimTime {
 
 fn sim(g: &TaskGraph, hw: &Hardware, model: LinkModel) -> SimResult {
     simulate(g, hw, model, SimOptions::default()).unwrap()
-}
-
-#[test]
-fn duration_cache_agrees_with_the_cost_model() {
-    // Many distinct shapes (more than the cache has slots, so slots collide and get
-    // replaced), each asked twice.
-    let hw = hw();
-    let cost = CostModel::new(&hw);
-    let mut cache = DurationCache::new(cost);
-    for round in 0..2 {
-        for i in 0..3000u32 {
-            let op = [OpKind::Gemm, OpKind::Attention, OpKind::Elementwise][i as usize % 3];
-            let (flops, bytes) = (1e9 * (1.0 + i as f64), 1e6 * (1 + i % 7) as f64);
-            assert_eq!(
-                cache.get(op, flops, bytes),
-                secs_to_ps(cost.compute_s(op, flops, bytes)),
-                "round {round}, shape {i}"
-            );
-        }
-    }
 }
 
 #[test]
@@ -132,7 +119,7 @@ fn transfer_begins_at_rendezvous() {
     // The recv is posted after a kernel of c on device 1: the message starts at c.
     let hw = hw_no_slowdown();
     let (k, c) = kernel(&hw, 1e9);
-    let mut g = TaskGraph::new(2);
+    let mut g = with_kernel(2, 1e9);
     g.add(
         0,
         Stream::Comm(0),
@@ -294,7 +281,10 @@ fn double_buffered_ring_overlaps_compute_and_transfer() {
     let m = 3_000_000 + 1_000_000_000u64;
     for kernel_bytes in [0.5e9, 3.3e9] {
         let (k, c) = kernel(&hw, kernel_bytes);
-        let g = double_buffered_ring(s as u32, &k, bytes);
+        let mut g = double_buffered_ring(s as u32, &k, bytes);
+        g.add_kernel(KernelShape::Elementwise {
+            bytes: kernel_bytes as u64,
+        });
         g.check().unwrap();
         for model in [LinkModel::Ideal, LinkModel::MaxMin] {
             let r = sim(&g, &hw, model);
@@ -318,7 +308,7 @@ fn compute_slows_while_a_transfer_runs() {
     assert_eq!(hw.overlap_compute_slowdown_fraction.value, 0.1);
     for (kernel_bytes, msg) in [(3.3e9, 230_000_000u64), (0.3e9, 460_000_000)] {
         let (k, c) = kernel(&hw, kernel_bytes);
-        let mut g = TaskGraph::new(2);
+        let mut g = with_kernel(2, kernel_bytes);
         let kt = g.add(0, Stream::Compute, k, vec![], label("gemm"));
         g.add(0, Stream::Comm(0), send(1, msg, 0), vec![], label("s"));
         g.add(1, Stream::Comm(0), recv(0, msg, 0), vec![], label("r"));
@@ -352,7 +342,7 @@ fn busy_graph() -> TaskGraph {
     let hw = hw();
     let (k, _) = kernel(&hw, 1e8);
     let n = 4;
-    let mut g = TaskGraph::new(n);
+    let mut g = with_kernel(n, 1e8);
     let mut last = vec![None::<TaskId>; n as usize];
     for step in 0..5u64 {
         for d in 0..n {
@@ -460,7 +450,7 @@ fn deadlock_is_detected_and_names_the_tasks() {
     // kernel (task 1) that depends on that recv.
     let hw = hw();
     let (k, _) = kernel(&hw, 1e6);
-    let mut g = TaskGraph::new(2);
+    let mut g = with_kernel(2, 1e6);
     let r = g.add(
         0,
         Stream::Comm(0),
@@ -574,16 +564,15 @@ fn malformed_graphs_are_rejected() {
     g.add(
         0,
         Stream::Compute,
-        Work::Compute {
-            op: OpKind::Gemm,
-            flops: f64::NAN,
-            bytes: 0.0,
-        },
+        Work::Compute { kernel: 3 },
         vec![],
         label("k"),
     );
     let err = simulate(&g, &hw, LinkModel::MaxMin, SimOptions::default()).unwrap_err();
-    assert!(err.to_string().contains("finite non-negative"), "{err}");
+    assert!(
+        err.to_string().contains("runs kernel 3 of a table of 0"),
+        "{err}"
+    );
     let mut g = TaskGraph::new(2);
     g.add(
         0,

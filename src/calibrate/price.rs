@@ -1,0 +1,331 @@
+//! Pricing a list of kernels with a profile's kernel model (`metp-sim kernels`, DESIGN §8), and
+//! comparing the prices with measured times.
+//!
+//! Input: a JSON array of kernel objects — `{op: "gemm", m, n, k[, batch]}`, `{op: "attention",
+//! pass: "fwd"|"bwd", batch, heads[, kv_heads], q_tokens, kv_tokens, head_dim, causal}`,
+//! `{op: "copy"|"elementwise", bytes}` with `bytes` read plus written (an N-byte buffer copied
+//! moves 2N) — whose other fields are kept and ignored; or a kernel measurement file
+//! ([`KernelMeasurements`]), whose entries become such objects with `measured_s`. Output: the
+//! objects in order, each with `predicted_s` (an isolated call, the way the measurements are
+//! taken — or the device alone when a measurement file says `timing: device`), `device_s` and
+//! `step_s` (what the kernel costs inside a training step) added; with measured times, the
+//! relative error and per kind the median and largest |error|.
+
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use super::measurements::{KernelMeasurements, Timing};
+use crate::config::Hardware;
+use crate::cost::CostModel;
+use crate::error::{Error, Result};
+use crate::schedule::{Attention, AttnPass, Gemm, KernelKind, KernelShape};
+
+/// Errors of one kind of kernel.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KindErrors {
+    /// Kind.
+    pub kind: KernelKind,
+    /// Kernels of that kind with a measured time.
+    pub samples: usize,
+    /// Median of |predicted / measured − 1|.
+    pub median_abs_error: f64,
+    /// Largest |predicted / measured − 1|.
+    pub max_abs_error: f64,
+}
+
+/// Per kind (in [`KernelKind::ALL`] order, kinds without samples left out): the median and
+/// largest relative error of `(kind, predicted, measured)` triples.
+pub fn kind_errors(priced: &[(KernelKind, f64, f64)]) -> Vec<KindErrors> {
+    KernelKind::ALL
+        .iter()
+        .filter_map(|&kind| {
+            let mut e: Vec<f64> = priced
+                .iter()
+                .filter(|p| p.0 == kind)
+                .map(|&(_, p, m)| (p / m - 1.0).abs())
+                .collect();
+            if e.is_empty() {
+                return None;
+            }
+            let max = e.iter().copied().fold(0.0, f64::max);
+            Some(KindErrors {
+                kind,
+                samples: e.len(),
+                median_abs_error: super::fit::median(&mut e),
+                max_abs_error: max,
+            })
+        })
+        .collect()
+}
+
+/// One kernel to price: its object, shape and measured time (if any).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    /// The input object (kept in the output).
+    pub object: Map<String, Value>,
+    /// What the GPU runs.
+    pub shape: KernelShape,
+    /// The measured time the object carries.
+    pub measured_s: Option<f64>,
+}
+
+/// The priced list.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Priced {
+    /// How `predicted_s` prices a call.
+    pub timing: Timing,
+    /// The objects with `predicted_s`, `device_s`, `step_s` (and `error` where measured).
+    pub kernels: Vec<Value>,
+    /// Per kind, where times were measured.
+    pub by_kind: Vec<KindErrors>,
+}
+
+/// Largest dimension accepted (2^40): far beyond any real call, small enough that no product
+/// of the model overflows or loses its meaning.
+const MAX_DIM: u64 = 1 << 40;
+
+fn bad(path: &Path, field: String, message: &str) -> Error {
+    Error::InvalidField {
+        path: path.to_path_buf(),
+        field,
+        message: message.to_string(),
+    }
+}
+
+fn dim(
+    path: &Path,
+    o: &Map<String, Value>,
+    i: usize,
+    key: &str,
+    default: Option<u64>,
+) -> Result<u64> {
+    match o.get(key) {
+        None if default.is_some() => Ok(default.unwrap_or(1)),
+        None => Err(bad(path, format!("[{i}].{key}"), "is missing")),
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=MAX_DIM).contains(&n) => Ok(n),
+            _ => Err(bad(
+                path,
+                format!("[{i}].{key}"),
+                &format!("must be a whole number from 1 to 2^40, got {v}"),
+            )),
+        },
+    }
+}
+
+fn time_field(path: &Path, o: &Map<String, Value>, i: usize, key: &str) -> Result<Option<f64>> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(t) if t.is_finite() && t > 0.0 => Ok(Some(t)),
+            _ => Err(bad(
+                path,
+                format!("[{i}].{key}"),
+                &format!("must be a positive time in seconds, got {v}"),
+            )),
+        },
+    }
+}
+
+/// One kernel object of a list (DESIGN §8).
+fn item(path: &Path, i: usize, v: &Value) -> Result<Item> {
+    let Some(o) = v.as_object() else {
+        return Err(bad(
+            path,
+            format!("[{i}]"),
+            "must be an object with an `op`",
+        ));
+    };
+    let op = o.get("op").and_then(Value::as_str).ok_or_else(|| {
+        bad(
+            path,
+            format!("[{i}].op"),
+            "must be \"gemm\", \"attention\", \"copy\" or \"elementwise\"",
+        )
+    })?;
+    let d = |key: &str, default: Option<u64>| dim(path, o, i, key, default);
+    let shape = match op {
+        "gemm" => KernelShape::Gemm(Gemm {
+            batch: d("batch", Some(1))?,
+            m: d("m", None)?,
+            n: d("n", None)?,
+            k: d("k", None)?,
+        }),
+        "attention" => {
+            let pass = match o.get("pass").and_then(Value::as_str) {
+                Some("fwd") => AttnPass::Fwd,
+                Some("bwd") => AttnPass::Bwd,
+                _ => {
+                    return Err(bad(
+                        path,
+                        format!("[{i}].pass"),
+                        "must be \"fwd\" or \"bwd\"",
+                    ))
+                }
+            };
+            let causal = match o.get("causal") {
+                Some(Value::Bool(c)) => *c,
+                None => false,
+                Some(v) => {
+                    return Err(bad(
+                        path,
+                        format!("[{i}].causal"),
+                        &format!("must be true or false, got {v}"),
+                    ))
+                }
+            };
+            let heads = d("heads", None)?;
+            KernelShape::Attention(Attention {
+                batch: d("batch", None)?,
+                heads,
+                kv_heads: d("kv_heads", Some(heads))?,
+                q_tokens: d("q_tokens", None)?,
+                kv_tokens: d("kv_tokens", None)?,
+                head_dim: d("head_dim", None)?,
+                causal,
+                pass,
+            })
+        }
+        "copy" => KernelShape::Copy {
+            bytes: d("bytes", None)?,
+        },
+        "elementwise" => KernelShape::Elementwise {
+            bytes: d("bytes", None)?,
+        },
+        other => {
+            return Err(bad(
+                path,
+                format!("[{i}].op"),
+                &format!("unknown op \"{other}\" (gemm, attention, copy, elementwise)"),
+            ))
+        }
+    };
+    let pass_time = match &shape {
+        KernelShape::Attention(a) if a.pass == AttnPass::Fwd => "fwd_s",
+        KernelShape::Attention(_) => "bwd_s",
+        KernelShape::Copy { .. } => "copy_s",
+        KernelShape::Elementwise { .. } => "mul_s",
+        KernelShape::Gemm(_) => "s",
+    };
+    let measured_s = match time_field(path, o, i, "measured_s")? {
+        Some(t) => Some(t),
+        None => match time_field(path, o, i, "s")? {
+            Some(t) => Some(t),
+            None => time_field(path, o, i, pass_time)?,
+        },
+    };
+    Ok(Item {
+        object: o.clone(),
+        shape,
+        measured_s,
+    })
+}
+
+/// The §8 object of a shape.
+pub fn shape_object(shape: &KernelShape) -> Map<String, Value> {
+    let v = match shape {
+        KernelShape::Gemm(g) => {
+            let mut v = json!({"op": "gemm", "m": g.m, "n": g.n, "k": g.k});
+            if g.batch != 1 {
+                v["batch"] = json!(g.batch);
+            }
+            v
+        }
+        KernelShape::Attention(a) => json!({
+            "op": "attention",
+            "pass": match a.pass { AttnPass::Fwd => "fwd", AttnPass::Bwd => "bwd" },
+            "batch": a.batch,
+            "heads": a.heads,
+            "kv_heads": a.kv_heads,
+            "q_tokens": a.q_tokens,
+            "kv_tokens": a.kv_tokens,
+            "head_dim": a.head_dim,
+            "causal": a.causal,
+        }),
+        KernelShape::Copy { bytes } => json!({"op": "copy", "bytes": bytes}),
+        KernelShape::Elementwise { bytes } => json!({"op": "elementwise", "bytes": bytes}),
+    };
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// Reads a kernel list or a measurement file; returns the items and how their measured times
+/// were taken.
+pub fn read_input(path: &Path) -> Result<(Vec<Item>, Timing)> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| Error::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    match v {
+        Value::Array(items) => Ok((
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, x)| item(path, i, x))
+                .collect::<Result<_>>()?,
+            Timing::Isolated,
+        )),
+        Value::Object(_) => {
+            let m = KernelMeasurements::read(path)?;
+            let items = m
+                .samples()
+                .into_iter()
+                .map(|s| {
+                    let mut object = shape_object(&s.shape);
+                    object.insert("measured_s".into(), json!(s.measured_s));
+                    Item {
+                        object,
+                        shape: s.shape,
+                        measured_s: Some(s.measured_s),
+                    }
+                })
+                .collect();
+            Ok((items, m.timing()))
+        }
+        _ => Err(Error::Parse {
+            path: path.to_path_buf(),
+            message: "expected a list of kernels or a kernel measurement file".into(),
+        }),
+    }
+}
+
+/// Prices every item on `hw`; `compare` adds each measured item's `error` and the per-kind
+/// summary.
+pub fn price(hw: &Hardware, items: &[Item], timing: Timing, compare: bool) -> Priced {
+    let cost = CostModel::new(hw);
+    let mut triples = Vec::new();
+    let kernels = items
+        .iter()
+        .map(|it| {
+            let device = cost.device_s(&it.shape);
+            let predicted = match timing {
+                Timing::Isolated => cost.isolated_s(&it.shape),
+                Timing::Device => device,
+            };
+            let mut o = it.object.clone();
+            o.insert("predicted_s".into(), json!(predicted));
+            o.insert("device_s".into(), json!(device));
+            o.insert("step_s".into(), json!(cost.kernel_s(&it.shape)));
+            if compare {
+                if let Some(m) = it.measured_s {
+                    o.insert("error".into(), json!(predicted / m - 1.0));
+                    triples.push((it.shape.kind(), predicted, m));
+                }
+            }
+            Value::Object(o)
+        })
+        .collect();
+    Priced {
+        timing,
+        kernels,
+        by_kind: kind_errors(&triples),
+    }
+}
