@@ -1,6 +1,8 @@
 //! The [`Backend`] trait: what a machine must be able to measure for `calibrate` and `run`, and
 //! the shapes it is asked about. Implemented by [`super::cpu`] (always), [`super::mock`]
-//! (tests) and [`super::cuda`] (feature `cuda`).
+//! (tests) and [`super::cuda`] (feature `cuda`). What only a GPU node measures (host overhead,
+//! point-to-point messages between given devices, collectives, compute slowdown under a
+//! collective) has default methods returning `Ok(None)`.
 
 use serde::Serialize;
 
@@ -45,6 +47,19 @@ pub struct AttnBlock {
 }
 
 impl AttnBlock {
+    /// The fused attention call this block is: `b` sequences × `heads` heads, `c` queries
+    /// against `c` keys, not causal.
+    pub fn call(&self) -> AttnCall {
+        AttnCall {
+            batch: self.b,
+            heads: self.heads,
+            q_tokens: self.c,
+            kv_tokens: self.c,
+            head_dim: self.d,
+            causal: false,
+        }
+    }
+
     /// Forward FLOPs as the cost model counts them: 4·b·c²·heads·d (QKᵀ and P·V).
     pub fn forward_flops(&self) -> f64 {
         4.0 * self.b as f64 * (self.c as f64).powi(2) * self.heads as f64 * self.d as f64
@@ -56,6 +71,43 @@ impl AttnBlock {
             Pass::Forward => self.forward_flops(),
             Pass::Backward => 2.5 * self.forward_flops(),
         }
+    }
+}
+
+/// One fused attention call: `batch` sequences × `heads` heads, `q_tokens` queries against
+/// `kv_tokens` keys, head dimension `head_dim`, causal (bottom-right aligned) or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct AttnCall {
+    /// Sequences.
+    pub batch: usize,
+    /// Heads.
+    pub heads: usize,
+    /// Queries per sequence.
+    pub q_tokens: usize,
+    /// Keys per sequence.
+    pub kv_tokens: usize,
+    /// Head dimension.
+    pub head_dim: usize,
+    /// Causal mask, aligned at the end: query i sees key j iff j ≤ i + kv_tokens − q_tokens.
+    pub causal: bool,
+}
+
+impl AttnCall {
+    /// (query, key) pairs the mask leaves visible, per sequence and head. Causal: query i
+    /// sees i + kv − q + 1 keys when that is positive (never more than kv), so the
+    /// n = min(q, kv) queries that see any see kv − n + 1, …, kv keys: n·(2·kv − n + 1)/2.
+    pub fn visible_pairs(&self) -> f64 {
+        let (q, kv) = (self.q_tokens as f64, self.kv_tokens as f64);
+        if !self.causal {
+            return q * kv;
+        }
+        let n = q.min(kv);
+        n * (2.0 * kv - n + 1.0) / 2.0
+    }
+
+    /// Forward FLOPs of the visible pairs: 4·batch·heads·pairs·head_dim (QKᵀ and P·V).
+    pub fn forward_flops(&self) -> f64 {
+        4.0 * self.batch as f64 * self.heads as f64 * self.visible_pairs() * self.head_dim as f64
     }
 }
 
@@ -89,14 +141,18 @@ pub trait Backend {
     fn devices(&self) -> usize;
     /// Memory of one device, in bytes.
     fn memory_bytes(&self) -> u64;
+    /// Streaming multiprocessors of one device, when the backend knows them.
+    fn sm_count(&self) -> Option<u64> {
+        None
+    }
     /// The CPU link throttle the transfers run through, if any.
     fn link(&self) -> Option<Link> {
         None
     }
     /// One GEMM.
     fn gemm_s(&mut self, shape: GemmShape) -> Result<f64>;
-    /// One fused attention block, forward or backward.
-    fn attention_s(&mut self, block: AttnBlock, pass: Pass) -> Result<f64>;
+    /// One fused attention call, forward or backward.
+    fn attention_s(&mut self, shape: AttnCall, pass: Pass) -> Result<f64>;
     /// One element-wise kernel (GeLU) moving `bytes` (bf16 in and out: 4 bytes per element).
     fn elementwise_s(&mut self, bytes: u64) -> Result<f64>;
     /// One device-local copy of a buffer moving `bytes` (4 per bf16 element: read and write):
@@ -108,6 +164,27 @@ pub trait Backend {
     fn slowdown(&mut self, gemm: GemmShape, bytes: u64) -> Result<SlowdownSample>;
     /// Executes one unit (METP or TP, attention or MLP) and reports error, memory and time.
     fn run_unit(&mut self, spec: &RunSpec) -> Result<RunReport>;
+    /// Host time of one operation issued to the device (the per-op overhead), if measured.
+    fn host_overhead_s(&mut self) -> Result<Option<f64>> {
+        Ok(None)
+    }
+    /// One point-to-point message of `bytes` from device `from` to device `to`, if measured.
+    fn p2p_s(&mut self, _from: usize, _to: usize, _bytes: u64) -> Result<Option<f64>> {
+        Ok(None)
+    }
+    /// One collective (`all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all`) over
+    /// `ranks` devices of `bytes` as nccl-tests define them for the op, if measured.
+    fn collective_s(&mut self, _op: &str, _ranks: usize, _bytes: u64) -> Result<Option<f64>> {
+        Ok(None)
+    }
+    /// A GEMM alone and while a collective of `bytes` runs on its device, if measured.
+    fn slowdown_under_collective(
+        &mut self,
+        _gemm: GemmShape,
+        _bytes: u64,
+    ) -> Result<Option<SlowdownSample>> {
+        Ok(None)
+    }
     /// Whether `run_unit` and `attention_s` run forward passes only (then predictions and
     /// measurements leave the backward pass out).
     fn forward_only(&self) -> bool {
@@ -122,5 +199,41 @@ pub trait Backend {
     /// whose transfers share one copy engine or stream).
     fn transfer_scale(&self, _p: usize) -> f64 {
         1.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(q: usize, kv: usize, causal: bool) -> AttnCall {
+        AttnCall {
+            batch: 2,
+            heads: 3,
+            q_tokens: q,
+            kv_tokens: kv,
+            head_dim: 64,
+            causal,
+        }
+    }
+
+    #[test]
+    fn calib_visible_pairs_count_the_mask() {
+        // Brute force over the bottom-right aligned mask: j ≤ i + kv − q.
+        for (q, kv) in [(1, 1), (5, 5), (3, 7), (7, 3), (64, 150), (130, 70)] {
+            let mut n = 0u64;
+            for i in 0..q as i64 {
+                for j in 0..kv as i64 {
+                    if j <= i + kv as i64 - q as i64 {
+                        n += 1;
+                    }
+                }
+            }
+            assert_eq!(call(q, kv, true).visible_pairs(), n as f64, "{q} {kv}");
+            assert_eq!(call(q, kv, false).visible_pairs(), (q * kv) as f64);
+        }
+        // s(s+1)/2 for a square causal block; 4·b·heads·pairs·d FLOPs.
+        assert_eq!(call(4, 4, true).visible_pairs(), 10.0);
+        assert_eq!(call(4, 4, false).forward_flops(), 4.0 * 6.0 * 16.0 * 64.0);
     }
 }

@@ -12,7 +12,7 @@
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use super::backend::{AttnBlock, Backend, GemmShape, Pass, SlowdownSample};
+use super::backend::{AttnBlock, AttnCall, Backend, GemmShape, Pass, SlowdownSample};
 use super::fit::median;
 use crate::error::{Error, Result};
 use crate::exec::attention::BlockBench;
@@ -202,7 +202,22 @@ impl Backend for CpuBackend {
         )
     }
 
-    fn attention_s(&mut self, blk: AttnBlock, pass: Pass) -> Result<f64> {
+    fn attention_s(&mut self, call: AttnCall, pass: Pass) -> Result<f64> {
+        // The runtime's fused blocks are square and unmasked (a causal diagonal block is a
+        // masked square); that is what the CPU times.
+        if call.causal || call.q_tokens != call.kv_tokens {
+            return Err(Error::Calibration {
+                message: format!(
+                    "the cpu backend times square unmasked attention blocks only, not {call:?}"
+                ),
+            });
+        }
+        let blk = AttnBlock {
+            b: call.batch,
+            c: call.q_tokens,
+            heads: call.heads,
+            d: call.head_dim,
+        };
         self.concurrent(
             |t| BlockBench::new(blk.b, blk.c, blk.heads, blk.d, 11 + t as u64),
             |bench| match pass {

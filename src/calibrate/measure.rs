@@ -217,7 +217,7 @@ pub fn measure(
         for &pass in passes {
             m.attention.push(Timed {
                 what: (b, pass),
-                seconds: backend.attention_s(b, pass)?,
+                seconds: backend.attention_s(b.call(), pass)?,
             });
         }
     }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::backend::{AttnBlock, Backend, GemmShape, Pass, SlowdownSample};
+use super::backend::{AttnBlock, AttnCall, Backend, GemmShape, Pass, SlowdownSample};
 use super::measure::Plan;
 use super::predict::{predict, PredictOptions, Pricer, Work};
 use crate::config::{Hardware, WeightExchange};
@@ -124,9 +124,17 @@ impl Backend for MockBackend {
         self.tick()?;
         Ok(self.pricer().work_s(Work::Gemm(g)))
     }
-    fn attention_s(&mut self, b: AttnBlock, pass: Pass) -> Result<f64> {
+    fn attention_s(&mut self, call: AttnCall, pass: Pass) -> Result<f64> {
         self.tick()?;
-        Ok(self.pricer().work_s(Work::Attention(b, pass)))
+        // Priced as the square block of the same queries, scaled to the call's visible pairs.
+        let b = AttnBlock {
+            b: call.batch,
+            c: call.q_tokens,
+            heads: call.heads,
+            d: call.head_dim,
+        };
+        let scale = call.forward_flops() / b.forward_flops();
+        Ok(self.pricer().work_s(Work::Attention(b, pass)) * scale)
     }
     fn elementwise_s(&mut self, bytes: u64) -> Result<f64> {
         self.tick()?;
@@ -190,6 +198,7 @@ impl Backend for MockBackend {
             inventory_peak_bytes: None,
             measured_time_s: pred.time_s,
             devices,
+            gpu_memory: vec![],
         })
     }
 }

@@ -35,7 +35,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-pub use backend::{AttnBlock, Backend, GemmShape, Pass, SlowdownSample};
+pub use backend::{AttnBlock, AttnCall, Backend, GemmShape, Pass, SlowdownSample};
 pub use compare::{compare_unit, UnitComparison};
 pub use measure::{default_units, fit_all, measure, Measurements, Plan};
 pub use predict::{predict, PredictOptions, Prediction};

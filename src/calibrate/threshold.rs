@@ -78,7 +78,7 @@ pub fn measure_attention_rate(shape: Shape, c: usize, quick: bool) -> Result<f64
         heads: shape.ag(),
         d: shape.d(),
     };
-    let t = cpu.attention_s(blk, Pass::Forward)?;
+    let t = cpu.attention_s(blk.call(), Pass::Forward)?;
     Ok(blk.forward_flops() / t)
 }
 

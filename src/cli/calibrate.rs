@@ -35,6 +35,10 @@ pub struct CalibrateArgs {
     /// Timed runs per unit (median; default 1 with --quick, else 3).
     #[arg(long)]
     runs: Option<usize>,
+    /// CUDA: seconds the whole calibration may take (measurements at most 65% of it, then the
+    /// units that still fit; default 150, 40 with --quick).
+    #[arg(long)]
+    budget_s: Option<f64>,
     #[command(flatten)]
     link: LinkArgs,
     /// Output format.
@@ -70,8 +74,6 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
             calibrate::cuda::open(a.devices, a.quick)?
         }
     };
-    let units = calibrate::measure::default_units_for(backend.name(), a.devices, a.quick);
-    let plan = Plan::for_units(units, a.quick, link);
     let opts = Options {
         quick: a.quick,
         out,
@@ -87,7 +89,20 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
         }
     };
     let load_before = calibrate::cpu::load_average();
-    let mut report = calibrate::calibrate(backend.as_mut(), &plan, &opts, &mut progress)?;
+    let mut report = if a.backend == BackendArg::Cuda {
+        let budget = a.budget_s.unwrap_or(if a.quick { 40.0 } else { 150.0 });
+        if !(budget.is_finite() && budget > 0.0) {
+            return Err(Error::arg(
+                "--budget-s",
+                "must be a positive number of seconds",
+            ));
+        }
+        calibrate::cuda::flow::calibrate(backend.as_mut(), &opts, budget, &mut progress)?
+    } else {
+        let units = calibrate::measure::default_units_for(backend.name(), a.devices, a.quick);
+        let plan = Plan::for_units(units, a.quick, link);
+        calibrate::calibrate(backend.as_mut(), &plan, &opts, &mut progress)?
+    };
     if let (Some(before), Some(after)) = (load_before, calibrate::cpu::load_average()) {
         let cores = calibrate::cpu::cores();
         report.notes.push(format!(
@@ -149,8 +164,9 @@ fn table(r: &Report) -> String {
             "measured_s",
             "error",
             "max_rel_error",
+            "peak_bytes (inventory)",
         ],
-        &[false, true, true, true, true],
+        &[false, true, true, true, true, true],
     );
     for u in &r.units {
         let name = format!(
@@ -170,6 +186,10 @@ fn table(r: &Report) -> String {
             format!("{:.6}", u.measured_time_s),
             format!("{:+.1}%", 100.0 * u.rel_error),
             format!("{:.2e}", u.max_rel_error),
+            match u.inventory_peak_bytes {
+                Some(i) => format!("{} ({i})", u.measured_peak_bytes),
+                None => format!("{} (-)", u.measured_peak_bytes),
+            },
         ]);
         for p in &u.phases {
             t.row(vec![
@@ -177,6 +197,7 @@ fn table(r: &Report) -> String {
                 format!("{:.6}", p.predicted_s),
                 format!("{:.6}", p.measured_s),
                 format!("{:+.1}%", 100.0 * p.rel_error),
+                String::new(),
                 String::new(),
             ]);
         }
@@ -188,7 +209,7 @@ fn table(r: &Report) -> String {
         .map(|u| u.rel_error.abs())
         .fold(0.0, f64::max);
     s.push_str(&format!(
-        "\nlargest unit error {:.1}% (goal on CPU: within 10%){}\n",
+        "\nlargest unit error {:.1}% (goal: within 10%){}\n",
         100.0 * worst,
         if worst <= 0.10 { "" } else { " — not met" }
     ));

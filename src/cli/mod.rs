@@ -4,6 +4,7 @@
 
 mod args;
 mod calibrate;
+mod gpu_check;
 mod link;
 mod maxseq;
 mod memory;
@@ -50,6 +51,9 @@ enum Command {
     /// Measure this machine (CPU or CUDA), fit and write a hardware profile, and compare METP
     /// units' predicted and measured times.
     Calibrate(calibrate::CalibrateArgs),
+    /// The GPU check's held-out split of a measurement file and its closing table
+    /// (scripts/gpu-check.sh).
+    GpuCheck(gpu_check::GpuCheckArgs),
     /// List the bundled models and hardware profiles.
     List,
 }
@@ -83,6 +87,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Plan(a) => plan::run(a)?,
         Command::Run(a) => run::run(a)?,
         Command::Calibrate(a) => calibrate::run(a)?,
+        Command::GpuCheck(a) => gpu_check::run(a)?,
         Command::List => list(),
     };
     print(&text);

@@ -119,6 +119,8 @@ struct RunOutput {
     predicted_exposed_communication_s: f64,
     predicted_from: String,
     phases: Vec<PhaseComparison>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    gpu_memory: Vec<crate::exec::GpuMemory>,
     notes: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     steps: Option<Vec<crate::calibrate::compare::StepComparison>>,
@@ -166,7 +168,10 @@ pub fn run(a: RunArgs) -> Result<String> {
     };
     spec.seed = a.seed;
     spec.link = link;
-    shape.check(unit, method)?;
+    // The CPU runtime's size limits; the cuda backend checks its own (device memory).
+    if a.backend == BackendArg::Cpu {
+        shape.check(unit, method)?;
+    }
     if a.runs == 0 {
         return Err(Error::arg("--runs", "must be positive"));
     }
@@ -210,6 +215,13 @@ pub fn run(a: RunArgs) -> Result<String> {
                 ));
             }
             (hw, opts, format!("hardware profile {name}"))
+        }
+        None if a.backend == BackendArg::Cuda => {
+            return Err(Error::arg(
+                "--hw",
+                "the cuda backend predicts from a calibrated profile: run `metp-sim calibrate \
+                 --backend cuda` and pass its profile with --hw",
+            ))
         }
         None => {
             let plan = calibrate::Plan::for_units(vec![spec], true, link);
@@ -278,6 +290,7 @@ pub fn run(a: RunArgs) -> Result<String> {
         predicted_exposed_communication_s: cmp.predicted.exposed_communication_s,
         predicted_from: from,
         phases: cmp.phases.clone(),
+        gpu_memory: cmp.gpu_memory.clone(),
         notes,
         steps: a.steps.then(|| cmp.steps.clone()),
     };
@@ -353,6 +366,20 @@ fn table(o: &RunOutput) -> String {
             ]);
         }
         s.push_str(&t.render());
+    }
+    for g in &o.gpu_memory {
+        s.push_str(&format!(
+            "\nGPU {} ({} virtual devices): tracked high-water {} B, allocator high-water {}, \
+             in use before {} B, after {} B (cuMemGetInfo)",
+            g.gpu,
+            g.virtual_devices,
+            g.tracked_high_bytes,
+            g.allocator_high_bytes
+                .map(|b| format!("{b} B"))
+                .unwrap_or_else(|| "-".into()),
+            g.used_before_bytes,
+            g.used_after_bytes
+        ));
     }
     s.push_str(&format!("\npredicted from: {}\n", o.predicted_from));
     for n in &o.notes {
