@@ -5,6 +5,7 @@ mod calib;
 mod cli;
 mod commands;
 mod common;
+mod cuda_emu;
 mod data;
 mod gpu;
 mod korthikanti;

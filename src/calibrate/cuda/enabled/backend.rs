@@ -107,6 +107,12 @@ impl CudaBackend {
         if !self.found.nccl || list.iter().any(|&g| g >= self.found.devices) || list.len() < 2 {
             return Ok(None);
         }
+        // Buffers come from each GPU's stream-ordered pool, which does not grant peer access:
+        // NCCL must not read a peer's user buffer directly within this process (NCCL's
+        // documented switch for such allocations).
+        if std::env::var_os("NCCL_P2P_DIRECT_DISABLE").is_none() {
+            std::env::set_var("NCCL_P2P_DIRECT_DISABLE", "1");
+        }
         if let Some(n) = self.nccl.get(list) {
             return Ok(Some(n.clone()));
         }
@@ -156,11 +162,13 @@ impl CudaBackend {
 
     /// Median seconds of `f` timed alone on `gpu` (see the module docs).
     fn median_of(&self, gpu: &Gpu, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-        let first = gpu.time(&mut f)?;
-        for _ in 1..grid::warmups(first) {
-            gpu.time(&mut f)?;
+        // The first call may load the kernel (lazy module loading) or set up cuBLAS: the
+        // repetitions are chosen from the fastest warm-up.
+        let mut call_s = gpu.time(&mut f)?;
+        for _ in 1..grid::warmups(call_s) {
+            call_s = call_s.min(gpu.time(&mut f)?);
         }
-        let reps = grid::repetitions(first, self.quick);
+        let reps = grid::repetitions(call_s, self.quick);
         let mut v = (0..reps)
             .map(|_| gpu.time(&mut f))
             .collect::<Result<Vec<f64>>>()?;
@@ -413,6 +421,7 @@ impl Backend for CudaBackend {
         let b = bytes.max(1) as usize;
         let src = Scratch::new(&n.gpus[rs], b)?;
         let dst = Scratch::new(&n.gpus[rd], b)?;
+        n.sync()?;
         let iters = self.iters(bytes);
         n.time(iters, || n.send_recv(rs, rd, src.ptr(), dst.ptr(), b))
             .map(Some)

@@ -65,7 +65,17 @@ fn download_f32(p: &Phys, n: usize) -> Result<Vec<f32>> {
 /// Runs `call` forward then backward on GPU 0 with random inputs and compares with the
 /// reference (small calls only: the reference is O(batch·heads·q·kv·d) on the host).
 pub fn flash_selftest(call: AttnCall, seed: u64) -> Result<FlashCheck> {
-    let gpu = Rc::new(Gpu::new(0)?);
+    thread_local! {
+        static GPU: std::cell::RefCell<Option<Rc<Gpu>>> = const { std::cell::RefCell::new(None) };
+    }
+    let gpu = match GPU.with(|g| g.borrow().clone()) {
+        Some(g) => g,
+        None => {
+            let g = Rc::new(Gpu::new(0)?);
+            GPU.with(|c| *c.borrow_mut() = Some(g.clone()));
+            g
+        }
+    };
     let (b, hs, nq, nkv, d) = (
         call.batch,
         call.heads,

@@ -173,7 +173,8 @@ enum Data {
 /// Unit-run state kept by the backend between runs.
 #[derive(Default)]
 pub(crate) struct Units {
-    data: Option<(String, Rc<Data>)>,
+    /// The last two inputs (a run's and its reduced check's), most recent last.
+    data: Vec<(String, Rc<Data>)>,
     checked: HashMap<String, BTreeMap<String, f64>>,
 }
 
@@ -188,17 +189,18 @@ pub(crate) struct Placement {
 impl Units {
     fn data(&mut self, spec: &RunSpec) -> Rc<Data> {
         let key = format!("{:?} {:?} {}", spec.unit, spec.shape, spec.seed);
-        if let Some((k, d)) = &self.data {
-            if *k == key {
-                return d.clone();
-            }
+        if let Some((_, d)) = self.data.iter().find(|(k, _)| *k == key) {
+            return d.clone();
         }
         let mut rng = SplitMix64::new(spec.seed);
         let d = Rc::new(match spec.unit {
             Unit::Attention => Data::Attention(Rc::new(AttnData::random(&spec.shape, &mut rng))),
             Unit::Mlp => Data::Mlp(Rc::new(MlpData::random(&spec.shape, &mut rng))),
         });
-        self.data = Some((key, d.clone()));
+        if self.data.len() == 2 {
+            self.data.remove(0);
+        }
+        self.data.push((key, d.clone()));
         d
     }
 
