@@ -316,7 +316,40 @@ static void test_unfused() {
     check("lse_merge of two blocks", rel(to_d(acc), want), 1e-5);
 }
 
+// GeLU forward and backward (tanh form, as exec/mlp.rs), the pseudo-random fill, conversions.
+static void test_elementwise() {
+    const unsigned n = 1000;
+    auto x = random_bf(n, 3.0), g = random_bf(n, 1.0);
+    std::vector<bf16_t> y(n), rnd(n), gb = g;
+    emu::launch(dim3{2, 1, 1}, dim3{256, 1, 1}, 0, [&] {
+        gelu_fwd(x.data(), y.data(), n);
+        gelu_bwd(gb.data(), x.data(), n);
+        random_bf16(rnd.data(), 42, n);
+    });
+    std::vector<double> gy, wy, gg, wg;
+    double lo = 1e9, hi = -1e9, mean = 0;
+    for (unsigned i = 0; i < n; i++) {
+        double v = hbf(x[i]);
+        double k = 0.7978845608028654, t = std::tanh(k * (v + 0.044715 * v * v * v));
+        gy.push_back(hbf(y[i]));
+        wy.push_back(0.5 * v * (1 + t));
+        double d = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * k * (1 + 3 * 0.044715 * v * v);
+        gg.push_back(hbf(gb[i]));
+        wg.push_back(hbf(g[i]) * d);
+        double r = hbf(rnd[i]);
+        lo = std::min(lo, r);
+        hi = std::max(hi, r);
+        mean += r / n;
+    }
+    check("gelu_fwd (tanh form)", rel(gy, wy), 1e-2);
+    check("gelu_bwd", rel(gg, wg), 1e-2);
+    std::printf("random_bf16: min %f max %f mean %f\n", lo, hi, mean);
+    check("random_bf16 in [-1, 1] (bf16-rounded), mean near 0",
+          (lo >= -1.0 && hi <= 1.0 && hi - lo > 1.8) ? std::fabs(mean) : INFINITY, 0.1);
+}
+
 int main() {
+    test_elementwise();
     test_unfused();
     for (int D : {64, 128}) {
         test_attention(Attn{2, 2, 80, 80, D, false});

@@ -265,10 +265,10 @@ fn gpu_units_with_four_devices() {
     let mut failures = Vec::new();
     let sh = Shape {
         b: 1,
-        s: 1024,
+        s: 512,
         h: 512,
         a: 8,
-        f: 2048,
+        f: 1024,
         p: 4,
     };
     for unit in [Unit::Attention, Unit::Mlp] {

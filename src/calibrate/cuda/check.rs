@@ -321,6 +321,19 @@ mod tests {
         assert_eq!(k[0].kind, "gemm");
         assert_eq!(k[0].n, Some(150));
         assert!((k[1].max - 0.2).abs() < 1e-12);
+        // `kernels --compare --format json`: `by_kind` entries named by `kind`, `samples`.
+        let v = serde_json::json!({
+            "timing": "isolated",
+            "kernels": [{"op": "gemm", "m": 8, "n": 8, "k": 8, "predicted_s": 1e-5, "measured_s": 1.1e-5, "error": -0.09}],
+            "by_kind": [
+                {"kind": "gemm", "samples": 151, "median_abs_error": 0.031, "max_abs_error": 0.12},
+                {"kind": "attention-bwd", "samples": 40, "median_abs_error": 0.05, "max_abs_error": 0.14}
+            ]
+        });
+        let k = kind_errors(&v);
+        assert_eq!(k.len(), 2, "{k:?}");
+        assert_eq!((k[0].kind.as_str(), k[0].n), ("gemm", Some(151)));
+        assert!((k[1].median - 0.05).abs() < 1e-12);
         // Keyed by kind, in percent.
         let v = serde_json::json!({"per_kind": {"copy": {"median_pct": 3.0, "largest_pct": 12.0}}});
         let k = kind_errors(&v);

@@ -253,7 +253,6 @@ impl Units {
 
     /// Executes `spec` once: the report without errors, and every device's outputs.
     fn execute(&mut self, spec: &RunSpec, place: Placement) -> Result<(RunReport, Outs)> {
-        let p = spec.shape.p;
         let mut gpus: Vec<Rc<Gpu>> = Vec::new();
         for g in &place.gpus {
             if !gpus.iter().any(|x| Rc::ptr_eq(x, g)) {
@@ -371,7 +370,6 @@ impl Units {
             devices,
             gpu_memory,
         };
-        let _ = p;
         Ok((report, outs))
     }
 }

@@ -47,7 +47,6 @@ pub(crate) struct World {
     mail: Mailbox,
     start: Option<Rc<Marks>>,
     steps: Vec<StepMarks>,
-    counts: Vec<Rc<std::cell::RefCell<GpuCount>>>,
 }
 
 impl World {
@@ -64,7 +63,8 @@ impl World {
                 }
             }
         }
-        let counts: Vec<_> = gpus.iter().map(|_| Rc::default()).collect();
+        let counts: Vec<Rc<std::cell::RefCell<GpuCount>>> =
+            gpus.iter().map(|_| Rc::default()).collect();
         let devs = dev_gpus
             .iter()
             .enumerate()
@@ -82,7 +82,6 @@ impl World {
             mail: Mailbox::default(),
             start: None,
             steps: Vec::new(),
-            counts,
         }
     }
 
@@ -290,7 +289,6 @@ impl World {
 
     /// The high-water mark of all devices of GPU `k` together.
     pub fn gpu_tracked_high(&self, k: usize) -> u64 {
-        let _ = &self.counts;
         self.devs
             .iter()
             .zip(&self.gpu_of)
