@@ -82,10 +82,13 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
         date: today(),
         unit_runs: a.runs.unwrap_or(if a.quick { 1 } else { 3 }).max(1),
     };
-    let verbose = std::io::stderr().is_terminal();
+    // A GPU calibration always logs its progress (with the elapsed time): its log is the
+    // record of a short, rare run on a GPU machine.
+    let verbose = std::io::stderr().is_terminal() || a.backend == BackendArg::Cuda;
+    let t0 = std::time::Instant::now();
     let mut progress = |msg: &str| {
         if verbose {
-            eprintln!("calibrate: {msg}");
+            eprintln!("calibrate [{:.1} s]: {msg}", t0.elapsed().as_secs_f64());
         }
     };
     let load_before = calibrate::cpu::load_average();

@@ -298,3 +298,42 @@ fn gpu_refuses_what_it_cannot_run() {
     spec.fused = false;
     assert!(b.run_unit(&spec).unwrap().max_rel_error < 2e-2);
 }
+
+/// The twelve attention calls of the shared H200 file (PyTorch's FlashAttention), timed with
+/// this backend's kernel: a side-by-side table in the log (the speed is reported, not asserted;
+/// only sanity is).
+#[test]
+fn gpu_flash_speed_against_the_shared_h200_figures() {
+    let Some(mut b) = backend(1) else { return };
+    let text = include_str!("../../hardware-profiles/measurements/h200-pytorch-2026-11-30.json");
+    let shared: serde_json::Value = serde_json::from_str(text).unwrap();
+    eprintln!(
+        "{:>4} {:>6} {:>6} | {:>10} {:>10} {:>6} | {:>10} {:>10} {:>6} | ours TFLOP/s fwd",
+        "b", "s", "causal", "FA fwd_s", "ours", "ratio", "FA bwd_s", "ours", "ratio"
+    );
+    for a in shared["attention"].as_array().unwrap() {
+        let g = |k: &str| a[k].as_u64().unwrap() as usize;
+        let causal = a["causal"].as_bool().unwrap();
+        let call = AttnCall {
+            batch: g("b"),
+            heads: g("heads"),
+            q_tokens: g("s"),
+            kv_tokens: g("s"),
+            head_dim: 128,
+            causal,
+        };
+        let f = b.attention_s(call, Pass::Forward).unwrap();
+        let bw = b.attention_s(call, Pass::Backward).unwrap();
+        let (ff, fb) = (a["fwd_s"].as_f64().unwrap(), a["bwd_s"].as_f64().unwrap());
+        eprintln!(
+            "{:>4} {:>6} {:>6} | {ff:>10.3e} {f:>10.3e} {:>6.2} | {fb:>10.3e} {bw:>10.3e} {:>6.2} | {:.0}",
+            call.batch,
+            call.q_tokens,
+            causal,
+            f / ff,
+            bw / fb,
+            call.forward_flops() / f / 1e12
+        );
+        assert!(f > 0.0 && bw > 0.0 && f.is_finite() && bw.is_finite());
+    }
+}

@@ -7,7 +7,9 @@
 //! the two backward shapes (T × K × N for the input gradient, K × N × T for the weight
 //! gradient) — plus squares 1k…16k (the plateau the peak is read from); fused attention
 //! forward and backward over batch × heads 1…64, 256…64k tokens, causal and not, head
-//! dimension 64 and 128; copies and element-wise passes 64 KiB…4 GiB; the per-op host
+//! dimension 64 and 128, and the twelve calls of the shared H200 file (PyTorch's
+//! FlashAttention, for a side-by-side comparison); copies and element-wise passes 64 KiB…4 GiB
+//! (the shared file's sizes among them); the per-op host
 //! overhead; with two GPUs or more, point-to-point messages between every pair, all-reduce,
 //! all-gather, reduce-scatter and all-to-all over 2, 4 and 8 GPUs, and a GEMM's slowdown while
 //! an all-reduce runs (one GPU: while copies run on a second stream — an emulation, labelled).
@@ -159,6 +161,27 @@ pub fn measurement_grid(quick: bool) -> Grid {
                     }
                 }
             }
+        }
+    }
+    // The shapes of the shared H200 file (PyTorch's FlashAttention, 16 heads of 128, b·s =
+    // 16k tokens): the same calls, measured on the same kind of GPU, side by side.
+    for (batch, s) in [
+        (32usize, 512usize),
+        (16, 1024),
+        (8, 2048),
+        (4, 4096),
+        (2, 8192),
+        (1, 16384),
+    ] {
+        for causal in [false, true] {
+            attention.push(AttnCall {
+                batch,
+                heads: 16,
+                q_tokens: s,
+                kv_tokens: s,
+                head_dim: 128,
+                causal,
+            });
         }
     }
     // Blocks whose queries and keys differ in length (bottom-right aligned causal mask).
@@ -334,10 +357,11 @@ mod tests {
         // Tokens per device from 512 to 64k.
         assert!(g.gemms.iter().any(|s| s.m == 512));
         assert!(g.gemms.iter().any(|s| s.m == 65536));
-        // Attention: 1…64 sequences × heads, 256…64k tokens, d 64 and 128, causal and not.
+        // Attention: 1…64 sequences × heads, 256…64k tokens, d 64 and 128, causal and not,
+        // plus the shared H200 file's 16-head calls (up to 32 × 16 = 512).
         let bh: Vec<usize> = g.attention.iter().map(|c| c.batch * c.heads).collect();
         assert_eq!(bh.iter().min(), Some(&1));
-        assert_eq!(bh.iter().max(), Some(&64));
+        assert!(bh.contains(&64) && bh.contains(&512));
         assert!(g.attention.iter().any(|c| c.q_tokens == 256));
         assert!(g.attention.iter().any(|c| c.q_tokens == 65536));
         assert!(g.attention.iter().any(|c| c.head_dim == 64 && c.causal));
