@@ -13,7 +13,7 @@
 #   3. uses prebuilt binaries (METP_SIM_BIN: metp-sim built with --features cuda;
 #      METP_SIM_TEST_BIN: the tests/it binary of `cargo test --release --features cuda --test it
 #      --no-run`), or builds them when cargo is here;
-#   4. runs the GPU tests (tests/it/gpu.rs, one thread);
+#   4. runs the GPU tests (tests/it/gpu.rs), each in its own process;
 #   5. calibrates: `calibrate --backend cuda` measures the kernel grid into
 #      <profile>.measurements.json, writes a profile, runs METP and TP, attention and MLP, forward
 #      and backward, at LLaMA-2 7B/13B layer sizes, within a time budget sized to what is left;
@@ -181,10 +181,26 @@ PROBE=$("$TESTBIN" gpu_kernels_time --list 2>&1 | head -n 1)
 say "test binary: $TESTBIN ($PROBE)"
 
 # ---- 4. GPU tests ---------------------------------------------------------------------------
-step gpu-tests 75 "$TESTBIN" gpu_ --nocapture --test-threads=1
-grep -E "^(test |cuda:|skipped|bf16|attention|256 MiB|host|NCCL|.*error [0-9])" "$OUT/gpu-tests.log" |
-    head -n 80 >"$OUT/gpu-tests-summary.txt" || true
-grep -q "skipped: no usable GPU" "$OUT/gpu-tests.log" && say "gpu-tests: WARNING: the tests skipped: the backend found no usable GPU (see gpu-tests.log)"
+# Each test in its own process (a sticky CUDA error in one cannot fail the others), at most 90 s
+# together.
+TESTS_END=$((SECONDS + 90))
+TESTS=$("$TESTBIN" gpu_ --list 2>/dev/null | sed -n 's/^\(gpu::gpu_[a-z0-9_]*\): test$/\1/p')
+[ -n "$TESTS" ] || say "gpu-tests: FAILED: the test binary lists no gpu_ test"
+for t in $TESTS; do
+    lim=$((TESTS_END - SECONDS))
+    ((lim > 45)) && lim=45
+    if ((lim < 5)); then
+        say "${t#gpu::}: skipped (the tests' 90 s are spent)"
+        FAILED=1
+        continue
+    fi
+    step "test-${t#gpu::}" "$lim" "$TESTBIN" "$t" --exact --nocapture --test-threads=1
+done
+cat "$OUT"/test-gpu_*.log >"$OUT/gpu-tests.log" 2>/dev/null || true
+grep -hE "^(test |cuda:|skipped|bf16|attention|256 MiB|host|NCCL|.*error [0-9]| +[0-9]+ +[0-9]+ )" \
+    "$OUT"/test-gpu_*.log 2>/dev/null | head -n 120 >"$OUT/gpu-tests-summary.txt" || true
+grep -q "skipped: no usable GPU" "$OUT/gpu-tests.log" &&
+    say "gpu-tests: WARNING: tests skipped: the backend found no usable GPU (see gpu-tests.log)"
 
 # ---- 5. Calibrate ---------------------------------------------------------------------------
 HAVE_TORCH=0
