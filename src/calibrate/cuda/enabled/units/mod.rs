@@ -1,6 +1,6 @@
 //! METP's and Megatron TP's attention and MLP units, forward and backward, on the GPU: p virtual
 //! devices stepped together ([`world`]), the programs of `crate::exec` ported buffer for buffer
-//! ([`attention`], [`mlp`]), checked against the f64 reference (`crate::exec::reference`) and
+//! ([`attention`] with its ring-step blocks in [`blocks`] and weight fetch in [`fetch`], [`mlp`]), checked against the f64 reference (`crate::exec::reference`) and
 //! reported like the CPU runtime's runs (`crate::exec::RunReport`): time from GPU events,
 //! per-device tracked high-water marks next to the memory layer's unit inventory, each GPU's
 //! own view of its memory.
@@ -16,6 +16,8 @@
 #![allow(clippy::needless_range_loop)]
 
 mod attention;
+mod blocks;
+mod fetch;
 mod mlp;
 mod world;
 
