@@ -1,141 +1,290 @@
 #!/usr/bin/env bash
-# GPU check of metp-sim's CUDA backend, in one go, in under 10 minutes:
-#   1. fails at once, with the reason, when this machine has no usable NVIDIA GPU;
-#   2. finds the CUDA 12 libraries cudarc loads by name (libcuda, libnvrtc, libcublas,
-#      libcublasLt, libnccl — NCCL is looked up as libnccl.so only, so a libnccl.so link to
-#      libnccl.so.2 is made in a temporary folder put first on LD_LIBRARY_PATH);
-#   3. builds with --features cuda (release) — or uses prebuilt binaries given as
-#      METP_SIM_BIN (the metp-sim binary) and METP_SIM_TEST_BIN (the tests/it binary), for a
-#      machine without cargo or without network;
-#   4. runs the GPU tests (tests/it/gpu.rs);
-#   5. runs `metp-sim calibrate --backend cuda` (profile + predicted vs measured units);
-#   6. runs `metp-sim run --backend cuda` for METP and TP, attention and MLP, with the profile;
-# and writes everything into one folder: $OUT if set, else reports/gpu-check/<date>.
+# GPU check of metp-sim's CUDA backend in under 5 minutes on one GPU (so that a short slot on a
+# GPU machine is enough to check, fix and check again). Every step has its own time limit, no
+# step's failure stops the others, and the whole script stops itself before 300 s:
 #
-# Exit status: 0 when every step passed, 1 otherwise (summary.txt says which).
+#   1. stops at once, with the reason, when this machine has no usable NVIDIA GPU;
+#   2. finds the CUDA 12 or 13 libraries cudarc loads by name — libcuda, libnvrtc, libcublas,
+#      libcublasLt, libnccl — in the CUDA toolkit folders, the driver's folder, pip wheels'
+#      nvidia/*/lib and the loader cache, under versioned names too (libcublas.so.13,
+#      libnccl.so.2, …), and puts unversioned links to them in a temporary folder first on
+#      LD_LIBRARY_PATH (the binary uses cudarc's cuda-12080 bindings, which look up `libX.so`
+#      before `libX.so.12` and never `libX.so.13` or `libnccl.so.2`);
+#   3. uses prebuilt binaries (METP_SIM_BIN: metp-sim built with --features cuda;
+#      METP_SIM_TEST_BIN: the tests/it binary of `cargo test --release --features cuda --test it
+#      --no-run`), or builds them when cargo is here;
+#   4. runs the GPU tests (tests/it/gpu.rs), each in its own process;
+#   5. calibrates: `calibrate --backend cuda` measures the kernel grid into
+#      <profile>.measurements.json, writes a profile, runs METP and TP, attention and MLP, forward
+#      and backward, at LLaMA-2 7B/13B layer sizes, within a time budget sized to what is left;
+#   6. splits the measurements (every 4th entry of each kind held out: `metp-sim gpu-check
+#      split`), refits on the rest (`calibrate --fit`) and prices the held-out entries
+#      (`kernels --compare`); a build without those subcommands logs them as skipped;
+#   7. if time is left, runs the units again with the refitted profile (`run --hw`);
+#   8. runs `python3 scripts/gpu-kernels.py` (PyTorch's kernels) when torch imports and the
+#      script exists;
+#   9. ends with ONE table (`metp-sim gpu-check table`): per kernel kind, the median and largest
+#      |error| of the refitted profile on the held-out measurements; per unit, predicted against
+#      measured time and memory.
+#
+# Outputs go to $OUT if set, else reports/gpu/<gpu>-<date>/. Exit status: 0 when every step
+# that ran passed, 1 otherwise (summary.txt says which).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-
-OUT="${OUT:-reports/gpu-check/$(date -u +%Y-%m-%d)}"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
-SUMMARY="$OUT/summary.txt"
-: >"$SUMMARY"
+REPO=$(pwd)
 START=$SECONDS
-BUDGET=570 # seconds for the whole script
+HARD=285 # seconds: the script ends before this
 
 say() { echo "gpu-check: $*" | tee -a "$SUMMARY"; }
 die() {
     echo "gpu-check: FAILED: $*" | tee -a "$SUMMARY" >&2
     exit 1
 }
-left() { echo $((BUDGET - (SECONDS - START))); }
-# step NAME LIMIT_S CMD... : runs CMD with a time limit (never past the budget), logs to
-# $OUT/NAME.log, records pass/fail.
+left() { echo $((HARD - (SECONDS - START))); }
+
+# ---- 1. A GPU, or stop here -------------------------------------------------------------
+SUMMARY=/dev/null
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+    echo "gpu-check: FAILED: no nvidia-smi: this machine has no NVIDIA driver, so no GPU to check" >&2
+    exit 1
+fi
+if ! GPUS=$(nvidia-smi -L 2>&1) || ! grep -q '^GPU 0' <<<"$GPUS"; then
+    echo "gpu-check: FAILED: nvidia-smi lists no usable GPU: $(head -n 1 <<<"$GPUS")" >&2
+    exit 1
+fi
+NGPU=$(grep -c '^GPU ' <<<"$GPUS")
+GPUNAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+SLUG=$(tr '[:upper:] ' '[:lower:]-' <<<"${GPUNAME:-gpu}" | tr -cd 'a-z0-9-')
+OUT="${OUT:-reports/gpu/${SLUG}-$(date -u +%Y-%m-%d)}"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+SUMMARY="$OUT/summary.txt"
+: >"$SUMMARY"
+echo "$GPUS" >"$OUT/nvidia-smi-L.txt"
+nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || true
+say "found $NGPU GPU(s): $(head -n 1 <<<"$GPUS")"
+
 FAILED=0
+# step NAME LIMIT_S CMD... : runs CMD with a time limit (never past the hard stop), output to
+# $OUT/NAME.log; records pass or fail; never stops the script.
 step() {
     local name=$1 limit=$2
     shift 2
     local l
-    l=$(left)
-    if ((l < 10)); then
-        say "$name: skipped (time budget spent)"
+    l=$(($(left) - 3))
+    if ((l < 5)); then
+        say "$name: skipped (time is up)"
         FAILED=1
         return 1
     fi
     ((limit > l)) && limit=$l
-    say "$name: running (limit ${limit}s)"
-    if timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; then
-        say "$name: ok ($((SECONDS - START))s elapsed)"
-    else
-        local rc=$?
-        say "$name: FAILED (exit $rc; see $name.log: $(tail -n 1 "$OUT/$name.log"))"
-        FAILED=1
-        return 1
+    say "$name: running (limit ${limit}s, $((SECONDS - START))s elapsed)"
+    local t0=$SECONDS rc=0
+    timeout --kill-after=5 "$limit" "$@" >"$OUT/$name.log" 2>&1 || rc=$?
+    if ((rc == 0)); then
+        say "$name: ok in $((SECONDS - t0))s"
+        return 0
     fi
+    if ((rc == 124 || rc == 137)); then
+        say "$name: FAILED: killed at its ${limit}s limit (see $name.log)"
+    else
+        say "$name: FAILED (exit $rc; see $name.log): $(grep -v '^\s*$' "$OUT/$name.log" | tail -n 1)"
+    fi
+    FAILED=1
+    return 1
 }
 
-# ---- 1. A GPU, or stop here -------------------------------------------------------------
-command -v nvidia-smi >/dev/null 2>&1 ||
-    die "no nvidia-smi: this machine has no NVIDIA driver, so no GPU to check"
-nvidia-smi -L >"$OUT/nvidia-smi-L.txt" 2>&1 ||
-    die "nvidia-smi -L failed: no usable GPU ($(head -n 1 "$OUT/nvidia-smi-L.txt"))"
-grep -q '^GPU 0' "$OUT/nvidia-smi-L.txt" || die "nvidia-smi lists no GPU"
-nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || true
-NGPU=$(grep -c '^GPU ' "$OUT/nvidia-smi-L.txt")
-say "found $NGPU GPU(s): $(head -n 1 "$OUT/nvidia-smi-L.txt")"
+# An optional step: a missing subcommand or flag (clap's usage error) is logged as skipped.
+optional() {
+    local name=$1
+    if step "$@"; then return 0; fi
+    if grep -qE "unrecognized subcommand|unexpected argument|unknown argument" "$OUT/$name.log" 2>/dev/null; then
+        say "$name: skipped: this build of metp-sim does not have it ($(grep -m1 -E 'unrecognized|unexpected|unknown' "$OUT/$name.log"))"
+        FAILED=$SAVED_FAILED
+    fi
+    return 1
+}
 
-# ---- 2. Libraries ---------------------------------------------------------------------------
+# ---- 2. Libraries (CUDA 12 or 13) ----------------------------------------------------------
 LIBTMP=$(mktemp -d)
 trap 'rm -rf "$LIBTMP"' EXIT
-DIRS=""
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-12*/lib64 \
-    /usr/lib/x86_64-linux-gnu /usr/lib64; do
-    [ -d "$d" ] && DIRS="$DIRS $d"
-done
-# Libraries shipped in Python wheels (nvidia-cublas-cu12, nvidia-nccl-cu12, ...).
-for sp in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
-    for d in "$sp"/nvidia/*/lib; do [ -d "$d" ] && DIRS="$DIRS $d"; done
+DIRS=()
+add_dir() { [ -d "$1" ] && DIRS+=("$1"); }
+add_dir /usr/local/cuda/lib64
+add_dir /usr/local/cuda/targets/x86_64-linux/lib
+for d in /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib \
+    /usr/local/cuda-12*/lib64 /usr/local/cuda-12*/targets/x86_64-linux/lib; do add_dir "$d"; done
+add_dir /usr/lib/x86_64-linux-gnu
+add_dir /usr/lib64
+add_dir /usr/lib/wsl/lib
+IFS=: read -r -a ENV_DIRS <<<"${LD_LIBRARY_PATH:-}"
+for d in "${ENV_DIRS[@]}"; do [ -n "$d" ] && add_dir "$d"; done
+# Libraries shipped in Python wheels (nvidia-cublas-cu12, nvidia-nccl-cu13, nvidia/cu13/lib, …).
+for sp in $(python3 -c 'import site, sys; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null); do
+    for d in "$sp"/nvidia/*/lib "$sp"/nvidia/cu1*/lib; do add_dir "$d"; done
 done
 : >"$OUT/libs.txt"
-for lib in cuda nvrtc cublas cublasLt nccl; do
-    f=""
-    for d in $DIRS; do
-        f=$(ls "$d"/lib$lib.so "$d"/lib$lib.so.1 "$d"/lib$lib.so.12 "$d"/lib$lib.so.2 2>/dev/null | head -n 1)
-        [ -n "$f" ] && break
+find_lib() { # prints the first file for lib$1 in the folders, newest major first
+    local lib=$1 d f
+    for d in "${DIRS[@]}"; do
+        for f in "$d/lib$lib.so" "$d"/lib"$lib".so.13* "$d"/lib"$lib".so.12* "$d"/lib"$lib".so.2* "$d"/lib"$lib".so.1*; do
+            [ -e "$f" ] && { echo "$f"; return 0; }
+        done
     done
-    if [ -n "$f" ]; then
-        echo "lib$lib: $f" >>"$OUT/libs.txt"
-        # cudarc finds most libraries by their versioned names too, but NCCL only as libnccl.so.
-        [ -e "$(dirname "$f")/lib$lib.so" ] || ln -sf "$f" "$LIBTMP/lib$lib.so"
+    # The loader cache (the driver's libcuda is usually only there).
+    f=$(ldconfig -p 2>/dev/null | awk -v l="lib$lib.so" '$1 ~ "^"l {print $NF; exit}')
+    [ -n "$f" ] && [ -e "$f" ] && { echo "$f"; return 0; }
+    return 1
+}
+for lib in cuda nvrtc nvrtc-builtins cublas cublasLt nccl; do
+    if f=$(find_lib "$lib"); then
+        real=$(readlink -f "$f")
+        echo "lib$lib: $f -> $real" >>"$OUT/libs.txt"
+        ln -sf "$real" "$LIBTMP/lib$lib.so"
+        # The library's own folder too (NVRTC loads libnvrtc-builtins next to it).
+        DIRS=("$(dirname "$real")" "${DIRS[@]}")
     else
         echo "lib$lib: not found" >>"$OUT/libs.txt"
     fi
 done
-export LD_LIBRARY_PATH="$LIBTMP:$(echo $DIRS | tr ' ' ':')${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+LIBPATH="$LIBTMP"
+declare -A SEEN=()
+for d in "${DIRS[@]}"; do
+    [ -n "${SEEN[$d]:-}" ] && continue
+    SEEN[$d]=1
+    LIBPATH="$LIBPATH:$d"
+done
+export LD_LIBRARY_PATH="$LIBPATH"
+# The backend allocates from stream-ordered pools, which grant no peer access: NCCL must not
+# read another GPU's user buffer directly within one process (the backend sets it too).
+export NCCL_P2P_DIRECT_DISABLE=1
 say "libraries: $(tr '\n' ';' <"$OUT/libs.txt")"
-grep -q '^libcuda: /' "$OUT/libs.txt" || say "warning: libcuda not found in the usual folders; relying on the loader"
+grep -q '^libnccl: /' "$OUT/libs.txt" || say "note: no libnccl: messages between GPUs are not measured"
+for lib in cuda nvrtc cublas; do
+    grep -q "^lib$lib: /" "$OUT/libs.txt" || say "warning: lib$lib not found in the usual folders; the backend's probe will say whether the loader finds it"
+done
 
-# ---- 3. Build -------------------------------------------------------------------------------
+# ---- 3. Binaries ----------------------------------------------------------------------------
 BIN="${METP_SIM_BIN:-}"
 TESTBIN="${METP_SIM_TEST_BIN:-}"
-if [ -z "$BIN" ]; then
-    command -v cargo >/dev/null 2>&1 || die "no cargo and no METP_SIM_BIN: cannot build"
-    step build 300 cargo build --release --features cuda || die "build failed (see build.log)"
+if [ -z "$BIN" ] || [ -z "$TESTBIN" ]; then
+    command -v cargo >/dev/null 2>&1 || die "no cargo, and METP_SIM_BIN / METP_SIM_TEST_BIN not both given"
+    step build 240 cargo build --release --features cuda || die "build failed (see build.log)"
     BIN=target/release/metp-sim
+    step build-tests 120 cargo test --release --features cuda --test it --no-run || die "test build failed"
+    TESTBIN=$(ls -t target/release/deps/it-* 2>/dev/null | grep -v '\.d$' | head -n 1)
 fi
 [ -x "$BIN" ] || die "$BIN is not an executable"
+[ -x "$TESTBIN" ] || die "$TESTBIN is not an executable"
 "$BIN" --version >>"$SUMMARY" 2>&1
+PROBE=$("$TESTBIN" gpu_kernels_time --list 2>&1 | head -n 1)
+say "test binary: $TESTBIN ($PROBE)"
 
 # ---- 4. GPU tests ---------------------------------------------------------------------------
-if [ -n "$TESTBIN" ]; then
-    step gpu-tests 120 "$TESTBIN" gpu_ --nocapture --test-threads=1
-else
-    step gpu-tests 200 cargo test --release --features cuda --test it -- gpu_ --nocapture --test-threads=1
-fi
+# Each test in its own process (a sticky CUDA error in one cannot fail the others), at most 90 s
+# together.
+TESTS_END=$((SECONDS + 90))
+TESTS=$("$TESTBIN" gpu_ --list 2>/dev/null | sed -n 's/^\(gpu::gpu_[a-z0-9_]*\): test$/\1/p')
+[ -n "$TESTS" ] || say "gpu-tests: FAILED: the test binary lists no gpu_ test"
+for t in $TESTS; do
+    lim=$((TESTS_END - SECONDS))
+    ((lim > 45)) && lim=45
+    if ((lim < 5)); then
+        say "${t#gpu::}: skipped (the tests' 90 s are spent)"
+        FAILED=1
+        continue
+    fi
+    step "test-${t#gpu::}" "$lim" "$TESTBIN" "$t" --exact --nocapture --test-threads=1
+done
+cat "$OUT"/test-gpu_*.log >"$OUT/gpu-tests.log" 2>/dev/null || true
+grep -hE "^(test |cuda:|skipped|bf16|attention|256 MiB|host|NCCL|.*error [0-9]| +[0-9]+ +[0-9]+ )" \
+    "$OUT"/test-gpu_*.log 2>/dev/null | head -n 120 >"$OUT/gpu-tests-summary.txt" || true
+grep -q "skipped: no usable GPU" "$OUT/gpu-tests.log" &&
+    say "gpu-tests: WARNING: tests skipped: the backend found no usable GPU (see gpu-tests.log)"
 
 # ---- 5. Calibrate ---------------------------------------------------------------------------
-DEVICES=2
-step calibrate 240 "$BIN" calibrate --backend cuda --devices "$DEVICES" --runs 2 --force \
-    --out "$OUT/calibrated-cuda.json" --format json
-[ -s "$OUT/calibrate.log" ] && cp "$OUT/calibrate.log" "$OUT/calibrate.json"
+HAVE_TORCH=0
+if [ -f scripts/gpu-kernels.py ] && python3 -c 'import torch' >/dev/null 2>&1; then HAVE_TORCH=1; fi
+# Virtual devices of the units: the GPUs when there are 2, 4 or 8 (NCCL), else 4 on GPU 0.
+case "$NGPU" in 2 | 4 | 8) DEVICES=$NGPU ;; *) DEVICES=4 ;; esac
+# What must remain after calibrating: refit and comparison, the table, PyTorch's kernels.
+RESERVE=$((25 + HAVE_TORCH * 85))
+BUDGET=$(($(left) - RESERVE - 25))
+((BUDGET > 150)) && BUDGET=150
+PROFILE="$OUT/profile-cuda.json"
+MEAS="$OUT/profile-cuda.measurements.json"
+if ((BUDGET < 30)); then
+    say "calibrate: skipped (only ${BUDGET}s of budget left)"
+    FAILED=1
+else
+    step calibrate $((BUDGET + 25)) sh -c "\"$BIN\" calibrate --backend cuda --devices $DEVICES --runs 2 --force \
+        --budget-s $BUDGET --out \"$PROFILE\" --format json >\"$OUT/calibrate.json\""
+fi
+# The measurement file: beside the profile, or any written by this run.
+if [ ! -s "$MEAS" ]; then
+    MEAS=$(find "$OUT" -maxdepth 1 -name '*measurement*.json' -newer "$OUT/libs.txt" 2>/dev/null | head -n 1)
+fi
 
-# ---- 6. Units on the GPU, METP and TP -------------------------------------------------------
-HW=()
-[ -s "$OUT/calibrated-cuda.json" ] && HW=(--hw "$OUT/calibrated-cuda.json")
-for unit in attention mlp; do
-    for method in metp tp; do
-        step "run-$method-$unit" 60 "$BIN" run --backend cuda --unit "$unit" --method "$method" \
-            --p 2 --seq 2048 --hidden 256 --heads 4 --ffn 1024 --runs 3 "${HW[@]}" --format json
+# ---- 6. Held-out split, refit, comparison --------------------------------------------------
+FITTED="$OUT/profile-fitted.json"
+if [ -n "$MEAS" ] && [ -s "$MEAS" ]; then
+    say "measurements: $MEAS"
+    step split 15 "$BIN" gpu-check split --input "$MEAS" --every 4 \
+        --fit "$OUT/measurements-fit.json" --held-out "$OUT/measurements-held-out.json"
+    SAVED_FAILED=$FAILED
+    # From hgx-h200's kernel model, as `calibrate --backend cuda` starts, not from the profile
+    # fitted on every measurement: nothing held out may reach the refit.
+    optional fit 20 "$BIN" calibrate --fit "$OUT/measurements-fit.json" --base hgx-h200 \
+        --out "$FITTED" --force
+    SAVED_FAILED=$FAILED
+    if [ -s "$FITTED" ]; then
+        optional compare 20 sh -c "\"$BIN\" kernels --hw \"$FITTED\" --input \"$OUT/measurements-held-out.json\" \
+            --compare --format json >\"$OUT/kernels-compare.json\""
+    else
+        say "compare: skipped (no refitted profile)"
+    fi
+else
+    say "split, fit, compare: skipped (no measurement file)"
+fi
+
+# ---- 7. Units with the refitted profile, if time is left ------------------------------------
+if [ -s "$FITTED" ] && (($(left) - HAVE_TORCH * 85 > 70)); then
+    for spec in "metp attention" "metp mlp" "tp attention" "tp mlp"; do
+        set -- $spec
+        (($(left) - HAVE_TORCH * 85 < 25)) && { say "run-$1-$2: skipped (time)"; continue; }
+        step "run-$1-$2" 30 sh -c "\"$BIN\" run --backend cuda --unit $2 --method $1 --p $DEVICES \
+            --seq $((4096 * DEVICES)) --hidden 4096 --heads 32 --ffn 11008 --runs 2 --hw \"$FITTED\" \
+            --format json >\"$OUT/run-$1-$2.json\""
     done
-done
+fi
 
-# ---- Summary --------------------------------------------------------------------------------
-for f in "$OUT"/run-*.log "$OUT"/calibrate.json; do
-    [ -s "$f" ] || continue
-    echo "== $(basename "$f")" >>"$SUMMARY"
-    grep -E '"(max_rel_error|measured_time_s|predicted_time_s|time_rel_error|rel_error|measured_peak_bytes)"' "$f" |
-        head -n 24 >>"$SUMMARY" || true
-done
+# ---- 8. PyTorch's kernels ------------------------------------------------------------------
+if ((HAVE_TORCH)); then
+    PT=$(($(left) - 20))
+    ((PT > 75)) && PT=75
+    if ((PT >= 20)); then
+        step pytorch-kernels $((PT + 10)) python3 scripts/gpu-kernels.py --out "$OUT/pytorch-kernels.json" --budget-s "$PT"
+    else
+        say "pytorch-kernels: skipped (time)"
+    fi
+elif [ ! -f scripts/gpu-kernels.py ]; then
+    say "pytorch-kernels: skipped (scripts/gpu-kernels.py is not in this tree)"
+else
+    say "pytorch-kernels: skipped (python3 cannot import torch)"
+fi
+
+# ---- 9. The table ---------------------------------------------------------------------------
+UNITS=()
+for f in "$OUT/calibrate.json" "$OUT"/run-*.json; do [ -s "$f" ] && UNITS+=(--units "$f"); done
+if "$BIN" gpu-check table --compare "$OUT/kernels-compare.json" "${UNITS[@]}" >"$OUT/table.txt" 2>&1; then
+    :
+else
+    echo "(gpu-check table failed: $(tail -n 1 "$OUT/table.txt"))" >>"$OUT/table.txt"
+    FAILED=1
+fi
 say "done in $((SECONDS - START))s; results in $OUT"
+{
+    echo
+    cat "$OUT/table.txt"
+} | tee -a "$SUMMARY"
 exit "$FAILED"

@@ -1,7 +1,9 @@
 //! The [`Backend`] trait: what a machine must be able to measure for `calibrate` and `run`, and
 //! the shapes it is asked about (GEMMs, attention calls of any shape, memory-bound kernels,
-//! messages). Implemented by [`super::cpu`] (always), [`super::mock`]
-//! (tests) and [`super::cuda`] (feature `cuda`).
+//! messages). Implemented by [`super::cpu`] (always), [`super::mock`] (tests) and
+//! [`super::cuda`] (feature `cuda`). What only a GPU node measures (host overhead,
+//! point-to-point messages between given devices, collectives, compute slowdown under a
+//! collective) has default methods returning `Ok(None)`.
 
 use serde::Serialize;
 
@@ -120,6 +122,10 @@ pub trait Backend {
     fn devices(&self) -> usize;
     /// Memory of one device, in bytes.
     fn memory_bytes(&self) -> u64;
+    /// Streaming multiprocessors of one device, when the backend knows them.
+    fn sm_count(&self) -> Option<u64> {
+        None
+    }
     /// The CPU link throttle the transfers run through, if any.
     fn link(&self) -> Option<Link> {
         None
@@ -151,6 +157,43 @@ pub trait Backend {
     /// the same way.
     fn timing(&self) -> Timing {
         Timing::Isolated
+    }
+    /// What carries [`Backend::p2p_s`], [`Backend::collective_s`] and
+    /// [`Backend::slowdown_under_collective`]'s traffic, as a measurement file's `via` names it
+    /// ("nccl").
+    fn p2p_via(&self) -> Option<&'static str> {
+        None
+    }
+    /// What carries [`Backend::transfer_s`] and [`Backend::slowdown`]'s traffic, as a
+    /// measurement file's `via` names it ("copy-emulation": copies on one GPU standing in for
+    /// a link).
+    fn transfer_via(&self) -> Option<&'static str> {
+        None
+    }
+    /// How the backend times a call, in a sentence or more, for the measurement file's `what`.
+    fn measurement_note(&self) -> String {
+        "Each time is the backend's median per call.".into()
+    }
+    /// Host time of one operation issued to the device (the per-op overhead), if measured.
+    fn host_overhead_s(&mut self) -> Result<Option<f64>> {
+        Ok(None)
+    }
+    /// One point-to-point message of `bytes` from device `from` to device `to`, if measured.
+    fn p2p_s(&mut self, _from: usize, _to: usize, _bytes: u64) -> Result<Option<f64>> {
+        Ok(None)
+    }
+    /// One collective (`all-reduce`, `all-gather`, `reduce-scatter`, `all-to-all`) over
+    /// `ranks` devices of `bytes` as nccl-tests define them for the op, if measured.
+    fn collective_s(&mut self, _op: &str, _ranks: usize, _bytes: u64) -> Result<Option<f64>> {
+        Ok(None)
+    }
+    /// A GEMM alone and while a collective of `bytes` runs on its device, if measured.
+    fn slowdown_under_collective(
+        &mut self,
+        _gemm: GemmShape,
+        _bytes: u64,
+    ) -> Result<Option<SlowdownSample>> {
+        Ok(None)
     }
     /// Whether `run_unit` and `attention_s` run forward passes only (then predictions and
     /// measurements leave the backward pass out).

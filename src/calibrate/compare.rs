@@ -11,7 +11,7 @@ use super::predict::{predict, PredictOptions, Prediction};
 use crate::config::Hardware;
 use crate::error::Result;
 use crate::exec::device::{Phase, StepTime};
-use crate::exec::{RunReport, RunSpec};
+use crate::exec::{GpuMemory, RunReport, RunSpec};
 
 /// One ring (phase) of a unit: predicted and measured sums over its steps on the critical
 /// device.
@@ -75,6 +75,9 @@ pub struct UnitComparison {
     pub phases: Vec<PhaseComparison>,
     /// Per step of the critical device.
     pub steps: Vec<StepComparison>,
+    /// The GPUs' own view of their memory during the chosen run (CUDA backend).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_memory: Vec<GpuMemory>,
 }
 
 fn rel(pred: f64, meas: f64) -> f64 {
@@ -185,5 +188,6 @@ pub fn compare_report(
         predicted,
         phases,
         steps,
+        gpu_memory: r.gpu_memory.clone(),
     }
 }

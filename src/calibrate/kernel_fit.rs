@@ -448,6 +448,20 @@ fn fit_link(
         );
         (l, how)
     };
+    // A one-GPU calibration's messages are copies standing in for a link: say so.
+    let emulated = m
+        .p2p
+        .iter()
+        .filter(|p| p.via.as_deref() == Some("copy-emulation"))
+        .count();
+    let how = if emulated > 0 {
+        format!(
+            "{how}; {emulated} of the messages were emulated by device-to-device copies on one \
+             GPU, so this is a copy rate, not a link's"
+        )
+    } else {
+        how
+    };
     hw.intra_node.bytes_per_s_per_direction = Figure {
         value: l.bytes_per_s,
         source: origin(&format!("B of a {how}")),

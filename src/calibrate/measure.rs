@@ -1,12 +1,16 @@
 //! What to measure ([`Plan`]) and measuring it on a [`Backend`] ([`measure`]) into the kernel
 //! measurement file format ([`KernelMeasurements`]), which [`super::kernel_fit::fit_profile`]
-//! fits — the same path for every backend and for a file measured elsewhere.
+//! fits — the same path for every backend and for a file measured elsewhere. The CPU's plan is
+//! [`Plan::for_units`]; the CUDA backend's, `cuda::grid::measurement_plan`, adds messages
+//! between every pair of GPUs, collectives and a time budget ([`super::budget`]).
 
 use serde::Serialize;
 
 use super::backend::{AttnCall, Backend, GemmShape, Pass};
+use super::budget::{Budget, Guard};
 use super::measurements::{
-    AttentionSample, CopySample, GemmSample, KernelMeasurements, OverlapSample, P2pSample,
+    AttentionSample, CollectiveSample, CopySample, GemmSample, KernelMeasurements, OverlapSample,
+    P2pSample,
 };
 use super::predict::{unit_work, Work};
 use crate::error::Result;
@@ -16,21 +20,30 @@ use crate::exec::{ExecMethod, RunSpec, Shape, Unit};
 /// The measurements of one calibration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
-    /// GEMM shapes.
+    /// GEMM shapes, in measurement order.
     pub gemms: Vec<GemmShape>,
     /// Attention calls (each timed forward and, unless the backend runs forward only,
     /// backward).
     pub attention: Vec<AttnCall>,
-    /// Element-wise sizes in bytes.
+    /// Element-wise pass sizes, in bytes moved (read and write).
     pub elementwise_bytes: Vec<u64>,
-    /// Copy sizes in bytes (the best rate is the memory bandwidth).
+    /// Copy sizes, in bytes moved (the best rate is the memory bandwidth).
     pub copy_bytes: Vec<u64>,
-    /// Message sizes in bytes.
+    /// Message sizes between devices 0 and 1 (or through the backend's `transfer_s`).
     pub transfer_bytes: Vec<u64>,
+    /// Message sizes between every other pair of devices, where the backend has them.
+    pub pair_bytes: Vec<u64>,
+    /// Collective buffer sizes (nccl-tests' S), where the backend has collectives.
+    pub collective_bytes: Vec<u64>,
+    /// Rank counts of the collectives.
+    pub collective_ranks: Vec<usize>,
     /// The GEMM and message size of the slowdown measurement, and how many samples.
     pub slowdown: (GemmShape, u64, usize),
     /// Units to run and compare with the prediction.
     pub units: Vec<RunSpec>,
+    /// The time guard of the measurements (none: measure everything; a failure is an error).
+    #[serde(skip)]
+    pub budget: Option<Budget>,
 }
 
 /// The METP attention and MLP units `calibrate` runs on `p` devices: a/p = 2 heads per group,
@@ -38,31 +51,6 @@ pub struct Plan {
 pub fn default_units(p: usize, quick: bool) -> Vec<RunSpec> {
     let p = p.max(1);
     let (d, c) = if quick { (8, 64) } else { (32, 512) };
-    let a = 2 * p;
-    let h = a * d;
-    let shape = Shape {
-        b: 1,
-        s: c * p,
-        h,
-        a,
-        f: 4 * h,
-        p,
-    };
-    vec![
-        RunSpec::new(Unit::Attention, ExecMethod::Metp, shape),
-        RunSpec::new(Unit::Mlp, ExecMethod::Metp, shape),
-    ]
-}
-
-/// The units `calibrate` runs on a backend: [`default_units`] on the CPU; on a GPU, head
-/// dimension 64 and c = 512 (quick) or 1024 local tokens — large enough to keep the GPU busy,
-/// small enough for the f64 reference check on the host.
-pub fn default_units_for(backend: &str, p: usize, quick: bool) -> Vec<RunSpec> {
-    if backend != "cuda" {
-        return default_units(p, quick);
-    }
-    let p = p.max(1);
-    let (d, c) = (64, if quick { 512 } else { 1024 });
     let a = 2 * p;
     let h = a * d;
     let shape = Shape {
@@ -158,31 +146,62 @@ impl Plan {
             },
             elementwise_bytes,
             transfer_bytes,
+            pair_bytes: Vec::new(),
+            collective_bytes: Vec::new(),
+            collective_ranks: Vec::new(),
             slowdown: (slow_gemm, cap.min(1 << 20), if quick { 3 } else { 5 }),
             units,
+            budget: None,
         }
     }
 }
 
-/// Runs the plan's kernel and link measurements (not the units) on `backend` and returns them
-/// as a measurement file. `progress` is told what is being measured.
+/// Most devices the pairwise measurements look for: a node's GPUs.
+pub const NODE_DEVICES: usize = 8;
+
+/// What [`measure`] produced.
+#[derive(Debug, Clone)]
+pub struct MeasureRun {
+    /// The measurement file.
+    pub measurements: KernelMeasurements,
+    /// Measurements left out under the plan's budget, one line each ("skipped for time: …",
+    /// "failed: …"); empty without a budget.
+    pub skipped: Vec<String>,
+    /// Seconds measuring took.
+    pub elapsed_s: f64,
+}
+
+/// The device's name from a backend's description ("NVIDIA H200 (GPU 0 of 1; …)" → "NVIDIA
+/// H200").
+fn device_name(description: &str) -> String {
+    description
+        .split(" (")
+        .next()
+        .unwrap_or(description)
+        .to_string()
+}
+
+/// Runs the plan's kernel and link measurements (not the units) on `backend` into a
+/// measurement file, under the plan's budget if it has one ([`super::budget`]: what does not
+/// fit is skipped and listed). `progress` is told what is being measured.
 pub fn measure(
     backend: &mut dyn Backend,
     plan: &Plan,
     date: &str,
     progress: &mut dyn FnMut(&str),
-) -> Result<KernelMeasurements> {
+) -> Result<MeasureRun> {
+    let mut g = Guard::new(plan.budget);
+    let description = backend.device();
     let mut m = KernelMeasurements {
-        what: format!(
-            "measured by metp-sim calibrate --backend {}: {}; each time is the backend's \
-             median per call",
-            backend.name(),
-            backend.device()
-        ),
+        what: String::new(),
         date: date.to_string(),
-        device: backend.device(),
-        software: format!("metp-sim {} {}", env!("CARGO_PKG_VERSION"), backend.name()),
-        sm_count: None,
+        device: device_name(&description),
+        software: format!(
+            "metp-sim {} {} backend",
+            env!("CARGO_PKG_VERSION"),
+            backend.name()
+        ),
+        sm_count: backend.sm_count(),
         timing: Some(backend.timing()),
         gemm: vec![],
         attention: vec![],
@@ -192,82 +211,357 @@ pub fn measure(
         collectives: vec![],
         overlap: vec![],
     };
+
+    // ---- host overhead, copies and element-wise passes ----
+    g.enter(0);
+    progress("host overhead, copies and element-wise passes");
+    match backend.host_overhead_s() {
+        Ok(t) => m.eager_op_s = t,
+        Err(e) => g.failed("host overhead", e)?,
+    }
+    // The backend is asked by bytes moved (read + write); the file records the buffer (half).
+    let mut sizes: Vec<u64> = plan
+        .copy_bytes
+        .iter()
+        .chain(&plan.elementwise_bytes)
+        .copied()
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for n in sizes {
+        let (copy, mul) = (
+            plan.copy_bytes.contains(&n),
+            plan.elementwise_bytes.contains(&n),
+        );
+        let what = format!("copy or element-wise pass moving {n} bytes");
+        let passes = (copy as usize + mul as usize) as f64;
+        if !g.fits(&what, |b| {
+            passes * b.measurement_s(b.prior.call_s + n as f64 / b.prior.copy_bytes_per_s)
+        }) {
+            continue;
+        }
+        let copy_s = copy.then(|| backend.copy_s(n)).transpose();
+        let mul_s = mul.then(|| backend.elementwise_s(n)).transpose();
+        match (copy_s, mul_s) {
+            (Ok(copy_s), Ok(mul_s)) => {
+                g.ok();
+                m.copy.push(CopySample {
+                    bytes: (n / 2).max(1),
+                    copy_s,
+                    mul_s,
+                });
+            }
+            (Err(e), _) | (_, Err(e)) => g.failed(&what, e)?,
+        }
+    }
+
+    // ---- GEMMs ----
+    g.enter(1);
     progress(&format!("{} GEMM shapes", plan.gemms.len()));
-    for &g in &plan.gemms {
-        m.gemm.push(GemmSample {
-            m: g.m as u64,
-            n: g.n as u64,
-            k: g.k as u64,
-            flops: Some(g.flops()),
-            s: backend.gemm_s(g)?,
-        });
+    let mut gemm_rate: f64 = 0.0;
+    for &shape in &plan.gemms {
+        let what = format!("gemm {}x{}x{}", shape.m, shape.n, shape.k);
+        if !g.fits(&what, |b| {
+            let rate = if gemm_rate > 0.0 {
+                gemm_rate
+            } else {
+                b.prior.gemm_flops_per_s
+            };
+            b.measurement_s(b.prior.call_s + shape.flops() / rate)
+        }) {
+            continue;
+        }
+        match backend.gemm_s(shape) {
+            Ok(s) => {
+                g.ok();
+                gemm_rate = gemm_rate.max(shape.flops() / s);
+                m.gemm.push(GemmSample {
+                    m: shape.m as u64,
+                    n: shape.n as u64,
+                    k: shape.k as u64,
+                    flops: Some(shape.flops()),
+                    s,
+                });
+            }
+            Err(e) => g.failed(&what, e)?,
+        }
     }
-    progress(&format!("{} attention calls", plan.attention.len()));
-    for &a in &plan.attention {
-        let fwd_s = backend.attention_s(a, Pass::Forward)?;
-        let bwd_s = if backend.forward_only() {
-            None
-        } else {
-            Some(backend.attention_s(a, Pass::Backward)?)
-        };
-        m.attention.push(AttentionSample {
-            b: a.batch as u64,
-            heads: a.heads as u64,
-            kv_heads: None,
-            s: None,
-            q_tokens: Some(a.q_tokens as u64),
-            kv_tokens: Some(a.kv_tokens as u64),
-            head_dim: Some(a.head_dim as u64),
-            causal: a.causal,
-            fwd_flops: Some(a.flops(Pass::Forward)),
-            fwd_s,
-            bwd_s,
-        });
-    }
-    // Copies and element-wise passes: the backend is asked by bytes moved (read + write); the
-    // file records the buffer (half of that).
+
+    // ---- attention ----
+    g.enter(2);
+    let backward = !backend.forward_only();
     progress(&format!(
-        "{} element-wise sizes",
-        plan.elementwise_bytes.len()
+        "{} attention calls, forward{}",
+        plan.attention.len(),
+        if backward { " and backward" } else { "" }
     ));
-    for &n in &plan.elementwise_bytes {
-        m.copy.push(CopySample {
-            bytes: (n / 2).max(1),
-            copy_s: None,
-            mul_s: Some(backend.elementwise_s(n)?),
-        });
+    let (mut fwd_rate, mut bwd_rate): (f64, f64) = (0.0, 0.0);
+    for call in &plan.attention {
+        let what = format!(
+            "attention b={} heads={} q={} kv={} d={}{}",
+            call.batch,
+            call.heads,
+            call.q_tokens,
+            call.kv_tokens,
+            call.head_dim,
+            if call.causal { " causal" } else { "" }
+        );
+        if !g.fits(&what, |b| {
+            let rate = |r: f64, prior: f64| if r > 0.0 { r } else { prior };
+            let fwd = b.measurement_s(b.attention_call_s(
+                call,
+                Pass::Forward,
+                rate(fwd_rate, b.prior.attn_fwd_flops_per_s),
+            ));
+            let bwd = b.measurement_s(b.attention_call_s(
+                call,
+                Pass::Backward,
+                rate(bwd_rate, b.prior.attn_bwd_flops_per_s),
+            ));
+            fwd + if backward { bwd } else { 0.0 }
+        }) {
+            continue;
+        }
+        let fwd = backend.attention_s(*call, Pass::Forward);
+        let bwd = backward
+            .then(|| backend.attention_s(*call, Pass::Backward))
+            .transpose();
+        match (fwd, bwd) {
+            (Ok(fwd_s), Ok(bwd_s)) => {
+                g.ok();
+                fwd_rate = fwd_rate.max(call.flops(Pass::Forward) / fwd_s);
+                if let Some(b) = bwd_s {
+                    bwd_rate = bwd_rate.max(call.flops(Pass::Backward) / b);
+                }
+                m.attention.push(AttentionSample {
+                    b: call.batch as u64,
+                    heads: call.heads as u64,
+                    kv_heads: None,
+                    s: None,
+                    q_tokens: Some(call.q_tokens as u64),
+                    kv_tokens: Some(call.kv_tokens as u64),
+                    head_dim: Some(call.head_dim as u64),
+                    causal: call.causal,
+                    fwd_flops: Some(call.flops(Pass::Forward)),
+                    fwd_s,
+                    bwd_s,
+                });
+            }
+            (Err(e), _) | (_, Err(e)) => g.failed(&what, e)?,
+        }
     }
-    progress("copies");
-    for &n in &plan.copy_bytes {
-        m.copy.push(CopySample {
-            bytes: (n / 2).max(1),
-            copy_s: Some(backend.copy_s(n)?),
-            mul_s: None,
-        });
+
+    // ---- links: messages, collectives, slowdown ----
+    g.enter(3);
+    progress("messages, collectives and the slowdown under traffic");
+    measure_links(backend, plan, &mut g, &mut m)?;
+
+    let elapsed_s = g.elapsed_s();
+    m.what = format!(
+        "Kernel timings measured by `metp-sim calibrate --backend {}` on {description}. {}",
+        backend.name(),
+        backend.measurement_note()
+    );
+    if let Some(b) = g.budget() {
+        m.what.push_str(&format!(
+            " Measuring took {elapsed_s:.1} s of a {:.0} s budget; {} measurements were left \
+             out (listed by the calibrate report).",
+            b.seconds,
+            g.skipped.len()
+        ));
     }
-    progress(&format!("{} message sizes", plan.transfer_bytes.len()));
-    for &n in &plan.transfer_bytes {
-        m.p2p.push(P2pSample {
-            from: 0,
-            to: 1,
-            bytes: n,
-            s: backend.transfer_s(n)?,
-            via: None,
-        });
+    Ok(MeasureRun {
+        measurements: m,
+        skipped: g.skipped,
+        elapsed_s,
+    })
+}
+
+/// Messages between devices 0 and 1 (the backend's point-to-point path, or its `transfer_s`),
+/// then — when there is a point-to-point path — between every other pair and collectives, and
+/// the GEMM slowdown under traffic.
+fn measure_links(
+    backend: &mut dyn Backend,
+    plan: &Plan,
+    g: &mut Guard,
+    m: &mut KernelMeasurements,
+) -> Result<()> {
+    let message_s = |b: &Budget, bytes: u64| {
+        b.measurement_s(b.prior.call_s + bytes as f64 / b.prior.link_bytes_per_s)
+    };
+    let p2p_via = backend.p2p_via().map(str::to_string);
+    let transfer_via = backend.transfer_via().map(str::to_string);
+    let mut pairs = false;
+    for &bytes in &plan.transfer_bytes {
+        let what = format!("message of {bytes} bytes between devices 0 and 1");
+        if !g.fits(&what, |b| message_s(b, bytes)) {
+            continue;
+        }
+        let sample = match backend.p2p_s(0, 1, bytes) {
+            Ok(Some(s)) => {
+                pairs = true;
+                Ok((s, p2p_via.clone()))
+            }
+            Ok(None) => backend.transfer_s(bytes).map(|s| (s, transfer_via.clone())),
+            Err(e) => Err(e),
+        };
+        match sample {
+            Ok((s, via)) => {
+                g.ok();
+                m.p2p.push(P2pSample {
+                    from: 0,
+                    to: 1,
+                    bytes,
+                    s,
+                    via,
+                });
+            }
+            Err(e) => g.failed(&what, e)?,
+        }
     }
-    progress("compute slowdown under a transfer");
-    let (g, bytes, samples) = plan.slowdown;
-    for _ in 0..samples.max(1) {
-        let s = backend.slowdown(g, bytes)?;
-        m.overlap.push(OverlapSample {
-            m: g.m as u64,
-            n: g.n as u64,
-            k: g.k as u64,
-            traffic_bytes: bytes,
-            via: None,
-            alone_s: s.alone_s,
-            with_traffic_s: s.with_transfer_s,
-        });
+    if pairs {
+        // Every pair of a node's GPUs, whatever the units' device count (the backend answers
+        // `None` for a device it does not have).
+        'pairs: for from in 0..NODE_DEVICES {
+            for to in 0..NODE_DEVICES {
+                if from == to || (from, to) == (0, 1) {
+                    continue;
+                }
+                for &bytes in &plan.pair_bytes {
+                    let what = format!("message of {bytes} bytes from device {from} to {to}");
+                    if !g.fits(&what, |b| message_s(b, bytes)) {
+                        break 'pairs;
+                    }
+                    match backend.p2p_s(from, to, bytes) {
+                        Ok(Some(s)) => {
+                            g.ok();
+                            m.p2p.push(P2pSample {
+                                from: from as u32,
+                                to: to as u32,
+                                bytes,
+                                s,
+                                via: p2p_via.clone(),
+                            });
+                        }
+                        Ok(None) => {}
+                        Err(e) => g.failed(&what, e)?,
+                    }
+                }
+            }
+        }
+        for &ranks in &plan.collective_ranks {
+            for op in super::busbw::OPS {
+                for &bytes in &plan.collective_bytes {
+                    let what = format!("{op} of {bytes} bytes over {ranks} devices");
+                    if !g.fits(&what, |b| message_s(b, 2 * bytes)) {
+                        continue;
+                    }
+                    match backend.collective_s(op, ranks, bytes) {
+                        Ok(Some(s)) => {
+                            g.ok();
+                            m.collectives.push(CollectiveSample {
+                                op: op.to_string(),
+                                ranks: ranks as u32,
+                                bytes,
+                                s,
+                                bus_bytes_per_s: Some(super::busbw::bus_bytes_per_s(
+                                    op, ranks, bytes, s,
+                                )?),
+                            });
+                        }
+                        Ok(None) => {}
+                        Err(e) => g.failed(&what, e)?,
+                    }
+                }
+            }
+        }
     }
-    Ok(m)
+    let (gemm, bytes, samples) = plan.slowdown;
+    for _ in 0..samples {
+        let what = format!("gemm {}x{}x{} under traffic", gemm.m, gemm.n, gemm.k);
+        if !g.fits(&what, |b| {
+            2.0 * b.measurement_s(b.prior.call_s + gemm.flops() / b.prior.gemm_flops_per_s)
+        }) {
+            break;
+        }
+        let sample = match backend.slowdown_under_collective(gemm, bytes) {
+            Ok(Some(s)) => Ok((s, p2p_via.as_ref().map(|v| format!("{v} all-reduce")))),
+            Ok(None) => backend
+                .slowdown(gemm, bytes)
+                .map(|s| (s, transfer_via.clone())),
+            Err(e) => Err(e),
+        };
+        match sample {
+            Ok((s, via)) => {
+                g.ok();
+                m.overlap.push(OverlapSample {
+                    m: gemm.m as u64,
+                    n: gemm.n as u64,
+                    k: gemm.k as u64,
+                    traffic_bytes: bytes,
+                    via,
+                    alone_s: s.alone_s,
+                    with_traffic_s: s.with_transfer_s,
+                });
+            }
+            Err(e) => g.failed(&what, e)?,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibrate::budget::Prior;
+    use crate::calibrate::mock::MockBackend;
+
+    fn budgeted(mut plan: Plan, seconds: f64) -> Plan {
+        plan.budget = Some(Budget {
+            seconds,
+            prior: Prior {
+                gemm_flops_per_s: 6.0e14,
+                attn_fwd_flops_per_s: 1.5e14,
+                attn_bwd_flops_per_s: 6.0e13,
+                copy_bytes_per_s: 3.0e12,
+                link_bytes_per_s: 1.0e11,
+                call_s: 2.0e-5,
+            },
+            quick: true,
+        });
+        plan
+    }
+
+    #[test]
+    fn calib_a_budgeted_plan_is_measured_whole_when_it_fits() {
+        let mut b = MockBackend::new(MockBackend::truth_profile());
+        // The mock's times follow a small profile, not a GPU: give it all the time it needs.
+        let plan = budgeted(Plan::for_units(default_units(2, true), true, None), 1e9);
+        let run = measure(&mut b, &plan, "2026-11-30", &mut |_| {}).unwrap();
+        let m = &run.measurements;
+        m.validate(std::path::Path::new("mock")).unwrap();
+        assert_eq!(m.gemm.len(), plan.gemms.len(), "{:?}", run.skipped);
+        assert_eq!(m.attention.len(), plan.attention.len());
+        assert!(m.attention.iter().all(|a| a.bwd_s.is_some()));
+        assert_eq!(m.overlap.len(), plan.slowdown.2);
+        assert!(run.skipped.is_empty(), "{:?}", run.skipped);
+        assert!(m.what.contains("0 measurements were left out"));
+    }
+
+    #[test]
+    fn calib_a_budget_skips_what_does_not_fit_and_says_so() {
+        let mut b = MockBackend::new(MockBackend::truth_profile());
+        // No time at all: everything is skipped, and each is listed.
+        let plan = budgeted(Plan::for_units(default_units(2, true), true, None), 0.0);
+        let run = measure(&mut b, &plan, "2026-11-30", &mut |_| {}).unwrap();
+        assert!(run.measurements.gemm.is_empty());
+        assert!(run
+            .skipped
+            .iter()
+            .any(|s| s.starts_with("skipped for time: gemm 16x16x16")));
+        assert!(run
+            .measurements
+            .what
+            .contains(&format!("{} measurements were left out", run.skipped.len())));
+    }
 }

@@ -217,6 +217,47 @@ pub struct OverlapSample {
 }
 
 impl KernelMeasurements {
+    /// Whether the best GEMM rate was measured on the plateau: the best rate among the three
+    /// largest GEMMs (by FLOPs) is within `tolerance` of the best rate overall and the largest
+    /// two are within `tolerance` of each other. The statement, for the profile's source.
+    pub fn gemm_plateau(&self, tolerance: f64) -> String {
+        let mut rates: Vec<(f64, f64)> = self
+            .gemm
+            .iter()
+            .map(|g| {
+                let f = 2.0 * g.m as f64 * g.n as f64 * g.k as f64;
+                (f, f / g.s)
+            })
+            .collect();
+        if rates.len() < 3 {
+            return format!(
+                "too few GEMMs ({}) to tell whether the best rate measured is the plateau",
+                rates.len()
+            );
+        }
+        rates.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let best = rates.iter().map(|r| r.1).fold(0.0, f64::max);
+        let n = rates.len();
+        let top: Vec<f64> = rates[n - 3..].iter().map(|r| r.1).collect();
+        let top_best = top.iter().cloned().fold(0.0, f64::max);
+        let flat = (top[2] - top[1]).abs() <= tolerance * top[2];
+        if top_best >= (1.0 - tolerance) * best && flat {
+            format!(
+                "the best rate measured, {best:.3e} FLOP/s, is the plateau: the largest GEMMs \
+                 ({:.2e} and {:.2e} FLOPs) ran within {:.0}% of each other",
+                rates[n - 2].0,
+                rates[n - 1].0,
+                100.0 * tolerance
+            )
+        } else {
+            format!(
+                "the best rate measured, {best:.3e} FLOP/s, is NOT a plateau: the largest GEMMs \
+                 ran at {:.3e} and {:.3e} FLOP/s — larger sizes would be faster",
+                top[1], top[2]
+            )
+        }
+    }
+
     /// Reads and checks a measurement file (strict JSON: unknown fields and trailing content
     /// are errors; every time positive and finite; every size positive).
     pub fn read(path: &Path) -> Result<KernelMeasurements> {
@@ -377,6 +418,21 @@ impl KernelMeasurements {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn calib_plateau_statement_tells_a_plateau_from_a_ramp() {
+        let mut m = KernelMeasurements::read(
+            &std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("hardware-profiles/measurements/h200-pytorch-2026-11-30.json"),
+        )
+        .unwrap();
+        // The shared H200 file: 4096³ at 735 and 8192³ at 793 TFLOP/s — 7% apart.
+        assert!(m.gemm_plateau(0.10).contains("is the plateau"));
+        assert!(m.gemm_plateau(0.05).contains("NOT a plateau"));
+        // Only small GEMMs (the issue's 2.7·10⁸-FLOP calls): not a plateau.
+        m.gemm.truncate(2);
+        assert!(m.gemm_plateau(0.10).contains("too few"));
+    }
+
     use super::*;
 
     fn shared() -> std::path::PathBuf {

@@ -85,8 +85,12 @@ impl MockBackend {
             elementwise_bytes: vec![4096, 65536, 1 << 20],
             copy_bytes: vec![1 << 12, 1 << 20],
             transfer_bytes: vec![1024, 16384, 1 << 20],
+            pair_bytes: Vec::new(),
+            collective_bytes: Vec::new(),
+            collective_ranks: Vec::new(),
             slowdown: (GemmShape::new(32, 32, 32), 4096, 3),
             units: vec![att, RunSpec::new(Unit::Mlp, ExecMethod::Metp, shape)],
+            budget: None,
         }
     }
 
@@ -222,6 +226,7 @@ impl Backend for MockBackend {
             inventory_peak_bytes: None,
             measured_time_s: pred.time_s,
             devices,
+            gpu_memory: vec![],
         })
     }
 }

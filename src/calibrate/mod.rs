@@ -15,6 +15,8 @@
 //! - [`cuda`]: cuBLAS/NVRTC/NCCL behind the cargo feature `cuda` (a stub that returns a clear
 //!   error otherwise);
 //! - [`measure`]: the plan of measurements and measuring it into the file format;
+//! - [`budget`]: the time guard a budgeted plan is measured under;
+//! - [`busbw`]: nccl-tests' collective sizes and bus bandwidth;
 //! - [`measurements`]: kernel and link measurements as a file (the shared H200 format, extended);
 //! - [`kernel_fit`]: the fit of the kernel model (and links, slowdown) to a measurement file;
 //! - [`fit`]: least-squares tools (link line, slowdown, the simplex search);
@@ -30,6 +32,8 @@
 //! shapes), `atomic`; never on `report` or the studies above it.
 
 pub mod backend;
+pub mod budget;
+pub mod busbw;
 pub mod compare;
 pub mod cpu;
 pub mod cuda;
@@ -51,7 +55,7 @@ use serde::Serialize;
 pub use backend::{AttnCall, Backend, GemmShape, Pass, SlowdownSample, Timing};
 pub use compare::{compare_unit, UnitComparison};
 pub use kernel_fit::{fit_profile, FitReport};
-pub use measure::{default_units, measure, Plan};
+pub use measure::{default_units, measure, MeasureRun, Plan};
 pub use measurements::KernelMeasurements;
 pub use predict::{predict, PredictOptions, Prediction};
 pub use profile::Meta;
@@ -76,6 +80,10 @@ pub struct Options {
     pub unit_runs: usize,
     /// The profile the measurements are fitted onto (default: [`profile::backend_base`]).
     pub base: Option<Hardware>,
+    /// Seconds the whole calibration may take: the measurements at most 65% of it (and at
+    /// most the plan's own budget), then the units whose predicted time still fits; `None`:
+    /// no limit.
+    pub budget_s: Option<f64>,
 }
 
 /// What a calibration produced.
@@ -107,18 +115,25 @@ pub struct Report {
 
 /// Measures, writes the measurements beside the profile, fits, writes the profile (both
 /// atomically; refused before measuring if either exists and `force` is off), then runs the
-/// plan's units and compares them with the fitted profile.
+/// plan's units and compares them with the fitted profile — within `opts.budget_s` if given
+/// (a unit whose predicted runs do not fit in what is left is skipped, and the notes say so).
 pub fn calibrate(
     backend: &mut dyn Backend,
     plan: &Plan,
     opts: &Options,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report> {
+    let start = std::time::Instant::now();
     let m_path = profile::measurements_path(&opts.out);
     profile::ensure_writable(&opts.out, opts.force)?;
     profile::ensure_writable(&m_path, opts.force)?;
     let load_before = cpu::load_average();
-    let m = measure(backend, plan, &opts.date, progress)?;
+    let mut plan = plan.clone();
+    if let (Some(total), Some(b)) = (opts.budget_s, plan.budget.as_mut()) {
+        b.seconds = b.seconds.min(0.65 * total);
+    }
+    let run = measure(backend, &plan, &opts.date, progress)?;
+    let m = run.measurements;
     let meta = Meta {
         backend: backend.name().to_string(),
         host: opts.host.clone(),
@@ -132,7 +147,11 @@ pub fn calibrate(
         Some(b) => b.clone(),
         None => profile::backend_base(&meta, &m)?,
     };
-    let fit = fit_profile(&m, &base, &|what| meta.source(what))?;
+    let mut fit = fit_profile(&m, &base, &|what| meta.source(what))?;
+    // Whether the GEMM sizes reached the rate's plateau decides how far the fitted rate holds.
+    let plateau = m.gemm_plateau(0.05);
+    let mma = &mut fit.profile.kernels.gemm.mma_fraction;
+    mma.source = format!("{}; GEMM sizes: {plateau}", mma.source);
     crate::atomic::write_atomic(&m_path, m.to_json().as_bytes())?;
     profile::write(&opts.out, &fit.profile, opts.force)?;
     progress(&format!(
@@ -141,37 +160,88 @@ pub fn calibrate(
         opts.out.display()
     ));
     let hw = fit.profile.clone();
+    let mut notes = vec![
+        format!(
+            "{} measurements in {:.1} s ({} GEMMs, {} attention calls, {} copy sizes, {} \
+             messages, {} collectives, {} slowdown samples)",
+            m.gemm.len()
+                + m.attention.len()
+                + m.copy.len()
+                + m.p2p.len()
+                + m.collectives.len()
+                + m.overlap.len(),
+            run.elapsed_s,
+            m.gemm.len(),
+            m.attention.len(),
+            m.copy.len(),
+            m.p2p.len(),
+            m.collectives.len(),
+            m.overlap.len()
+        ),
+        format!("GEMM sizes: {plateau}"),
+    ];
+    if !run.skipped.is_empty() {
+        notes.push(format!("{} measurements left out:", run.skipped.len()));
+        notes.extend(run.skipped.iter().take(30).map(|s| format!("  {s}")));
+        if run.skipped.len() > 30 {
+            notes.push(format!("  … and {} more", run.skipped.len() - 30));
+        }
+    }
+    if plan.units.is_empty() {
+        notes.push(format!(
+            "no units run: none of the plan's units suits {} devices",
+            backend.devices()
+        ));
+    }
     let mut units = Vec::new();
     for spec in &plan.units {
-        progress(&format!(
-            "running {} {} (p = {}, s = {})",
+        let name = format!(
+            "{} {} p={} s={} h={}",
             spec.method.id(),
-            match spec.unit {
-                crate::exec::Unit::Attention => "attention",
-                crate::exec::Unit::Mlp => "mlp",
-            },
+            spec.unit.id(),
             spec.shape.p,
-            spec.shape.s
-        ));
+            spec.shape.s,
+            spec.shape.h
+        );
         let popts = PredictOptions {
             compute_scale: backend.compute_scale(spec.shape.p, backend.devices()),
             transfer_scale: backend.transfer_scale(spec.shape.p),
             ..PredictOptions::default()
         };
+        if let Some(total) = opts.budget_s {
+            // The timed runs and one warm-up at the predicted time, with a factor 3 of headroom
+            // for the prediction and the reference check.
+            let est = 3.0 * (opts.unit_runs as f64 + 1.0) * predict(spec, &hw, popts).time_s + 2.0;
+            let left = total - start.elapsed().as_secs_f64();
+            if est > left {
+                notes.push(format!(
+                    "unit skipped for time: {name} (estimated {est:.1} s, {left:.1} s left)"
+                ));
+                continue;
+            }
+        }
+        progress(&format!("running {name}"));
         units.push(compare_unit(backend, spec, &hw, popts, opts.unit_runs)?);
     }
+    notes.extend(load_notes(backend.name(), load_before, cpu::load_average()));
+    if let Some(total) = opts.budget_s {
+        notes.push(format!(
+            "calibration took {:.1} s of a {total:.0} s budget",
+            start.elapsed().as_secs_f64()
+        ));
+    }
     Ok(Report {
-        backend: backend.name().to_string(),
-        device: backend.device(),
-        host: opts.host.clone(),
-        date: opts.date.clone(),
+        backend: meta.backend,
+        device: meta.device,
+        host: meta.host,
+        date: meta.date,
         profile_path: opts.out.clone(),
         measurements_path: m_path,
         fit,
         measurements: m,
         units,
         profile: hw,
-        notes: load_notes(backend.name(), load_before, cpu::load_average()),
+        notes,
     })
 }
 
@@ -201,7 +271,7 @@ pub fn fit_file(
 /// nothing written (what `run` predicts with when no `--hw` is given).
 pub fn measure_profile(backend: &mut dyn Backend, plan: &Plan) -> Result<Hardware> {
     let date = profile::today();
-    let m = measure(backend, plan, &date, &mut |_| {})?;
+    let m = measure(backend, plan, &date, &mut |_| {})?.measurements;
     let meta = Meta {
         backend: backend.name().to_string(),
         host: profile::host_name(),

@@ -13,7 +13,7 @@
 
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::measurements::{KernelMeasurements, Timing};
@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::schedule::{Attention, AttnPass, Gemm, KernelKind, KernelShape};
 
 /// Errors of one kind of kernel.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KindErrors {
     /// Kind.
     pub kind: KernelKind,

@@ -13,7 +13,7 @@ use super::{measure_profile, Backend, Plan, PredictOptions};
 use crate::config::{ExecMethod, Hardware, Unit, UnitShape, WeightExchange};
 use crate::error::{Error, Result};
 use crate::exec::device::Link;
-use crate::exec::RunSpec;
+use crate::exec::{GpuMemory, RunSpec};
 
 /// Where the prediction's hardware profile comes from.
 #[derive(Debug, Clone)]
@@ -72,6 +72,9 @@ pub struct UnitRun {
     pub predicted_from: String,
     /// Per ring, predicted against measured.
     pub phases: Vec<PhaseComparison>,
+    /// The GPUs' own view of their memory during the chosen run (CUDA backend).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_memory: Vec<GpuMemory>,
     /// Remarks on the conditions.
     pub notes: Vec<String>,
     /// Every ring step of the slowest device, when asked for.
@@ -184,6 +187,7 @@ pub fn run_unit(
         predicted_exposed_communication_s: cmp.predicted.exposed_communication_s,
         predicted_from: from,
         phases: cmp.phases.clone(),
+        gpu_memory: cmp.gpu_memory.clone(),
         notes,
         steps: steps.then(|| cmp.steps.clone()),
     })

@@ -43,6 +43,10 @@ pub struct CalibrateArgs {
     /// Timed runs per unit (median; default 1 with --quick, else 3).
     #[arg(long)]
     runs: Option<usize>,
+    /// CUDA: seconds the whole calibration may take (measurements at most 65% of it, then the
+    /// units that still fit; default 150, 40 with --quick).
+    #[arg(long, conflicts_with = "fit")]
+    budget_s: Option<f64>,
     #[command(flatten)]
     link: LinkArgs,
     /// Output format.
@@ -61,6 +65,25 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
     if a.devices == 0 {
         return Err(Error::arg("--devices", "must be positive"));
     }
+    let budget_s =
+        match (a.backend, a.budget_s) {
+            (BackendArg::Cpu, Some(_)) => return Err(Error::arg(
+                "--budget-s",
+                "the time budget exists only on the cuda backend (the cpu backend's measurements \
+                 take seconds)",
+            )),
+            (BackendArg::Cpu, None) => None,
+            (BackendArg::Cuda, b) => {
+                let b = b.unwrap_or(if a.quick { 40.0 } else { 150.0 });
+                if !(b.is_finite() && b > 0.0) {
+                    return Err(Error::arg(
+                        "--budget-s",
+                        "must be a positive number of seconds",
+                    ));
+                }
+                Some(b)
+            }
+        };
     let link = a.link.link()?;
     let host = host_name();
     let backend_name = match a.backend {
@@ -85,8 +108,12 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
             calibrate::cuda::open(a.devices, a.quick)?
         }
     };
-    let units = calibrate::measure::default_units_for(backend.name(), a.devices, a.quick);
-    let plan = Plan::for_units(units, a.quick, link);
+    let plan = match a.backend {
+        BackendArg::Cpu => {
+            Plan::for_units(calibrate::default_units(a.devices, a.quick), a.quick, link)
+        }
+        BackendArg::Cuda => calibrate::cuda::grid::measurement_plan(a.devices, a.quick),
+    };
     let opts = Options {
         quick: a.quick,
         out,
@@ -99,11 +126,15 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
             .as_deref()
             .map(crate::config::load_hardware)
             .transpose()?,
+        budget_s,
     };
-    let verbose = std::io::stderr().is_terminal();
+    // A GPU calibration always logs its progress (with the elapsed time): its log is the
+    // record of a short, rare run on a GPU machine.
+    let verbose = std::io::stderr().is_terminal() || a.backend == BackendArg::Cuda;
+    let t0 = std::time::Instant::now();
     let mut progress = |msg: &str| {
         if verbose {
-            eprintln!("calibrate: {msg}");
+            eprintln!("calibrate [{:.1} s]: {msg}", t0.elapsed().as_secs_f64());
         }
     };
     let result = calibrate::calibrate(backend.as_mut(), &plan, &opts, &mut progress)?;

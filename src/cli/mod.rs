@@ -4,6 +4,7 @@
 
 mod args;
 mod calibrate;
+mod gpu_check;
 mod kernels;
 mod link;
 mod maxseq;
@@ -53,6 +54,9 @@ enum Command {
     /// Price a list of kernels (or a measurement file's) with a profile's kernel model;
     /// --compare reports the error against measured times.
     Kernels(kernels::KernelsArgs),
+    /// The GPU check's held-out split of a measurement file and its closing table
+    /// (scripts/gpu-check.sh).
+    GpuCheck(gpu_check::GpuCheckArgs),
     /// List the bundled models and hardware profiles.
     List,
 }
@@ -87,6 +91,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Run(a) => run::run(a)?,
         Command::Calibrate(a) => calibrate::run(a)?,
         Command::Kernels(a) => kernels::run(a)?,
+        Command::GpuCheck(a) => gpu_check::run(a)?,
         Command::List => list(),
     };
     print(&text);

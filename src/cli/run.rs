@@ -154,6 +154,14 @@ pub fn run(a: RunArgs) -> Result<String> {
             name: name.clone(),
             hardware: Box::new(load_hardware(name)?),
         },
+        // The on-the-fly profile measures the unit's own small kernels: CPU sizes.
+        None if a.backend == BackendArg::Cuda => {
+            return Err(Error::arg(
+                "--hw",
+                "the cuda backend predicts from a calibrated profile: run `metp-sim calibrate \
+                 --backend cuda` and pass its profile with --hw",
+            ))
+        }
         None => ProfileSource::OnTheFly,
     };
     let out = unit_run::run_unit(backend.as_mut(), &spec, &profile, a.runs, a.steps)?;

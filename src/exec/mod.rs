@@ -198,6 +198,26 @@ pub struct DeviceReport {
     pub steps: Vec<StepTime>,
 }
 
+/// A GPU's own view of its memory around a run (the CUDA backend), beside the tracked bytes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuMemory {
+    /// Device ordinal.
+    pub gpu: usize,
+    /// Virtual devices the run placed on it.
+    pub virtual_devices: usize,
+    /// Bytes in use on the device before the run (`cuMemGetInfo`: total − free; every
+    /// process, the CUDA context and the allocator's reserve included).
+    pub used_before_bytes: u64,
+    /// The same after the run, its buffers freed (the allocator keeps freed memory reserved).
+    pub used_after_bytes: u64,
+    /// The stream-ordered allocator's high-water mark of bytes allocated during the timed run
+    /// (the driver's count: allocation granularity, inputs staged for the run, outputs handed
+    /// out and messages in flight included); `None` without memory pools.
+    pub allocator_high_bytes: Option<u64>,
+    /// High-water mark of the tracked bytes of all its virtual devices together.
+    pub tracked_high_bytes: u64,
+}
+
 /// What a run measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
@@ -216,6 +236,9 @@ pub struct RunReport {
     pub measured_time_s: f64,
     /// Per device.
     pub devices: Vec<DeviceReport>,
+    /// The GPUs' own view of their memory (CUDA backend; empty elsewhere).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_memory: Vec<GpuMemory>,
 }
 
 /// Runs one unit forward and backward on `spec.shape.p` virtual devices in f32, checks every
@@ -313,6 +336,7 @@ pub fn run_unit(spec: &RunSpec) -> Result<RunReport> {
         inventory_peak_bytes,
         measured_time_s: wall,
         devices,
+        gpu_memory: vec![],
     })
 }
 

@@ -1,9 +1,11 @@
-//! `run`, `calibrate` and `kernels` outputs: a unit's measured against predicted memory and
-//! time, a calibration's fit and unit comparisons, kernels priced against measured times.
+//! `run`, `calibrate`, `kernels` and `gpu-check table` outputs: a unit's measured against
+//! predicted memory and time, a calibration's fit and unit comparisons, kernels priced against
+//! measured times, the GPU check's closing table.
 
 use std::path::Path;
 
 use super::table::Table;
+use crate::calibrate::cuda::check::UnitRow;
 use crate::calibrate::price::{KindErrors, Priced};
 use crate::calibrate::unit_run::UnitRun;
 use crate::calibrate::{FitReport, Report, Timing};
@@ -72,6 +74,20 @@ pub fn unit_run_table(o: &UnitRun) -> String {
             ]);
         }
         s.push_str(&t.render());
+    }
+    for g in &o.gpu_memory {
+        s.push_str(&format!(
+            "\nGPU {} ({} virtual devices): tracked high-water {} B, allocator high-water {}, \
+             in use before {} B, after {} B (cuMemGetInfo)",
+            g.gpu,
+            g.virtual_devices,
+            g.tracked_high_bytes,
+            g.allocator_high_bytes
+                .map(|b| format!("{b} B"))
+                .unwrap_or_else(|| "-".into()),
+            g.used_before_bytes,
+            g.used_after_bytes
+        ));
     }
     s.push_str(&format!("\npredicted from: {}\n", o.predicted_from));
     for n in &o.notes {
@@ -155,8 +171,9 @@ pub fn calibration_table(r: &Report) -> String {
             "measured_s",
             "error",
             "max_rel_error",
+            "peak_bytes (inventory)",
         ],
-        &[false, true, true, true, true],
+        &[false, true, true, true, true, true],
     );
     for u in &r.units {
         let name = format!(
@@ -173,6 +190,10 @@ pub fn calibration_table(r: &Report) -> String {
             format!("{:.6}", u.measured_time_s),
             format!("{:+.1}%", 100.0 * u.rel_error),
             format!("{:.2e}", u.max_rel_error),
+            match u.inventory_peak_bytes {
+                Some(i) => format!("{} ({i})", u.measured_peak_bytes),
+                None => format!("{} (-)", u.measured_peak_bytes),
+            },
         ]);
         for p in &u.phases {
             t.row(vec![
@@ -180,6 +201,7 @@ pub fn calibration_table(r: &Report) -> String {
                 format!("{:.6}", p.predicted_s),
                 format!("{:.6}", p.measured_s),
                 format!("{:+.1}%", 100.0 * p.rel_error),
+                String::new(),
                 String::new(),
             ]);
         }
@@ -191,7 +213,7 @@ pub fn calibration_table(r: &Report) -> String {
         .map(|u| u.rel_error.abs())
         .fold(0.0, f64::max);
     s.push_str(&format!(
-        "\nlargest unit error {:.1}% (goal on CPU: within 10%){}\n",
+        "\nlargest unit error {:.1}% (goal: within 10%){}\n",
         100.0 * worst,
         if worst <= 0.10 { "" } else { " — not met" }
     ));
@@ -270,4 +292,131 @@ pub fn kernels_table(hw: &str, p: &Priced, compare: bool) -> String {
         s.push_str(&kind_errors_table(&p.by_kind));
     }
     s
+}
+
+/// The closing table of the GPU check: kernel kinds (goal: median ≤ 5%, none over 15%) and
+/// units (goal: time within 10%, METP memory equal to the inventory), with a verdict per row.
+pub fn gpu_check_table(kinds: &[KindErrors], units: &[UnitRow], notes: &[String]) -> String {
+    let mut s = String::new();
+    let mut t = Table::new(
+        &[
+            "kernel kind (held out)",
+            "n",
+            "median |error|",
+            "largest |error|",
+            "goal ≤5% / ≤15%",
+        ],
+        &[false, true, true, true, false],
+    );
+    for k in kinds {
+        let ok = k.median_abs_error <= 0.05 && k.max_abs_error <= 0.15;
+        t.row(vec![
+            k.kind.name().to_string(),
+            k.samples.to_string(),
+            format!("{:.1}%", 100.0 * k.median_abs_error),
+            format!("{:.1}%", 100.0 * k.max_abs_error),
+            if ok { "met" } else { "NOT met" }.into(),
+        ]);
+    }
+    if kinds.is_empty() {
+        t.row(vec![
+            "(no held-out comparison)".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ]);
+    }
+    s.push_str(&t.render());
+    s.push('\n');
+    let mut t = Table::new(
+        &[
+            "unit",
+            "predicted_s",
+            "measured_s",
+            "time error",
+            "measured peak B",
+            "inventory peak B",
+            "max_rel_error",
+            "goal: ≤10%, memory equal",
+        ],
+        &[false, true, true, true, true, true, true, false],
+    );
+    for u in units {
+        let err = if u.measured_s > 0.0 {
+            (u.predicted_s - u.measured_s) / u.measured_s
+        } else {
+            f64::INFINITY
+        };
+        let mem_ok = u.inventory_bytes.is_none_or(|i| i == u.measured_bytes);
+        let verdict = match (err.abs() <= 0.10, mem_ok) {
+            (true, true) => "met",
+            (false, true) => "time NOT met",
+            (true, false) => "memory NOT equal",
+            (false, false) => "time and memory NOT met",
+        };
+        t.row(vec![
+            u.name.clone(),
+            format!("{:.6}", u.predicted_s),
+            format!("{:.6}", u.measured_s),
+            format!("{:+.1}%", 100.0 * err),
+            u.measured_bytes.to_string(),
+            u.inventory_bytes
+                .map(|b| b.to_string())
+                .unwrap_or_else(|| "-".into()),
+            format!("{:.2e}", u.max_rel_error),
+            verdict.into(),
+        ]);
+    }
+    if units.is_empty() {
+        let mut row = vec!["(no unit ran)".to_string()];
+        row.extend(std::iter::repeat_n("-".to_string(), 7));
+        t.row(row);
+    }
+    s.push_str(&t.render());
+    for n in notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::KernelKind;
+
+    #[test]
+    fn calib_gpu_table_gives_verdicts() {
+        let kinds = vec![
+            KindErrors {
+                kind: KernelKind::Gemm,
+                samples: 10,
+                median_abs_error: 0.02,
+                max_abs_error: 0.08,
+            },
+            KindErrors {
+                kind: KernelKind::AttentionBwd,
+                samples: 4,
+                median_abs_error: 0.07,
+                max_abs_error: 0.3,
+            },
+        ];
+        let units = vec![UnitRow {
+            name: "metp attention p=4".into(),
+            predicted_s: 1.05,
+            measured_s: 1.0,
+            measured_bytes: 100,
+            inventory_bytes: Some(100),
+            max_rel_error: 3e-3,
+        }];
+        let t = gpu_check_table(&kinds, &units, &["n".into()]);
+        assert!(t.contains("gemm") && t.contains("2.0%") && t.contains("8.0%"));
+        assert!(t
+            .lines()
+            .any(|l| l.contains("attention bwd") && l.ends_with("NOT met")));
+        assert!(t.contains("+5.0%"));
+        assert!(t
+            .lines()
+            .any(|l| l.contains("metp attention") && l.ends_with("met")));
+    }
 }

@@ -28,6 +28,7 @@ fn opts(out: &Path, force: bool) -> Options {
         date: "2026-11-30".into(),
         unit_runs: 1,
         base: None,
+        budget_s: None,
     }
 }
 
@@ -382,6 +383,41 @@ fn calib_cli_calibrate_cpu_quick_end_to_end() {
         assert!(u["rel_error"].as_f64().unwrap().is_finite());
         assert!(!u["phases"].as_array().unwrap().is_empty());
     }
+    // The GPU check's closing table reads this report's units, and a `kernels --compare`
+    // report's errors per kind, as the commands write them.
+    let units_json = dir.path().join("calibrate.json");
+    std::fs::write(&units_json, &o.stdout).unwrap();
+    let k = cmd()
+        .args([
+            "kernels",
+            "--hw",
+            "hgx-h200",
+            "--input",
+            "hardware-profiles/measurements/h200-pytorch-2026-11-30.json",
+            "--compare",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(k.status.success(), "{k:?}");
+    let compare_json = dir.path().join("compare.json");
+    std::fs::write(&compare_json, &k.stdout).unwrap();
+    let t = cmd()
+        .args(["gpu-check", "table", "--compare"])
+        .arg(&compare_json)
+        .arg("--units")
+        .arg(&units_json)
+        .output()
+        .unwrap();
+    assert!(t.status.success(), "{t:?}");
+    let table = String::from_utf8(t.stdout).unwrap();
+    assert!(
+        table.contains("metp attention p=2")
+            && table.contains("attention fwd")
+            && !table.contains("note:"),
+        "{table}"
+    );
     let before = std::fs::read_to_string(&out).unwrap();
     let o = cmd()
         .args(["calibrate", "--backend", "cpu", "--quick", "--out"])
@@ -497,10 +533,48 @@ fn calib_cpu_link_fit_recovers_the_throttle() {
         "{:?}",
         plan.transfer_bytes
     );
-    let m = measure(&mut cpu, &plan, "2026-11-30", &mut |_| {}).unwrap();
+    let m = measure(&mut cpu, &plan, "2026-11-30", &mut |_| {})
+        .unwrap()
+        .measurements;
     let pts: Vec<(f64, f64)> = m.p2p.iter().map(|p| (p.bytes as f64, p.s)).collect();
     let l = fit_link(&pts).unwrap();
     eprintln!("{l:?}");
     assert!((l.bytes_per_s / 2e7 - 1.0).abs() < 0.25, "{l:?}");
     assert!((0.5e-3..2e-3).contains(&l.latency_s), "{l:?}");
+}
+
+/// The CUDA backend's calibration path, on the mock: the GPU plan (its grid, units and time
+/// budget) goes through the same measuring, fit and unit comparison as every backend — the
+/// measurement file beside the profile, the GEMM plateau stated in the profile, the units
+/// run, and neither file overwritten by a second run.
+#[test]
+fn the_gpu_plan_calibrates_through_the_one_path_on_the_mock() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mock.json");
+    let mut o = opts(&out, false);
+    // The mock's times follow a small profile, not a GPU, and take no real time.
+    o.budget_s = Some(1e9);
+    let mut plan = metp_sim::calibrate::cuda::grid::measurement_plan(2, true);
+    plan.budget.as_mut().unwrap().seconds = 1e9;
+    let mut b = MockBackend::new(MockBackend::truth_profile());
+    let r = calibrate(&mut b, &plan, &o, &mut |_| {}).unwrap();
+    let m = metp_sim::calibrate::KernelMeasurements::read(&r.measurements_path).unwrap();
+    assert_eq!(m.gemm.len(), plan.gemms.len());
+    assert_eq!(m.attention.len(), plan.attention.len());
+    assert!(m.attention.iter().any(|a| a.causal));
+    assert!(out.exists());
+    assert!(r
+        .profile
+        .kernels
+        .gemm
+        .mma_fraction
+        .source
+        .contains("plateau"));
+    assert_eq!(r.units.len(), plan.units.len());
+    assert!(r
+        .notes
+        .iter()
+        .any(|n| n.contains("of a 1000000000 s budget")));
+    // A second run refuses to overwrite either file.
+    assert!(calibrate(&mut b, &plan, &o, &mut |_| {}).is_err());
 }

@@ -1,0 +1,721 @@
+//! The attention unit on the GPU, forward and backward: METP's two-level loop (head groups
+//! outer, K/V ring inner, weight shards by ring relay or broadcast, one or two receive
+//! buffers) and Megatron TP — ports of `crate::exec::attention` with the same buffers under
+//! the same names, allocated and released in the same order on every device. A ring step's
+//! block is the fused kernel (flash_fwd / flash_bwd, merging through the log-sum-exp) or,
+//! unfused, the materialised scores, probabilities and block output of cuBLAS batched GEMMs and
+//! the row kernels.
+//!
+//! Layouts (row-major): a device's W_qkv shard is [Q | K | V] as three h × h/p blocks, one
+//! after the other, and its Q, K, V activations likewise three R × h/p blocks (R local rows),
+//! so that a K/V block is one contiguous region; the QKV projection is one batched GEMM over
+//! the three parts.
+
+use std::collections::VecDeque;
+
+use crate::exec::attention::{AttnCfg, AttnData, AttnOut};
+use crate::exec::device::{Dtype, Mat, Phase, Tag};
+use crate::exec::local_rows;
+
+use super::super::gpu::{Op, Ty};
+use super::super::mem::{Buf, Phys};
+use super::super::ops::{Geo, M};
+use super::super::xfer::{Part, Pending};
+use super::super::Result;
+use super::blocks::{block_bwd, block_fwd, visibility, BlockIo, BwdIo, Vis};
+use super::fetch::{weights, Fetch};
+use super::world::{download, rm, World};
+
+const BF: Dtype = Dtype::Bf16;
+const FP: Dtype = Dtype::Fp32;
+
+/// W_qkv columns of head group `g` as three h × hg row-major blocks.
+fn qkv_shard(w: &Mat, h: usize, hg: usize, g: usize) -> Vec<half::bf16> {
+    let mut v = Vec::with_capacity(3 * h * hg);
+    for part in 0..3 {
+        v.extend(rm(&w.columns(part * h + g * hg, hg).into_owned()));
+    }
+    v
+}
+
+/// The three-block QKV layout back to an h × 3hg matrix `[Q | K | V]`.
+fn from_parts(m: &Mat, rows: usize, hg: usize) -> Mat {
+    // `m` is (3·rows) × hg: part p is rows p·rows .. (p+1)·rows.
+    let mut out = Mat::zeros(rows, 3 * hg);
+    for part in 0..3 {
+        out.columns_mut(part * hg, hg)
+            .copy_from(&m.rows(part * rows, rows));
+    }
+    out
+}
+
+/// The buffer in an optional slot (a released slot is a schedule bug).
+fn some(b: &Option<Buf>) -> Result<&Buf> {
+    b.as_ref()
+        .ok_or_else(|| super::super::gpu_err("unit", "a buffer was used after its release"))
+}
+
+/// Takes the buffer out of an optional slot.
+fn take(b: &mut Option<Buf>) -> Result<Buf> {
+    b.take()
+        .ok_or_else(|| super::super::gpu_err("unit", "a buffer was released twice"))
+}
+
+/// The QKV projection `[Q;K;V] = X·W_qkv` as one GEMM batched over the three parts.
+fn project_qkv(
+    w: &World,
+    i: usize,
+    (rows, h, hg): (usize, usize, usize),
+    x: &Buf,
+    wqkv: u64,
+    qkv: &Buf,
+) -> Result<()> {
+    w.gemm(
+        i,
+        (rows, hg, h),
+        Op::n(x.ptr(), h).strided(0),
+        Op::n(wqkv, hg).strided(h * hg),
+        Op::n(qkv.ptr(), hg).strided(rows * hg),
+        Ty::Bf16,
+        1.0,
+        0.0,
+        3,
+    )
+}
+
+/// K and V of the current block: the own (parts 1 and 2 of QKV) or the received buffers.
+fn kv_of(qkv: &Buf, rows: usize, hg: usize, cur: &Option<Vec<Buf>>) -> (u64, u64) {
+    match cur {
+        Some(c) => (c[0].ptr(), c[1].ptr()),
+        None => (qkv.at(rows * hg), qkv.at(2 * rows * hg)),
+    }
+}
+
+fn kv_parts(qkv: &Buf, rows: usize, hg: usize, cur: &Option<Vec<Buf>>) -> Vec<Part> {
+    match cur {
+        Some(c) => vec![Part::all(&c[0]), Part::all(&c[1])],
+        None => vec![
+            Part::of(qkv, rows * hg, rows * hg),
+            Part::of(qkv, 2 * rows * hg, rows * hg),
+        ],
+    }
+}
+
+/// Outputs handed out of the devices (untracked), downloaded after the timed run.
+pub(super) struct Handed {
+    out: std::rc::Rc<Phys>,
+    dx: std::rc::Rc<Phys>,
+    dwqkv: std::rc::Rc<Phys>,
+    dwo: std::rc::Rc<Phys>,
+}
+
+impl Handed {
+    /// The device's [`AttnOut`] (rows = its output rows).
+    pub fn fetch(&self, rows: usize, h: usize, hg: usize) -> Result<AttnOut> {
+        Ok(AttnOut {
+            out: download(&self.out, BF, rows, h)?,
+            dx: download(&self.dx, BF, rows, h)?,
+            dwqkv: from_parts(&download(&self.dwqkv, FP, 3 * h, hg)?, h, hg),
+            dwo: download(&self.dwo, FP, hg, h)?,
+        })
+    }
+}
+
+/// METP attention forward and backward on every device (see the module docs); the timed
+/// region starts after the static buffers are in place.
+pub(super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<Handed>> {
+    let sh = cfg.shape;
+    let p = sh.p;
+    let (b, s, h, hg, ag, c, d) = (sh.b, sh.s, sh.h, sh.hg(), sh.ag(), sh.c(), sh.d());
+    let r = b * c;
+    let next = |i: usize| (i + 1) % p;
+    let prev = |i: usize| (i + p - 1) % p;
+    let kv_shapes = [(r * hg, BF), (r * hg, BF)];
+    let dkv_shapes = [(r * hg, FP), (r * hg, FP)];
+
+    // Static: own shard and its fp32 main gradient; stored: the input.
+    let mut own = Vec::new();
+    let mut grad_wqkv = Vec::new();
+    let mut grad_wo = Vec::new();
+    let mut x = Vec::new();
+    let mut dout_stage = Vec::new();
+    for i in 0..p {
+        own.push([
+            w.upload(i, "attn.weights", &qkv_shard(&data.wqkv, h, hg, i))?,
+            w.upload(
+                i,
+                "attn.weights",
+                &rm(&data.wo.rows(i * hg, hg).into_owned()),
+            )?,
+        ]);
+        grad_wqkv.push(w.zeros(i, "optimizer.main_grads_fp32", FP, 3 * h * hg)?);
+        grad_wo.push(w.zeros(i, "optimizer.main_grads_fp32", FP, hg * h)?);
+        x.push(w.upload(i, "attn.input", &rm(&local_rows(&data.x, b, s, p, i)))?);
+        dout_stage.push(w.stage(i, &rm(&local_rows(&data.dout, b, s, p, i)))?);
+    }
+    w.begin()?;
+
+    // ---------------- forward ----------------
+    let mut out = (0..p)
+        .map(|i| w.zeros(i, "attn.output_sum", BF, r * h))
+        .collect::<Result<Vec<_>>>()?;
+    let mut stored_o: Vec<Vec<Buf>> = (0..p).map(|_| Vec::new()).collect();
+    let mut stored_lse: Vec<Vec<Buf>> = (0..p).map(|_| Vec::new()).collect();
+    let mut wf = Fetch::new(cfg, false);
+    for g in 0..p {
+        let mut slots = wf.acquire(w, g, &own)?;
+        let mut qkv = Vec::new();
+        let mut acc = Vec::new();
+        let mut lse = Vec::new();
+        for i in 0..p {
+            let (wq, _) = weights(&own[i], &slots[i]);
+            let q = w.buf(i, "attn.qkv_group", BF, 3 * r * hg)?;
+            project_qkv(w, i, (r, h, hg), &x[i], wq, &q)?;
+            qkv.push(Some(q));
+            acc.push(Some(w.zeros(i, "attn.output_acc_fp32", FP, r * hg)?));
+            lse.push(Some(w.filled(i, "attn.lse", r * ag, f32::NEG_INFINITY)?));
+        }
+        let mut cur: Vec<Option<Vec<Buf>>> = (0..p).map(|_| None).collect();
+        for t in 0..p {
+            let start = w.mark()?;
+            let tag = Tag::Kv {
+                bwd: false,
+                g: g as u32,
+                t: (t + 1) as u32,
+            };
+            let mut pending: Vec<Option<Pending>> = (0..p).map(|_| None).collect();
+            if t + 1 < p {
+                for i in 0..p {
+                    w.send(i, next(i), tag, kv_parts(some(&qkv[i])?, r, hg, &cur[i]))?;
+                }
+                if cfg.rb == 2 {
+                    for (i, pd) in pending.iter_mut().enumerate() {
+                        *pd = Some(w.post(i, prev(i), tag, "comm.kv_recv", &kv_shapes)?);
+                    }
+                }
+            }
+            for i in 0..p {
+                let j = (i + p - t) % p;
+                let vis = visibility(cfg.causal, i, j);
+                if vis == Vis::Hidden {
+                    continue;
+                }
+                let q = some(&qkv[i])?;
+                let (k, v) = kv_of(q, r, hg, &cur[i]);
+                let geo = Geo {
+                    batch: b,
+                    heads: ag,
+                    nq: c,
+                    nkv: c,
+                    d,
+                    causal: vis == Vis::Diagonal,
+                };
+                let io = BlockIo {
+                    q: M::new(q.ptr(), hg),
+                    k: M::new(k, hg),
+                    v: M::new(v, hg),
+                };
+                block_fwd(w, i, cfg.fused, &geo, &io, some(&acc[i])?, some(&lse[i])?)?;
+            }
+            let compute_end = w.mark()?;
+            if t + 1 < p {
+                for i in 0..p {
+                    let got = match pending[i].take() {
+                        Some(pd) => w.wait(pd)?,
+                        None => {
+                            cur[i] = None;
+                            w.recv(i, prev(i), tag, "comm.kv_recv", &kv_shapes)?
+                        }
+                    };
+                    cur[i] = Some(got);
+                }
+            }
+            let end = w.mark()?;
+            w.step(Phase::FwdAttention, g, t, &start, &compute_end, &end);
+        }
+        for i in 0..p {
+            cur[i] = None;
+            let (_, wo) = weights(&own[i], &slots[i]);
+            let o = w.buf(i, "attn.group_outputs", BF, r * hg)?;
+            w.gpu(i).to_bf16(some(&acc[i])?.ptr(), o.ptr(), r * hg)?;
+            acc[i] = None;
+            w.gemm(
+                i,
+                (r, h, hg),
+                Op::n(o.ptr(), hg),
+                Op::n(wo, h),
+                Op::n(out[i].ptr(), h),
+                Ty::Bf16,
+                1.0,
+                1.0,
+                1,
+            )?;
+            stored_o[i].push(o);
+            stored_lse[i].push(take(&mut lse[i])?);
+            qkv[i] = None;
+            slots[i] = None;
+        }
+    }
+    let out_h: Vec<_> = out.drain(..).map(Buf::untrack).collect();
+
+    // ---------------- backward ----------------
+    let dout = (0..p)
+        .map(|i| w.copy_staged(i, "grad.layer_output", &dout_stage[i]))
+        .collect::<Result<Vec<_>>>()?;
+    drop(dout_stage);
+    let dx = (0..p)
+        .map(|i| w.zeros(i, "grad.layer_input", BF, r * h))
+        .collect::<Result<Vec<_>>>()?;
+    let mut wf = Fetch::new(cfg, true);
+    for g in 0..p {
+        let slots = wf.acquire(w, g, &own)?;
+        let mut dog = Vec::new();
+        let mut qkv = Vec::new();
+        let mut delta = Vec::new();
+        let mut dq = Vec::new();
+        let mut cur_kv: Vec<Option<Vec<Buf>>> = (0..p).map(|_| None).collect();
+        let mut cur_dkv: Vec<Vec<Buf>> = Vec::new();
+        for i in 0..p {
+            let (wq, wo) = weights(&own[i], &slots[i]);
+            let dg = w.buf(i, "attn.grad_group_output", BF, r * hg)?;
+            w.gemm(
+                i,
+                (r, hg, h),
+                Op::n(dout[i].ptr(), h),
+                Op::t(wo, h),
+                Op::n(dg.ptr(), hg),
+                Ty::Bf16,
+                1.0,
+                0.0,
+                1,
+            )?;
+            let q = w.buf(i, "attn.qkv_group", BF, 3 * r * hg)?;
+            project_qkv(w, i, (r, h, hg), &x[i], wq, &q)?;
+            let de = w.buf(i, "attn.delta_fp32", FP, r * ag)?;
+            w.gpu(i).attn_delta(
+                M::new(dg.ptr(), hg),
+                M::new(stored_o[i][g].ptr(), hg),
+                de.ptr(),
+                r,
+                ag,
+                d,
+            )?;
+            dog.push(Some(dg));
+            qkv.push(Some(q));
+            delta.push(Some(de));
+            dq.push(Some(w.zeros(i, "attn.dq_acc_fp32", FP, r * hg)?));
+            cur_dkv.push(vec![
+                w.zeros(i, "attn.dkv_acc_fp32", FP, r * hg)?,
+                w.zeros(i, "attn.dkv_acc_fp32", FP, r * hg)?,
+            ]);
+        }
+        for t in 0..p {
+            let start = w.mark()?;
+            let kv_tag = Tag::Kv {
+                bwd: true,
+                g: g as u32,
+                t: (t + 1) as u32,
+            };
+            let dkv_tag = Tag::Dkv {
+                g: g as u32,
+                t: (t + 1) as u32,
+            };
+            if t + 1 < p {
+                for i in 0..p {
+                    w.send(
+                        i,
+                        next(i),
+                        kv_tag,
+                        kv_parts(some(&qkv[i])?, r, hg, &cur_kv[i]),
+                    )?;
+                }
+            }
+            let mut next_kv: Vec<Option<Pending>> = (0..p).map(|_| None).collect();
+            let mut next_dkv: Vec<Option<Pending>> = (0..p).map(|_| None).collect();
+            if cfg.rb == 2 && p > 1 {
+                for i in 0..p {
+                    if t + 1 < p {
+                        next_kv[i] =
+                            Some(w.post(i, prev(i), kv_tag, "comm.kv_recv", &kv_shapes)?);
+                    }
+                    next_dkv[i] =
+                        Some(w.post(i, prev(i), dkv_tag, "comm.dkv_recv_fp32", &dkv_shapes)?);
+                }
+            }
+            for i in 0..p {
+                let j = (i + p - t) % p;
+                let vis = visibility(cfg.causal, i, j);
+                if vis == Vis::Hidden {
+                    continue;
+                }
+                let q = some(&qkv[i])?;
+                let (k, v) = kv_of(q, r, hg, &cur_kv[i]);
+                let geo = Geo {
+                    batch: b,
+                    heads: ag,
+                    nq: c,
+                    nkv: c,
+                    d,
+                    causal: vis == Vis::Diagonal,
+                };
+                let io = BlockIo {
+                    q: M::new(q.ptr(), hg),
+                    k: M::new(k, hg),
+                    v: M::new(v, hg),
+                };
+                let gx = BwdIo {
+                    dout: M::new(some(&dog[i])?.ptr(), hg),
+                    lse: stored_lse[i][g].ptr(),
+                    delta: some(&delta[i])?.ptr(),
+                    dq: M::new(some(&dq[i])?.ptr(), hg),
+                    dk: M::new(cur_dkv[i][0].ptr(), hg),
+                    dv: M::new(cur_dkv[i][1].ptr(), hg),
+                };
+                block_bwd(w, i, cfg.fused, &geo, &io, &gx)?;
+            }
+            let compute_end = w.mark()?;
+            if p > 1 {
+                let last = t + 1 == p;
+                for i in 0..p {
+                    let parts = cur_dkv[i].iter().map(Part::all).collect();
+                    w.send(i, next(i), dkv_tag, parts)?;
+                    if cfg.rb == 1 {
+                        cur_kv[i] = None;
+                        cur_dkv[i].clear();
+                    }
+                }
+                for i in 0..p {
+                    if !last {
+                        let d = match next_kv[i].take() {
+                            Some(pd) => w.wait(pd)?,
+                            None => w.recv(i, prev(i), kv_tag, "comm.kv_recv", &kv_shapes)?,
+                        };
+                        cur_kv[i] = Some(d);
+                    }
+                    let a = match next_dkv[i].take() {
+                        Some(pd) => w.wait(pd)?,
+                        None => w.recv(i, prev(i), dkv_tag, "comm.dkv_recv_fp32", &dkv_shapes)?,
+                    };
+                    if last {
+                        cur_kv[i] = None;
+                    }
+                    cur_dkv[i] = a;
+                }
+            }
+            let end = w.mark()?;
+            w.step(Phase::BwdAttention, g, t, &start, &compute_end, &end);
+        }
+        // cur_dkv holds the accumulated dK, dV of each device's own block.
+        let mut dqkv = Vec::new();
+        for i in 0..p {
+            let gpu = w.gpu(i).clone();
+            let m = w.buf(i, "grad.qkv_group", BF, 3 * r * hg)?;
+            gpu.to_bf16(some(&dq[i])?.ptr(), m.ptr(), r * hg)?;
+            gpu.to_bf16(cur_dkv[i][0].ptr(), m.at(r * hg), r * hg)?;
+            gpu.to_bf16(cur_dkv[i][1].ptr(), m.at(2 * r * hg), r * hg)?;
+            dq[i] = None;
+            cur_dkv[i].clear();
+            delta[i] = None;
+            cur_kv[i] = None;
+            let (wq, _) = weights(&own[i], &slots[i]);
+            for part in 0..3 {
+                w.gemm(
+                    i,
+                    (r, h, hg),
+                    Op::n(m.at(part * r * hg), hg),
+                    Op::t(wq + (2 * part * h * hg) as u64, hg),
+                    Op::n(dx[i].ptr(), h),
+                    Ty::Bf16,
+                    1.0,
+                    1.0,
+                    1,
+                )?;
+            }
+            dqkv.push(Some(m));
+        }
+        let wgrad_tag = Tag::AttnWeightGrad { g: g as u32 };
+        // Every device but the owner: its fp32 contribution, sent to the owner.
+        let mut slots = slots;
+        for i in (0..p).filter(|&i| i != g) {
+            let cq = w.buf(i, "attn.weight_grad_contrib_fp32", FP, 3 * h * hg)?;
+            w.gemm(
+                i,
+                (h, hg, r),
+                Op::t(x[i].ptr(), h).strided(0),
+                Op::n(some(&dqkv[i])?.ptr(), hg).strided(r * hg),
+                Op::n(cq.ptr(), hg).strided(h * hg),
+                Ty::F32,
+                1.0,
+                0.0,
+                3,
+            )?;
+            let co = w.buf(i, "attn.weight_grad_contrib_fp32", FP, hg * h)?;
+            w.gemm(
+                i,
+                (hg, h, r),
+                Op::t(stored_o[i][g].ptr(), hg),
+                Op::n(dout[i].ptr(), h),
+                Op::n(co.ptr(), h),
+                Ty::F32,
+                1.0,
+                0.0,
+                1,
+            )?;
+            w.send(i, g, wgrad_tag, vec![Part::all(&cq), Part::all(&co)])?;
+            drop(cq);
+            drop(co);
+            dqkv[i] = None;
+            dog[i] = None;
+            qkv[i] = None;
+            slots[i] = None;
+        }
+        // The owner: its own contribution, then the others' through `rb` receive buffers.
+        {
+            let i = g;
+            w.gemm(
+                i,
+                (h, hg, r),
+                Op::t(x[i].ptr(), h).strided(0),
+                Op::n(some(&dqkv[i])?.ptr(), hg).strided(r * hg),
+                Op::n(grad_wqkv[i].ptr(), hg).strided(h * hg),
+                Ty::F32,
+                1.0,
+                1.0,
+                3,
+            )?;
+            w.gemm(
+                i,
+                (hg, h, r),
+                Op::t(stored_o[i][g].ptr(), hg),
+                Op::n(dout[i].ptr(), h),
+                Op::n(grad_wo[i].ptr(), h),
+                Ty::F32,
+                1.0,
+                1.0,
+                1,
+            )?;
+            let others: Vec<usize> = (0..p).filter(|&j| j != i).collect();
+            let shapes = [(3 * h * hg, FP), (hg * h, FP)];
+            let mut queue: VecDeque<Pending> = VecDeque::new();
+            let mut posted = 0;
+            for _ in 0..others.len() {
+                while queue.len() < cfg.rb && posted < others.len() {
+                    queue.push_back(w.post(
+                        i,
+                        others[posted],
+                        wgrad_tag,
+                        "attn.weight_grad_recv_fp32",
+                        &shapes,
+                    )?);
+                    posted += 1;
+                }
+                if let Some(pd) = queue.pop_front() {
+                    let got = w.wait(pd)?;
+                    let gpu = w.gpu(i);
+                    gpu.add_f32(grad_wqkv[i].ptr(), got[0].ptr(), 3 * h * hg)?;
+                    gpu.add_f32(grad_wo[i].ptr(), got[1].ptr(), hg * h)?;
+                }
+            }
+            dqkv[i] = None;
+            dog[i] = None;
+            qkv[i] = None;
+            slots[i] = None;
+        }
+    }
+    drop(stored_o);
+    drop(stored_lse);
+    drop(dout);
+    drop(x);
+    drop(own);
+    Ok(out_h
+        .into_iter()
+        .zip(dx)
+        .zip(grad_wqkv.into_iter().zip(grad_wo))
+        .map(|((out, dx), (gq, go))| Handed {
+            out,
+            dx: dx.untrack(),
+            dwqkv: gq.untrack(),
+            dwo: go.untrack(),
+        })
+        .collect())
+}
+
+/// Megatron-TP attention forward and backward on every device (`exec::attention::tp`).
+pub(super) fn tp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<Handed>> {
+    let sh = cfg.shape;
+    let p = sh.p;
+    let (b, s, h, hg, ag, d) = (sh.b, sh.s, sh.h, sh.hg(), sh.ag(), sh.d());
+    let r = b * s;
+    let geo = Geo {
+        batch: b,
+        heads: ag,
+        nq: s,
+        nkv: s,
+        d,
+        causal: visibility(cfg.causal, 0, 0) == Vis::Diagonal,
+    };
+    let mut wqkv = Vec::new();
+    let mut wo = Vec::new();
+    let mut grad_wqkv = Vec::new();
+    let mut grad_wo = Vec::new();
+    let mut x = Vec::new();
+    let xs = rm(&data.x);
+    let dout_host = rm(&data.dout);
+    let mut dout_stage = Vec::new();
+    for i in 0..p {
+        wqkv.push(w.upload(i, "attn.weights", &qkv_shard(&data.wqkv, h, hg, i))?);
+        wo.push(w.upload(
+            i,
+            "attn.weights",
+            &rm(&data.wo.rows(i * hg, hg).into_owned()),
+        )?);
+        grad_wqkv.push(w.zeros(i, "optimizer.main_grads_fp32", FP, 3 * h * hg)?);
+        grad_wo.push(w.zeros(i, "optimizer.main_grads_fp32", FP, hg * h)?);
+        x.push(w.upload(i, "attn.qkv_input", &xs)?);
+        dout_stage.push(w.stage(i, &dout_host)?);
+    }
+    w.begin()?;
+    let mut qkv = Vec::new();
+    let mut partial = Vec::new();
+    let mut o_all = Vec::new();
+    for i in 0..p {
+        let q = w.buf(i, "attn.qkv", BF, 3 * r * hg)?;
+        project_qkv(w, i, (r, h, hg), &x[i], wqkv[i].ptr(), &q)?;
+        let acc = w.zeros(i, "attn.output_acc_fp32", FP, r * hg)?;
+        let lse = w.filled(i, "attn.lse", r * ag, f32::NEG_INFINITY)?;
+        let io = BlockIo {
+            q: M::new(q.ptr(), hg),
+            k: M::new(q.at(r * hg), hg),
+            v: M::new(q.at(2 * r * hg), hg),
+        };
+        block_fwd(w, i, cfg.fused, &geo, &io, &acc, &lse)?;
+        let o = w.buf(i, "attn.proj_input", BF, r * hg)?;
+        w.gpu(i).to_bf16(acc.ptr(), o.ptr(), r * hg)?;
+        drop(acc);
+        let pt = w.buf(i, "attn.output_partial", BF, r * h)?;
+        w.gemm(
+            i,
+            (r, h, hg),
+            Op::n(o.ptr(), hg),
+            Op::n(wo[i].ptr(), h),
+            Op::n(pt.ptr(), h),
+            Ty::Bf16,
+            1.0,
+            0.0,
+            1,
+        )?;
+        qkv.push((q, lse));
+        o_all.push(o);
+        partial.push(pt);
+    }
+    w.all_reduce_sum(&partial, 0)?;
+    let out_h: Vec<_> = partial.into_iter().map(Buf::untrack).collect();
+    let mut dx = Vec::new();
+    let mut douts = Vec::new();
+    for i in 0..p {
+        let dout = w.copy_staged(i, "grad.layer_output", &dout_stage[i])?;
+        let dog = w.buf(i, "attn.grad_output_local", BF, r * hg)?;
+        w.gemm(
+            i,
+            (r, hg, h),
+            Op::n(dout.ptr(), h),
+            Op::t(wo[i].ptr(), h),
+            Op::n(dog.ptr(), hg),
+            Ty::Bf16,
+            1.0,
+            0.0,
+            1,
+        )?;
+        w.gemm(
+            i,
+            (hg, h, r),
+            Op::t(o_all[i].ptr(), hg),
+            Op::n(dout.ptr(), h),
+            Op::n(grad_wo[i].ptr(), h),
+            Ty::F32,
+            1.0,
+            1.0,
+            1,
+        )?;
+        let delta = w.buf(i, "attn.delta_fp32", FP, r * ag)?;
+        w.gpu(i).attn_delta(
+            M::new(dog.ptr(), hg),
+            M::new(o_all[i].ptr(), hg),
+            delta.ptr(),
+            r,
+            ag,
+            d,
+        )?;
+        let dq = w.zeros(i, "attn.dq_acc_fp32", FP, r * hg)?;
+        let dk = w.zeros(i, "attn.dkv_acc_fp32", FP, r * hg)?;
+        let dv = w.zeros(i, "attn.dkv_acc_fp32", FP, r * hg)?;
+        let (q, lse) = &qkv[i];
+        let io = BlockIo {
+            q: M::new(q.ptr(), hg),
+            k: M::new(q.at(r * hg), hg),
+            v: M::new(q.at(2 * r * hg), hg),
+        };
+        let gx = BwdIo {
+            dout: M::new(dog.ptr(), hg),
+            lse: lse.ptr(),
+            delta: delta.ptr(),
+            dq: M::new(dq.ptr(), hg),
+            dk: M::new(dk.ptr(), hg),
+            dv: M::new(dv.ptr(), hg),
+        };
+        block_bwd(w, i, cfg.fused, &geo, &io, &gx)?;
+        let dqkv = w.buf(i, "grad.qkv", BF, 3 * r * hg)?;
+        let gpu = w.gpu(i);
+        gpu.to_bf16(dq.ptr(), dqkv.ptr(), r * hg)?;
+        gpu.to_bf16(dk.ptr(), dqkv.at(r * hg), r * hg)?;
+        gpu.to_bf16(dv.ptr(), dqkv.at(2 * r * hg), r * hg)?;
+        drop((dq, dk, dv, delta, dog));
+        w.gemm(
+            i,
+            (h, hg, r),
+            Op::t(x[i].ptr(), h).strided(0),
+            Op::n(dqkv.ptr(), hg).strided(r * hg),
+            Op::n(grad_wqkv[i].ptr(), hg).strided(h * hg),
+            Ty::F32,
+            1.0,
+            1.0,
+            3,
+        )?;
+        let dxi = w.buf(i, "grad.layer_input", BF, r * h)?;
+        for part in 0..3 {
+            w.gemm(
+                i,
+                (r, h, hg),
+                Op::n(dqkv.at(part * r * hg), hg),
+                Op::t(wqkv[i].at(part * h * hg), hg),
+                Op::n(dxi.ptr(), h),
+                Ty::Bf16,
+                1.0,
+                if part == 0 { 0.0 } else { 1.0 },
+                1,
+            )?;
+        }
+        drop(dqkv);
+        douts.push(dout);
+        dx.push(dxi);
+    }
+    w.all_reduce_sum(&dx, 1)?;
+    drop(douts);
+    drop(dout_stage);
+    drop(qkv);
+    drop(o_all);
+    drop(x);
+    drop(wqkv);
+    drop(wo);
+    Ok(out_h
+        .into_iter()
+        .zip(dx)
+        .zip(grad_wqkv.into_iter().zip(grad_wo))
+        .map(|((out, dx), (gq, go))| Handed {
+            out,
+            dx: dx.untrack(),
+            dwqkv: gq.untrack(),
+            dwo: go.untrack(),
+        })
+        .collect())
+}

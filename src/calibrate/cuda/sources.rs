@@ -1,0 +1,104 @@
+//! The CUDA C sources of the backend's kernels (`kernels/*.cu`), compiled at run time by NVRTC
+//! as one program: the shared helpers first, then each file. Plain text, built always, so that
+//! tests without a GPU can compile them (NVRTC needs no driver) and `tests/cuda-emu` can run
+//! them on the host.
+
+/// (file name, text), in program order.
+pub const FILES: [(&str, &str); 4] = [
+    ("common.cuh", include_str!("kernels/common.cuh")),
+    ("elementwise.cu", include_str!("kernels/elementwise.cu")),
+    ("flash_fwd.cu", include_str!("kernels/flash_fwd.cu")),
+    ("flash_bwd.cu", include_str!("kernels/flash_bwd.cu")),
+];
+
+/// Every kernel the backend loads, by name.
+pub const KERNELS: [&str; 18] = [
+    "gelu_fwd",
+    "random_bf16",
+    "gelu_bwd",
+    "scale_bf16",
+    "f32_to_bf16",
+    "fill_f32",
+    "add_f32",
+    "add_bf16",
+    "empty_kernel",
+    "softmax_rows",
+    "probs_from_lse",
+    "grad_scores",
+    "lse_merge",
+    "attn_delta",
+    "flash_fwd_d64",
+    "flash_fwd_d128",
+    "flash_bwd_d64",
+    "flash_bwd_d128",
+];
+
+/// The whole program NVRTC compiles.
+pub fn program() -> String {
+    let mut s = String::new();
+    for (name, text) in FILES {
+        s.push_str(&format!("// ---- {name} ----\n"));
+        s.push_str(text);
+        s.push('\n');
+    }
+    s
+}
+
+/// Query rows per CTA of the forward kernel and keys per CTA of the backward kernel (mirrors
+/// FA_BR / FB_BK in the sources).
+pub const FLASH_TILE: usize = 64;
+/// Threads per CTA of both flash kernels.
+pub const FLASH_THREADS: u32 = 128;
+
+/// Dynamic shared memory of the forward kernel for head dimension `d`: K (64 × (d + 8)) and
+/// Vᵀ (d × 72), bf16 (mirrors flash_fwd.cu).
+pub fn flash_fwd_smem_bytes(d: usize) -> usize {
+    2 * (FLASH_TILE * (d + 8) + d * (FLASH_TILE + 8))
+}
+
+/// Query rows per tile of the backward kernel for head dimension `d` (64 for d = 64, 32 for
+/// d = 128: mirrors the instantiations in flash_bwd.cu).
+pub fn flash_bwd_query_tile(d: usize) -> usize {
+    if d == 64 {
+        64
+    } else {
+        32
+    }
+}
+
+/// Dynamic shared memory of the backward kernel (mirrors FB_SMEM_BYTES in flash_bwd.cu): K,
+/// V, Q, dO (row-major, stride d + 8), Kᵀ (stride 72), Qᵀ and dOᵀ (stride BQ + 8), dS
+/// (BQ × 72) in bf16, and the tile's log-sum-exp and D in fp32.
+pub fn flash_bwd_smem_bytes(d: usize) -> usize {
+    let bq = flash_bwd_query_tile(d);
+    let (bk, pad) = (FLASH_TILE, 8);
+    2 * (2 * bk * (d + pad)
+        + d * (bk + pad)
+        + 2 * bq * (d + pad)
+        + 2 * d * (bq + pad)
+        + bq * (bk + pad))
+        + 8 * bq
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calib_cuda_sources_name_every_kernel() {
+        let p = program();
+        for k in KERNELS {
+            assert!(
+                p.contains(&format!("void {k}(")) || p.contains(&format!("\n    {k}(")),
+                "{k}"
+            );
+        }
+        // Shared memory sizes the tests/cuda-emu harness also derives from the sources:
+        // forward 64×72 + 64×72 bf16 for d = 64; backward 74 240 B (d = 64, BQ = 64) and
+        // 96 000 B (d = 128, BQ = 32).
+        assert_eq!(flash_fwd_smem_bytes(64), 18432);
+        assert_eq!(flash_fwd_smem_bytes(128), 35840);
+        assert_eq!(flash_bwd_smem_bytes(64), 74240);
+        assert_eq!(flash_bwd_smem_bytes(128), 96000);
+    }
+}
