@@ -513,20 +513,12 @@ fn measure_links(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibrate::budget::Prior;
     use crate::calibrate::mock::MockBackend;
 
     fn budgeted(mut plan: Plan, seconds: f64) -> Plan {
         plan.budget = Some(Budget {
             seconds,
-            prior: Prior {
-                gemm_flops_per_s: 6.0e14,
-                attn_fwd_flops_per_s: 1.5e14,
-                attn_bwd_flops_per_s: 6.0e13,
-                copy_bytes_per_s: 3.0e12,
-                link_bytes_per_s: 1.0e11,
-                call_s: 2.0e-5,
-            },
+            prior: crate::calibrate::cuda::grid::PRIOR,
             quick: true,
         });
         plan

@@ -49,7 +49,7 @@ mod block;
 mod metp;
 mod tp;
 
-pub use block::BlockBench;
+pub use block::{visibility, BlockBench, Visibility};
 pub use metp::metp;
 pub use tp::tp;
 

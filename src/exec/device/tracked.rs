@@ -45,7 +45,9 @@ struct MemState {
 pub struct Mem(Rc<RefCell<MemState>>);
 
 impl Mem {
-    fn alloc(&self, name: &'static str, bytes: u64) {
+    /// Counts `bytes` of buffer `name` as held (also by the CUDA backend's tracked allocator,
+    /// whose buffers are device memory).
+    pub(crate) fn alloc(&self, name: &'static str, bytes: u64) {
         let mut s = self.0.borrow_mut();
         s.live += bytes;
         s.allocations += 1;
@@ -61,7 +63,8 @@ impl Mem {
         }
     }
 
-    fn free(&self, name: &'static str, bytes: u64) {
+    /// Stops counting `bytes` of buffer `name`.
+    pub(crate) fn free(&self, name: &'static str, bytes: u64) {
         let mut s = self.0.borrow_mut();
         s.live -= bytes;
         if let Some(b) = s.live_by_name.get_mut(name) {
@@ -79,7 +82,8 @@ impl Mem {
         self.0.borrow().peak
     }
 
-    pub(super) fn stats(&self) -> MemStats {
+    /// The record so far: high-water mark, live bytes, allocations, breakdown at the peak.
+    pub(crate) fn stats(&self) -> MemStats {
         let s = self.0.borrow();
         MemStats {
             peak_bytes: s.peak,

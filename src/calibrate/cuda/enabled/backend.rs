@@ -27,7 +27,7 @@ use crate::exec::{RunReport, RunSpec};
 
 use super::gpu::{Gpu, Op, Ty};
 use super::mem::Phys;
-use super::ops::{Geo, M};
+use super::ops::DevMat;
 use super::probe::{find, Found};
 use super::units::{Placement, Units};
 use super::xfer::{Link, Nccl};
@@ -311,14 +311,7 @@ impl Backend for CudaBackend {
 
     fn attention_s(&mut self, call: AttnCall, pass: Pass) -> Result<f64> {
         let gpu = self.gpu0();
-        let geo = Geo {
-            batch: call.batch,
-            heads: call.heads,
-            nq: call.q_tokens,
-            nkv: call.kv_tokens,
-            d: call.head_dim,
-            causal: call.causal,
-        };
+        let geo = call;
         let w = call.heads * call.head_dim;
         let (rq, rk) = (call.batch * call.q_tokens, call.batch * call.kv_tokens);
         let q = self.random(&gpu, rq * w)?;
@@ -331,10 +324,10 @@ impl Backend for CudaBackend {
         let fwd = || {
             gpu.flash_fwd(
                 &geo,
-                M::new(q.ptr(), w),
-                M::new(k.ptr(), w),
-                M::new(v.ptr(), w),
-                M::new(acc.ptr(), w),
+                DevMat::new(q.ptr(), w),
+                DevMat::new(k.ptr(), w),
+                DevMat::new(v.ptr(), w),
+                DevMat::new(acc.ptr(), w),
                 lse.ptr(),
             )
         };
@@ -355,8 +348,8 @@ impl Backend for CudaBackend {
                 }
                 self.median_of(&gpu, || {
                     gpu.attn_delta(
-                        M::new(dout.ptr(), w),
-                        M::new(o.ptr(), w),
+                        DevMat::new(dout.ptr(), w),
+                        DevMat::new(o.ptr(), w),
                         delta.ptr(),
                         rq,
                         call.heads,
@@ -364,15 +357,15 @@ impl Backend for CudaBackend {
                     )?;
                     gpu.flash_bwd(
                         &geo,
-                        M::new(q.ptr(), w),
-                        M::new(k.ptr(), w),
-                        M::new(v.ptr(), w),
-                        M::new(dout.ptr(), w),
+                        DevMat::new(q.ptr(), w),
+                        DevMat::new(k.ptr(), w),
+                        DevMat::new(v.ptr(), w),
+                        DevMat::new(dout.ptr(), w),
                         lse.ptr(),
                         delta.ptr(),
-                        M::new(dq.ptr(), w),
-                        M::new(dk.ptr(), w),
-                        M::new(dv.ptr(), w),
+                        DevMat::new(dq.ptr(), w),
+                        DevMat::new(dk.ptr(), w),
+                        DevMat::new(dv.ptr(), w),
                     )
                 })
             }

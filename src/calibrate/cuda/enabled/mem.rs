@@ -15,18 +15,10 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use crate::exec::device::Dtype;
+use crate::exec::device::{Dtype, Mem};
 
 use super::gpu::Gpu;
 use super::Result;
-
-#[derive(Debug, Default)]
-struct State {
-    live: u64,
-    peak: u64,
-    by_name: BTreeMap<&'static str, u64>,
-    peak_by_name: BTreeMap<&'static str, u64>,
-}
 
 /// Bytes all virtual devices of one GPU hold together.
 #[derive(Debug, Default)]
@@ -35,10 +27,11 @@ pub(crate) struct GpuCount {
     high: u64,
 }
 
-/// One virtual device's live bytes, high-water mark and breakdown by name at that mark.
+/// One virtual device's live bytes, high-water mark and breakdown by name at that mark (the
+/// CPU runtime's [`Mem`], the same accounting), also counted in its GPU's total.
 #[derive(Clone)]
 pub(crate) struct Tally {
-    s: Rc<RefCell<State>>,
+    mem: Mem,
     gpu: Rc<RefCell<GpuCount>>,
 }
 
@@ -46,56 +39,36 @@ impl Tally {
     /// A device's tally, counted also in `gpu`'s total.
     pub fn new(gpu: Rc<RefCell<GpuCount>>) -> Tally {
         Tally {
-            s: Rc::default(),
+            mem: Mem::default(),
             gpu,
         }
     }
 
     fn alloc(&self, name: &'static str, bytes: u64) {
-        let mut s = self.s.borrow_mut();
-        s.live += bytes;
-        *s.by_name.entry(name).or_insert(0) += bytes;
-        if s.live > s.peak {
-            s.peak = s.live;
-            s.peak_by_name = s
-                .by_name
-                .iter()
-                .filter(|(_, &b)| b > 0)
-                .map(|(&k, &v)| (k, v))
-                .collect();
-        }
+        self.mem.alloc(name, bytes);
         let mut g = self.gpu.borrow_mut();
         g.live += bytes;
         g.high = g.high.max(g.live);
     }
 
     fn free(&self, name: &'static str, bytes: u64) {
-        let mut s = self.s.borrow_mut();
-        s.live -= bytes;
-        if let Some(b) = s.by_name.get_mut(name) {
-            *b -= bytes;
-        }
+        self.mem.free(name, bytes);
         self.gpu.borrow_mut().live -= bytes;
     }
 
     /// High-water mark.
     pub fn peak(&self) -> u64 {
-        self.s.borrow().peak
+        self.mem.peak()
     }
 
     /// Bytes held now.
     pub fn live(&self) -> u64 {
-        self.s.borrow().live
+        self.mem.live()
     }
 
     /// Bytes per name at the high-water mark.
     pub fn peak_breakdown(&self) -> BTreeMap<String, u64> {
-        self.s
-            .borrow()
-            .peak_by_name
-            .iter()
-            .map(|(&k, &v)| (k.to_string(), v))
-            .collect()
+        self.mem.stats().peak_breakdown
     }
 
     /// The high-water mark of all virtual devices of this device's GPU together.

@@ -4,6 +4,7 @@
 
 use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
+use crate::calibrate::backend::AttnCall;
 use crate::calibrate::cuda::sources;
 
 use super::gpu::Gpu;
@@ -128,47 +129,33 @@ impl Gpu {
     }
 }
 
-/// One attention call's geometry: `batch` sequences × `heads` heads, `nq` queries and `nkv`
-/// keys per sequence, head dimension `d`, causal (bottom-right aligned) or not.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Geo {
-    pub batch: usize,
-    pub heads: usize,
-    pub nq: usize,
-    pub nkv: usize,
-    pub d: usize,
-    pub causal: bool,
-}
-
-impl Geo {
-    /// 1/√d.
-    pub fn scale(&self) -> f32 {
-        1.0 / (self.d as f32).sqrt()
-    }
+/// 1/√d, the softmax scale of a call with head dimension d.
+pub(crate) fn softmax_scale(g: &AttnCall) -> f32 {
+    1.0 / (g.head_dim as f32).sqrt()
 }
 
 /// A bf16 or fp32 matrix in device memory: pointer and row stride in elements.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct M {
+pub(crate) struct DevMat {
     pub ptr: u64,
     pub ld: usize,
 }
 
-impl M {
-    pub fn new(ptr: u64, ld: usize) -> M {
-        M { ptr, ld }
+impl DevMat {
+    pub fn new(ptr: u64, ld: usize) -> DevMat {
+        DevMat { ptr, ld }
     }
 }
 
 /// The flash kernels load 8 bf16 at a time: row strides must be multiples of 8 elements and
 /// base addresses 16-byte aligned; the head dimension 64 or 128.
-fn check_flash(g: &Geo, mats: &[(&str, M)]) -> Result<()> {
-    if g.d != 64 && g.d != 128 {
+fn check_flash(g: &AttnCall, mats: &[(&str, DevMat)]) -> Result<()> {
+    if g.head_dim != 64 && g.head_dim != 128 {
         return Err(Error::Calibration {
             message: format!(
                 "the cuda backend's fused attention kernel supports head dimension 64 and 128, \
                  not {} (use unfused attention, --no-flash, for other head dimensions)",
-                g.d
+                g.head_dim
             ),
         });
     }
@@ -194,13 +181,21 @@ fn check_flash(g: &Geo, mats: &[(&str, M)]) -> Result<()> {
 
 impl Gpu {
     /// Fused attention forward, merged into the running (acc, lse): see flash_fwd.cu.
-    pub fn flash_fwd(&self, g: &Geo, q: M, k: M, v: M, acc: M, lse: u64) -> Result<()> {
+    pub fn flash_fwd(
+        &self,
+        g: &AttnCall,
+        q: DevMat,
+        k: DevMat,
+        v: DevMat,
+        acc: DevMat,
+        lse: u64,
+    ) -> Result<()> {
         check_flash(g, &[("Q", q), ("K", k), ("V", v)])?;
-        if g.nq == 0 || g.nkv == 0 {
+        if g.q_tokens == 0 || g.kv_tokens == 0 {
             return Ok(());
         }
         self.bind()?;
-        let f = if g.d == 64 {
+        let f = if g.head_dim == 64 {
             &self.k.flash_fwd_d64
         } else {
             &self.k.flash_fwd_d128
@@ -208,10 +203,10 @@ impl Gpu {
         let (ldq, ldk, ldv, lda) = (q.ld as i64, k.ld as i64, v.ld as i64, acc.ld as i64);
         let (heads, nq, nkv) = (
             int("heads", g.heads)?,
-            int("queries", g.nq)?,
-            int("keys", g.nkv)?,
+            int("queries", g.q_tokens)?,
+            int("keys", g.kv_tokens)?,
         );
-        let (scale, causal) = (g.scale(), i32::from(g.causal));
+        let (scale, causal) = (softmax_scale(g), i32::from(g.causal));
         let mut l = self.compute.launch_builder(f);
         l.arg(&q.ptr)
             .arg(&k.ptr)
@@ -229,12 +224,12 @@ impl Gpu {
             .arg(&causal);
         let cfg = LaunchConfig {
             grid_dim: (
-                g.nq.div_ceil(sources::FLASH_TILE) as u32,
+                g.q_tokens.div_ceil(sources::FLASH_TILE) as u32,
                 (g.batch * g.heads) as u32,
                 1,
             ),
             block_dim: (sources::FLASH_THREADS, 1, 1),
-            shared_mem_bytes: sources::flash_fwd_smem_bytes(g.d) as u32,
+            shared_mem_bytes: sources::flash_fwd_smem_bytes(g.head_dim) as u32,
         };
         // SAFETY: the argument list matches flash_fwd_d64/d128 (pointers as u64, strides as
         // i64, then i32 heads/nq/nkv, f32 scale, i32 causal); the callers' buffers hold
@@ -247,23 +242,23 @@ impl Gpu {
     #[allow(clippy::too_many_arguments)]
     pub fn flash_bwd(
         &self,
-        g: &Geo,
-        q: M,
-        k: M,
-        v: M,
-        dout: M,
+        g: &AttnCall,
+        q: DevMat,
+        k: DevMat,
+        v: DevMat,
+        dout: DevMat,
         lse: u64,
         delta: u64,
-        dq: M,
-        dk: M,
-        dv: M,
+        dq: DevMat,
+        dk: DevMat,
+        dv: DevMat,
     ) -> Result<()> {
         check_flash(g, &[("Q", q), ("K", k), ("V", v), ("dO", dout)])?;
-        if g.nq == 0 || g.nkv == 0 {
+        if g.q_tokens == 0 || g.kv_tokens == 0 {
             return Ok(());
         }
         self.bind()?;
-        let f = if g.d == 64 {
+        let f = if g.head_dim == 64 {
             &self.k.flash_bwd_d64
         } else {
             &self.k.flash_bwd_d128
@@ -271,10 +266,10 @@ impl Gpu {
         let lds: [i64; 7] = [q.ld, k.ld, v.ld, dout.ld, dq.ld, dk.ld, dv.ld].map(|x| x as i64);
         let (heads, nq, nkv) = (
             int("heads", g.heads)?,
-            int("queries", g.nq)?,
-            int("keys", g.nkv)?,
+            int("queries", g.q_tokens)?,
+            int("keys", g.kv_tokens)?,
         );
-        let (scale, causal) = (g.scale(), i32::from(g.causal));
+        let (scale, causal) = (softmax_scale(g), i32::from(g.causal));
         let mut l = self.compute.launch_builder(f);
         l.arg(&q.ptr)
             .arg(&k.ptr)
@@ -299,12 +294,12 @@ impl Gpu {
             .arg(&causal);
         let cfg = LaunchConfig {
             grid_dim: (
-                g.nkv.div_ceil(sources::FLASH_TILE) as u32,
+                g.kv_tokens.div_ceil(sources::FLASH_TILE) as u32,
                 (g.batch * g.heads) as u32,
                 1,
             ),
             block_dim: (sources::FLASH_THREADS, 1, 1),
-            shared_mem_bytes: sources::flash_bwd_smem_bytes(g.d) as u32,
+            shared_mem_bytes: sources::flash_bwd_smem_bytes(g.head_dim) as u32,
         };
         // SAFETY: the argument list matches flash_bwd_d64/d128; buffers as for flash_fwd,
         // lse and delta hold batch·nq·heads floats, dq/dk/dv the rows of their strides.
@@ -314,8 +309,8 @@ impl Gpu {
     /// delta[row][head] = Σ dO ∘ O over the head's d columns (bf16 inputs), rows × heads.
     pub fn attn_delta(
         &self,
-        dout: M,
-        o: M,
+        dout: DevMat,
+        o: DevMat,
         delta: u64,
         rows: usize,
         heads: usize,
@@ -341,16 +336,16 @@ impl Gpu {
 
     /// Unfused forward: probabilities and block log-sum-exp from scores (softmax_rows).
     #[allow(clippy::too_many_arguments)]
-    pub fn softmax_rows(&self, g: &Geo, scores: u64, probs: u64, blse: u64) -> Result<()> {
+    pub fn softmax_rows(&self, g: &AttnCall, scores: u64, probs: u64, blse: u64) -> Result<()> {
         self.bind()?;
-        let rows = g.batch * g.heads * g.nq;
+        let rows = g.batch * g.heads * g.q_tokens;
         let (r, q, kv, h) = (
             int("rows", rows)?,
-            int("queries", g.nq)?,
-            int("keys", g.nkv)?,
+            int("queries", g.q_tokens)?,
+            int("keys", g.kv_tokens)?,
             int("heads", g.heads)?,
         );
-        let (scale, causal) = (g.scale(), i32::from(g.causal));
+        let (scale, causal) = (softmax_scale(g), i32::from(g.causal));
         let mut l = self.compute.launch_builder(&self.k.softmax_rows);
         l.arg(&scores)
             .arg(&probs)
@@ -366,16 +361,16 @@ impl Gpu {
     }
 
     /// Unfused backward: probabilities recomputed in place from the stored log-sum-exp.
-    pub fn probs_from_lse(&self, g: &Geo, s: u64, lse: u64) -> Result<()> {
+    pub fn probs_from_lse(&self, g: &AttnCall, s: u64, lse: u64) -> Result<()> {
         self.bind()?;
-        let rows = g.batch * g.heads * g.nq;
+        let rows = g.batch * g.heads * g.q_tokens;
         let (r, q, kv, h) = (
             int("rows", rows)?,
-            int("queries", g.nq)?,
-            int("keys", g.nkv)?,
+            int("queries", g.q_tokens)?,
+            int("keys", g.kv_tokens)?,
             int("heads", g.heads)?,
         );
-        let (scale, causal) = (g.scale(), i32::from(g.causal));
+        let (scale, causal) = (softmax_scale(g), i32::from(g.causal));
         let mut l = self.compute.launch_builder(&self.k.probs_from_lse);
         l.arg(&s)
             .arg(&lse)
@@ -392,13 +387,13 @@ impl Gpu {
     }
 
     /// Unfused backward: dS = P ∘ (dP − D).
-    pub fn grad_scores(&self, g: &Geo, p: u64, dp: u64, delta: u64, ds: u64) -> Result<()> {
+    pub fn grad_scores(&self, g: &AttnCall, p: u64, dp: u64, delta: u64, ds: u64) -> Result<()> {
         self.bind()?;
-        let rows = g.batch * g.heads * g.nq;
+        let rows = g.batch * g.heads * g.q_tokens;
         let (r, q, kv, h) = (
             int("rows", rows)?,
-            int("queries", g.nq)?,
-            int("keys", g.nkv)?,
+            int("queries", g.q_tokens)?,
+            int("keys", g.kv_tokens)?,
             int("heads", g.heads)?,
         );
         let mut l = self.compute.launch_builder(&self.k.grad_scores);
@@ -418,9 +413,9 @@ impl Gpu {
     #[allow(clippy::too_many_arguments)]
     pub fn lse_merge(
         &self,
-        acc: M,
+        acc: DevMat,
         lse: u64,
-        ob: M,
+        ob: DevMat,
         blse: u64,
         rows: usize,
         heads: usize,

@@ -12,7 +12,7 @@ use crate::exec::rng::SplitMix64;
 
 use super::gpu::Gpu;
 use super::mem::Phys;
-use super::ops::{Geo, M};
+use super::ops::DevMat;
 use super::Result;
 
 /// Relative errors (‖got − want‖/‖want‖) of one fused attention call, and the largest
@@ -93,12 +93,12 @@ pub fn flash_selftest(call: AttnCall, seed: u64) -> Result<FlashCheck> {
         rand(b * nkv * w),
         rand(b * nq * w),
     );
-    let geo = Geo {
+    let geo = AttnCall {
         batch: b,
         heads: hs,
-        nq,
-        nkv,
-        d,
+        q_tokens: nq,
+        kv_tokens: nkv,
+        head_dim: d,
         causal: call.causal,
     };
     let (qd, kd, vd, od) = (
@@ -111,10 +111,10 @@ pub fn flash_selftest(call: AttnCall, seed: u64) -> Result<FlashCheck> {
     let lse = upload(&gpu, &vec![f32::NEG_INFINITY; b * nq * hs])?;
     gpu.flash_fwd(
         &geo,
-        M::new(qd.ptr, w),
-        M::new(kd.ptr, w),
-        M::new(vd.ptr, w),
-        M::new(acc.ptr, w),
+        DevMat::new(qd.ptr, w),
+        DevMat::new(kd.ptr, w),
+        DevMat::new(vd.ptr, w),
+        DevMat::new(acc.ptr, w),
         lse.ptr,
     )?;
     let o32 = download_f32(&acc, b * nq * w)?;
@@ -123,8 +123,8 @@ pub fn flash_selftest(call: AttnCall, seed: u64) -> Result<FlashCheck> {
     let obd = upload(&gpu, &o_bf)?;
     let delta = upload(&gpu, &vec![0f32; b * nq * hs])?;
     gpu.attn_delta(
-        M::new(od.ptr, w),
-        M::new(obd.ptr, w),
+        DevMat::new(od.ptr, w),
+        DevMat::new(obd.ptr, w),
         delta.ptr,
         b * nq,
         hs,
@@ -135,15 +135,15 @@ pub fn flash_selftest(call: AttnCall, seed: u64) -> Result<FlashCheck> {
     let dv = upload(&gpu, &vec![0.125f32; b * nkv * w])?;
     gpu.flash_bwd(
         &geo,
-        M::new(qd.ptr, w),
-        M::new(kd.ptr, w),
-        M::new(vd.ptr, w),
-        M::new(od.ptr, w),
+        DevMat::new(qd.ptr, w),
+        DevMat::new(kd.ptr, w),
+        DevMat::new(vd.ptr, w),
+        DevMat::new(od.ptr, w),
         lse.ptr,
         delta.ptr,
-        M::new(dq.ptr, w),
-        M::new(dk.ptr, w),
-        M::new(dv.ptr, w),
+        DevMat::new(dq.ptr, w),
+        DevMat::new(dk.ptr, w),
+        DevMat::new(dv.ptr, w),
     )?;
     let (gq, gk, gv) = (
         download_f32(&dq, b * nq * w)?,

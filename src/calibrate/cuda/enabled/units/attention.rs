@@ -11,6 +11,7 @@
 //! so that a K/V block is one contiguous region; the QKV projection is one batched GEMM over
 //! the three parts.
 
+use crate::memory::names;
 use std::collections::VecDeque;
 
 use crate::exec::attention::{AttnCfg, AttnData, AttnOut};
@@ -19,12 +20,13 @@ use crate::exec::local_rows;
 
 use super::super::gpu::{Op, Ty};
 use super::super::mem::{Buf, Phys};
-use super::super::ops::{Geo, M};
+use super::super::ops::DevMat;
 use super::super::xfer::{Part, Pending};
 use super::super::Result;
-use super::blocks::{block_bwd, block_fwd, visibility, BlockIo, BwdIo, Vis};
+use super::blocks::{block_bwd, block_fwd, visibility, BlockIo, BwdIo, Visibility};
 use super::fetch::{weights, Fetch};
 use super::world::{download, rm, World};
+use crate::calibrate::backend::AttnCall;
 
 const BF: Dtype = Dtype::Bf16;
 const FP: Dtype = Dtype::Fp32;
@@ -141,23 +143,23 @@ pub(super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<
     let mut dout_stage = Vec::new();
     for i in 0..p {
         own.push([
-            w.upload(i, "attn.weights", &qkv_shard(&data.wqkv, h, hg, i))?,
+            w.upload(i, names::ATTN_WEIGHTS, &qkv_shard(&data.wqkv, h, hg, i))?,
             w.upload(
                 i,
-                "attn.weights",
+                names::ATTN_WEIGHTS,
                 &rm(&data.wo.rows(i * hg, hg).into_owned()),
             )?,
         ]);
         grad_wqkv.push(w.zeros(i, "optimizer.main_grads_fp32", FP, 3 * h * hg)?);
         grad_wo.push(w.zeros(i, "optimizer.main_grads_fp32", FP, hg * h)?);
-        x.push(w.upload(i, "attn.input", &rm(&local_rows(&data.x, b, s, p, i)))?);
+        x.push(w.upload(i, names::ATTN_INPUT, &rm(&local_rows(&data.x, b, s, p, i)))?);
         dout_stage.push(w.stage(i, &rm(&local_rows(&data.dout, b, s, p, i)))?);
     }
     w.begin()?;
 
     // ---------------- forward ----------------
     let mut out = (0..p)
-        .map(|i| w.zeros(i, "attn.output_sum", BF, r * h))
+        .map(|i| w.zeros(i, names::ATTN_OUTPUT_SUM, BF, r * h))
         .collect::<Result<Vec<_>>>()?;
     let mut stored_o: Vec<Vec<Buf>> = (0..p).map(|_| Vec::new()).collect();
     let mut stored_lse: Vec<Vec<Buf>> = (0..p).map(|_| Vec::new()).collect();
@@ -169,11 +171,16 @@ pub(super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<
         let mut lse = Vec::new();
         for i in 0..p {
             let (wq, _) = weights(&own[i], &slots[i]);
-            let q = w.buf(i, "attn.qkv_group", BF, 3 * r * hg)?;
+            let q = w.buf(i, names::ATTN_QKV_GROUP, BF, 3 * r * hg)?;
             project_qkv(w, i, (r, h, hg), &x[i], wq, &q)?;
             qkv.push(Some(q));
-            acc.push(Some(w.zeros(i, "attn.output_acc_fp32", FP, r * hg)?));
-            lse.push(Some(w.filled(i, "attn.lse", r * ag, f32::NEG_INFINITY)?));
+            acc.push(Some(w.zeros(i, names::ATTN_OUTPUT_ACC_FP32, FP, r * hg)?));
+            lse.push(Some(w.filled(
+                i,
+                names::ATTN_LSE,
+                r * ag,
+                f32::NEG_INFINITY,
+            )?));
         }
         let mut cur: Vec<Option<Vec<Buf>>> = (0..p).map(|_| None).collect();
         for t in 0..p {
@@ -197,23 +204,23 @@ pub(super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<
             for i in 0..p {
                 let j = (i + p - t) % p;
                 let vis = visibility(cfg.causal, i, j);
-                if vis == Vis::Hidden {
+                if vis == Visibility::Hidden {
                     continue;
                 }
                 let q = some(&qkv[i])?;
                 let (k, v) = kv_of(q, r, hg, &cur[i]);
-                let geo = Geo {
+                let geo = AttnCall {
                     batch: b,
                     heads: ag,
-                    nq: c,
-                    nkv: c,
-                    d,
-                    causal: vis == Vis::Diagonal,
+                    q_tokens: c,
+                    kv_tokens: c,
+                    head_dim: d,
+                    causal: vis == Visibility::Diagonal,
                 };
                 let io = BlockIo {
-                    q: M::new(q.ptr(), hg),
-                    k: M::new(k, hg),
-                    v: M::new(v, hg),
+                    q: DevMat::new(q.ptr(), hg),
+                    k: DevMat::new(k, hg),
+                    v: DevMat::new(v, hg),
                 };
                 block_fwd(w, i, cfg.fused, &geo, &io, some(&acc[i])?, some(&lse[i])?)?;
             }
@@ -236,7 +243,7 @@ pub(super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<
         for i in 0..p {
             cur[i] = None;
             let (_, wo) = weights(&own[i], &slots[i]);
-            let o = w.buf(i, "attn.group_outputs", BF, r * hg)?;
+            let o = w.buf(i, names::ATTN_GROUP_OUTPUTS, BF, r * hg)?;
             w.gpu(i).to_bf16(some(&acc[i])?.ptr(), o.ptr(), r * hg)?;
             acc[i] = None;
             w.gemm(
@@ -277,7 +284,7 @@ pub(super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<
         let mut cur_dkv: Vec<Vec<Buf>> = Vec::new();
         for i in 0..p {
             let (wq, wo) = weights(&own[i], &slots[i]);
-            let dg = w.buf(i, "attn.grad_group_output", BF, r * hg)?;
+            let dg = w.buf(i, names::ATTN_GRAD_GROUP_OUTPUT, BF, r * hg)?;
             w.gemm(
                 i,
                 (r, hg, h),
@@ -289,12 +296,12 @@ pub(super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<
                 0.0,
                 1,
             )?;
-            let q = w.buf(i, "attn.qkv_group", BF, 3 * r * hg)?;
+            let q = w.buf(i, names::ATTN_QKV_GROUP, BF, 3 * r * hg)?;
             project_qkv(w, i, (r, h, hg), &x[i], wq, &q)?;
-            let de = w.buf(i, "attn.delta_fp32", FP, r * ag)?;
+            let de = w.buf(i, names::ATTN_DELTA_FP32, FP, r * ag)?;
             w.gpu(i).attn_delta(
-                M::new(dg.ptr(), hg),
-                M::new(stored_o[i][g].ptr(), hg),
+                DevMat::new(dg.ptr(), hg),
+                DevMat::new(stored_o[i][g].ptr(), hg),
                 de.ptr(),
                 r,
                 ag,
@@ -303,10 +310,10 @@ pub(super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<
             dog.push(Some(dg));
             qkv.push(Some(q));
             delta.push(Some(de));
-            dq.push(Some(w.zeros(i, "attn.dq_acc_fp32", FP, r * hg)?));
+            dq.push(Some(w.zeros(i, names::ATTN_DQ_ACC_FP32, FP, r * hg)?));
             cur_dkv.push(vec![
-                w.zeros(i, "attn.dkv_acc_fp32", FP, r * hg)?,
-                w.zeros(i, "attn.dkv_acc_fp32", FP, r * hg)?,
+                w.zeros(i, names::ATTN_DKV_ACC_FP32, FP, r * hg)?,
+                w.zeros(i, names::ATTN_DKV_ACC_FP32, FP, r * hg)?,
             ]);
         }
         for t in 0..p {
@@ -345,31 +352,31 @@ pub(super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<
             for i in 0..p {
                 let j = (i + p - t) % p;
                 let vis = visibility(cfg.causal, i, j);
-                if vis == Vis::Hidden {
+                if vis == Visibility::Hidden {
                     continue;
                 }
                 let q = some(&qkv[i])?;
                 let (k, v) = kv_of(q, r, hg, &cur_kv[i]);
-                let geo = Geo {
+                let geo = AttnCall {
                     batch: b,
                     heads: ag,
-                    nq: c,
-                    nkv: c,
-                    d,
-                    causal: vis == Vis::Diagonal,
+                    q_tokens: c,
+                    kv_tokens: c,
+                    head_dim: d,
+                    causal: vis == Visibility::Diagonal,
                 };
                 let io = BlockIo {
-                    q: M::new(q.ptr(), hg),
-                    k: M::new(k, hg),
-                    v: M::new(v, hg),
+                    q: DevMat::new(q.ptr(), hg),
+                    k: DevMat::new(k, hg),
+                    v: DevMat::new(v, hg),
                 };
                 let gx = BwdIo {
-                    dout: M::new(some(&dog[i])?.ptr(), hg),
+                    dout: DevMat::new(some(&dog[i])?.ptr(), hg),
                     lse: stored_lse[i][g].ptr(),
                     delta: some(&delta[i])?.ptr(),
-                    dq: M::new(some(&dq[i])?.ptr(), hg),
-                    dk: M::new(cur_dkv[i][0].ptr(), hg),
-                    dv: M::new(cur_dkv[i][1].ptr(), hg),
+                    dq: DevMat::new(some(&dq[i])?.ptr(), hg),
+                    dk: DevMat::new(cur_dkv[i][0].ptr(), hg),
+                    dv: DevMat::new(cur_dkv[i][1].ptr(), hg),
                 };
                 block_bwd(w, i, cfg.fused, &geo, &io, &gx)?;
             }
@@ -437,7 +444,7 @@ pub(super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<
         // Every device but the owner: its fp32 contribution, sent to the owner.
         let mut slots = slots;
         for i in (0..p).filter(|&i| i != g) {
-            let cq = w.buf(i, "attn.weight_grad_contrib_fp32", FP, 3 * h * hg)?;
+            let cq = w.buf(i, names::ATTN_WEIGHT_GRAD_CONTRIB_FP32, FP, 3 * h * hg)?;
             w.gemm(
                 i,
                 (h, hg, r),
@@ -449,7 +456,7 @@ pub(super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<
                 0.0,
                 3,
             )?;
-            let co = w.buf(i, "attn.weight_grad_contrib_fp32", FP, hg * h)?;
+            let co = w.buf(i, names::ATTN_WEIGHT_GRAD_CONTRIB_FP32, FP, hg * h)?;
             w.gemm(
                 i,
                 (hg, h, r),
@@ -504,7 +511,7 @@ pub(super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<
                         i,
                         others[posted],
                         wgrad_tag,
-                        "attn.weight_grad_recv_fp32",
+                        names::ATTN_WEIGHT_GRAD_RECV_FP32,
                         &shapes,
                     )?);
                     posted += 1;
@@ -546,13 +553,13 @@ pub(super) fn tp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<Ha
     let p = sh.p;
     let (b, s, h, hg, ag, d) = (sh.b, sh.s, sh.h, sh.hg(), sh.ag(), sh.d());
     let r = b * s;
-    let geo = Geo {
+    let geo = AttnCall {
         batch: b,
         heads: ag,
-        nq: s,
-        nkv: s,
-        d,
-        causal: visibility(cfg.causal, 0, 0) == Vis::Diagonal,
+        q_tokens: s,
+        kv_tokens: s,
+        head_dim: d,
+        causal: visibility(cfg.causal, 0, 0) == Visibility::Diagonal,
     };
     let mut wqkv = Vec::new();
     let mut wo = Vec::new();
@@ -563,15 +570,15 @@ pub(super) fn tp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<Ha
     let dout_host = rm(&data.dout);
     let mut dout_stage = Vec::new();
     for i in 0..p {
-        wqkv.push(w.upload(i, "attn.weights", &qkv_shard(&data.wqkv, h, hg, i))?);
+        wqkv.push(w.upload(i, names::ATTN_WEIGHTS, &qkv_shard(&data.wqkv, h, hg, i))?);
         wo.push(w.upload(
             i,
-            "attn.weights",
+            names::ATTN_WEIGHTS,
             &rm(&data.wo.rows(i * hg, hg).into_owned()),
         )?);
         grad_wqkv.push(w.zeros(i, "optimizer.main_grads_fp32", FP, 3 * h * hg)?);
         grad_wo.push(w.zeros(i, "optimizer.main_grads_fp32", FP, hg * h)?);
-        x.push(w.upload(i, "attn.qkv_input", &xs)?);
+        x.push(w.upload(i, names::ATTN_QKV_INPUT, &xs)?);
         dout_stage.push(w.stage(i, &dout_host)?);
     }
     w.begin()?;
@@ -579,20 +586,20 @@ pub(super) fn tp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<Ha
     let mut partial = Vec::new();
     let mut o_all = Vec::new();
     for i in 0..p {
-        let q = w.buf(i, "attn.qkv", BF, 3 * r * hg)?;
+        let q = w.buf(i, names::ATTN_QKV, BF, 3 * r * hg)?;
         project_qkv(w, i, (r, h, hg), &x[i], wqkv[i].ptr(), &q)?;
-        let acc = w.zeros(i, "attn.output_acc_fp32", FP, r * hg)?;
-        let lse = w.filled(i, "attn.lse", r * ag, f32::NEG_INFINITY)?;
+        let acc = w.zeros(i, names::ATTN_OUTPUT_ACC_FP32, FP, r * hg)?;
+        let lse = w.filled(i, names::ATTN_LSE, r * ag, f32::NEG_INFINITY)?;
         let io = BlockIo {
-            q: M::new(q.ptr(), hg),
-            k: M::new(q.at(r * hg), hg),
-            v: M::new(q.at(2 * r * hg), hg),
+            q: DevMat::new(q.ptr(), hg),
+            k: DevMat::new(q.at(r * hg), hg),
+            v: DevMat::new(q.at(2 * r * hg), hg),
         };
         block_fwd(w, i, cfg.fused, &geo, &io, &acc, &lse)?;
-        let o = w.buf(i, "attn.proj_input", BF, r * hg)?;
+        let o = w.buf(i, names::ATTN_PROJ_INPUT, BF, r * hg)?;
         w.gpu(i).to_bf16(acc.ptr(), o.ptr(), r * hg)?;
         drop(acc);
-        let pt = w.buf(i, "attn.output_partial", BF, r * h)?;
+        let pt = w.buf(i, names::ATTN_OUTPUT_PARTIAL, BF, r * h)?;
         w.gemm(
             i,
             (r, h, hg),
@@ -614,7 +621,7 @@ pub(super) fn tp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<Ha
     let mut douts = Vec::new();
     for i in 0..p {
         let dout = w.copy_staged(i, "grad.layer_output", &dout_stage[i])?;
-        let dog = w.buf(i, "attn.grad_output_local", BF, r * hg)?;
+        let dog = w.buf(i, names::ATTN_GRAD_OUTPUT_LOCAL, BF, r * hg)?;
         w.gemm(
             i,
             (r, hg, h),
@@ -637,31 +644,31 @@ pub(super) fn tp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<Ha
             1.0,
             1,
         )?;
-        let delta = w.buf(i, "attn.delta_fp32", FP, r * ag)?;
+        let delta = w.buf(i, names::ATTN_DELTA_FP32, FP, r * ag)?;
         w.gpu(i).attn_delta(
-            M::new(dog.ptr(), hg),
-            M::new(o_all[i].ptr(), hg),
+            DevMat::new(dog.ptr(), hg),
+            DevMat::new(o_all[i].ptr(), hg),
             delta.ptr(),
             r,
             ag,
             d,
         )?;
-        let dq = w.zeros(i, "attn.dq_acc_fp32", FP, r * hg)?;
-        let dk = w.zeros(i, "attn.dkv_acc_fp32", FP, r * hg)?;
-        let dv = w.zeros(i, "attn.dkv_acc_fp32", FP, r * hg)?;
+        let dq = w.zeros(i, names::ATTN_DQ_ACC_FP32, FP, r * hg)?;
+        let dk = w.zeros(i, names::ATTN_DKV_ACC_FP32, FP, r * hg)?;
+        let dv = w.zeros(i, names::ATTN_DKV_ACC_FP32, FP, r * hg)?;
         let (q, lse) = &qkv[i];
         let io = BlockIo {
-            q: M::new(q.ptr(), hg),
-            k: M::new(q.at(r * hg), hg),
-            v: M::new(q.at(2 * r * hg), hg),
+            q: DevMat::new(q.ptr(), hg),
+            k: DevMat::new(q.at(r * hg), hg),
+            v: DevMat::new(q.at(2 * r * hg), hg),
         };
         let gx = BwdIo {
-            dout: M::new(dog.ptr(), hg),
+            dout: DevMat::new(dog.ptr(), hg),
             lse: lse.ptr(),
             delta: delta.ptr(),
-            dq: M::new(dq.ptr(), hg),
-            dk: M::new(dk.ptr(), hg),
-            dv: M::new(dv.ptr(), hg),
+            dq: DevMat::new(dq.ptr(), hg),
+            dk: DevMat::new(dk.ptr(), hg),
+            dv: DevMat::new(dv.ptr(), hg),
         };
         block_bwd(w, i, cfg.fused, &geo, &io, &gx)?;
         let dqkv = w.buf(i, "grad.qkv", BF, 3 * r * hg)?;

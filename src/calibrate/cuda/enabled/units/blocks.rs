@@ -3,43 +3,25 @@
 //! scores, block log-sum-exp, probabilities, block output; probabilities, their gradient, the
 //! score gradient — under the names and in the order `exec::attention` uses.
 
+pub(super) use crate::exec::attention::{visibility, Visibility};
 use crate::exec::device::Dtype;
+use crate::memory::names;
 
 use super::super::gpu::{Op, Ty};
 use super::super::mem::Buf;
-use super::super::ops::{Geo, M};
+use super::super::ops::{softmax_scale, DevMat};
 use super::super::Result;
 use super::world::World;
+use crate::calibrate::backend::AttnCall;
 
 const BF: Dtype = Dtype::Bf16;
 const FP: Dtype = Dtype::Fp32;
 
-/// Which part of a key block a query block sees (as `exec::attention`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Vis {
-    /// Every key visible.
-    Full,
-    /// The causal diagonal block.
-    Diagonal,
-    /// Above the diagonal: skipped.
-    Hidden,
-}
-
-pub(super) fn visibility(causal: bool, query_block: usize, key_block: usize) -> Vis {
-    if !causal || key_block < query_block {
-        Vis::Full
-    } else if key_block == query_block {
-        Vis::Diagonal
-    } else {
-        Vis::Hidden
-    }
-}
-
 /// What a block computes with: Q, K, V (bf16), the running output/accumulators.
 pub(super) struct BlockIo {
-    pub q: M,
-    pub k: M,
-    pub v: M,
+    pub q: DevMat,
+    pub k: DevMat,
+    pub v: DevMat,
 }
 
 /// One forward block of device `i`: fused, or unfused with its materialised buffers.
@@ -47,19 +29,19 @@ pub(super) fn block_fwd(
     w: &World,
     i: usize,
     fused: bool,
-    g: &Geo,
+    g: &AttnCall,
     io: &BlockIo,
     acc: &Buf,
     lse: &Buf,
 ) -> Result<()> {
     let gpu = w.gpu(i);
-    let hg = g.heads * g.d;
+    let hg = g.heads * g.head_dim;
     if fused {
-        return gpu.flash_fwd(g, io.q, io.k, io.v, M::new(acc.ptr(), hg), lse.ptr());
+        return gpu.flash_fwd(g, io.q, io.k, io.v, DevMat::new(acc.ptr(), hg), lse.ptr());
     }
-    let (b, ag, nq, nkv, d) = (g.batch, g.heads, g.nq, g.nkv, g.d);
+    let (b, ag, nq, nkv, d) = (g.batch, g.heads, g.q_tokens, g.kv_tokens, g.head_dim);
     let blk = nq * nkv;
-    let scores = w.buf(i, "attn.block_scores", BF, b * ag * blk)?;
+    let scores = w.buf(i, names::ATTN_BLOCK_SCORES, BF, b * ag * blk)?;
     for beta in 0..b {
         w.gemm(
             i,
@@ -73,11 +55,11 @@ pub(super) fn block_fwd(
             ag,
         )?;
     }
-    let blse = w.zeros(i, "attn.block_lse_fp32", FP, b * nq * ag)?;
-    let probs = w.buf(i, "attn.block_probs", BF, b * ag * blk)?;
+    let blse = w.zeros(i, names::ATTN_BLOCK_LSE_FP32, FP, b * nq * ag)?;
+    let probs = w.buf(i, names::ATTN_BLOCK_PROBS, BF, b * ag * blk)?;
     gpu.softmax_rows(g, scores.ptr(), probs.ptr(), blse.ptr())?;
     drop(scores);
-    let ob = w.zeros(i, "attn.block_out", BF, b * nq * hg)?;
+    let ob = w.zeros(i, names::ATTN_BLOCK_OUT, BF, b * nq * hg)?;
     for beta in 0..b {
         w.gemm(
             i,
@@ -93,9 +75,9 @@ pub(super) fn block_fwd(
     }
     drop(probs);
     gpu.lse_merge(
-        M::new(acc.ptr(), hg),
+        DevMat::new(acc.ptr(), hg),
         lse.ptr(),
-        M::new(ob.ptr(), hg),
+        DevMat::new(ob.ptr(), hg),
         blse.ptr(),
         b * nq,
         ag,
@@ -108,12 +90,12 @@ pub(super) fn block_fwd(
 
 /// The gradient side of a backward block.
 pub(super) struct BwdIo {
-    pub dout: M,
+    pub dout: DevMat,
     pub lse: u64,
     pub delta: u64,
-    pub dq: M,
-    pub dk: M,
-    pub dv: M,
+    pub dq: DevMat,
+    pub dk: DevMat,
+    pub dv: DevMat,
 }
 
 /// One backward block of device `i`: fused, or unfused with its materialised buffers.
@@ -121,7 +103,7 @@ pub(super) fn block_bwd(
     w: &World,
     i: usize,
     fused: bool,
-    g: &Geo,
+    g: &AttnCall,
     io: &BlockIo,
     x: &BwdIo,
 ) -> Result<()> {
@@ -131,11 +113,11 @@ pub(super) fn block_bwd(
             g, io.q, io.k, io.v, x.dout, x.lse, x.delta, x.dq, x.dk, x.dv,
         );
     }
-    let (b, ag, nq, nkv, d) = (g.batch, g.heads, g.nq, g.nkv, g.d);
+    let (b, ag, nq, nkv, d) = (g.batch, g.heads, g.q_tokens, g.kv_tokens, g.head_dim);
     let blk = nq * nkv;
-    let off = |m: M, rows: usize, beta: usize| m.ptr + (2 * beta * rows * m.ld) as u64;
-    let off4 = |m: M, rows: usize, beta: usize| m.ptr + (4 * beta * rows * m.ld) as u64;
-    let probs = w.buf(i, "attn.block_probs", BF, b * ag * blk)?;
+    let off = |m: DevMat, rows: usize, beta: usize| m.ptr + (2 * beta * rows * m.ld) as u64;
+    let off4 = |m: DevMat, rows: usize, beta: usize| m.ptr + (4 * beta * rows * m.ld) as u64;
+    let probs = w.buf(i, names::ATTN_BLOCK_PROBS, BF, b * ag * blk)?;
     for beta in 0..b {
         w.gemm(
             i,
@@ -150,7 +132,7 @@ pub(super) fn block_bwd(
         )?;
     }
     gpu.probs_from_lse(g, probs.ptr(), x.lse)?;
-    let dp = w.buf(i, "attn.block_grad_probs", BF, b * ag * blk)?;
+    let dp = w.buf(i, names::ATTN_BLOCK_GRAD_PROBS, BF, b * ag * blk)?;
     for beta in 0..b {
         w.gemm(
             i,
@@ -164,10 +146,10 @@ pub(super) fn block_bwd(
             ag,
         )?;
     }
-    let ds = w.buf(i, "attn.block_grad_scores", BF, b * ag * blk)?;
+    let ds = w.buf(i, names::ATTN_BLOCK_GRAD_SCORES, BF, b * ag * blk)?;
     gpu.grad_scores(g, probs.ptr(), dp.ptr(), x.delta, ds.ptr())?;
     drop(dp);
-    let scale = g.scale();
+    let scale = softmax_scale(g);
     for beta in 0..b {
         let (s, p) = (ds.at(beta * ag * blk), probs.at(beta * ag * blk));
         // dQ += scale·dS·K, dK += scale·dSᵀ·Q, dV += Pᵀ·dO (fp32 accumulators).

@@ -5,6 +5,7 @@
 use crate::exec::attention::AttnCfg;
 use crate::exec::device::{Dtype, Tag};
 use crate::exec::WeightExchange;
+use crate::memory::names;
 
 use super::super::mem::Buf;
 use super::super::xfer::{Part, Pending};
@@ -93,7 +94,7 @@ impl Fetch {
                         i,
                         self.src(p, i, g),
                         self.tag(g),
-                        "attn.weight_recv",
+                        names::ATTN_WEIGHT_RECV,
                         &self.shapes,
                     )?,
                 };
@@ -113,7 +114,7 @@ impl Fetch {
                     i,
                     self.src(p, i, g + 1),
                     self.tag(g + 1),
-                    "attn.weight_recv",
+                    names::ATTN_WEIGHT_RECV,
                     &self.shapes,
                 )?);
             }

@@ -2,6 +2,7 @@
 //! (W1[j], W2[j]) shard pairs with traveling fp32 gradient accumulators, and Megatron TP —
 //! ports of `crate::exec::mlp` with the same buffers, names and order on every device.
 
+use crate::memory::names;
 use std::rc::Rc;
 
 use crate::exec::device::{Dtype, Phase, Tag};
@@ -89,25 +90,25 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
         own.push([
             w.upload(
                 i,
-                "mlp.weights",
+                names::MLP_WEIGHTS,
                 &rm(&data.w1.columns(i * fp, fp).into_owned()),
             )?,
             w.upload(
                 i,
-                "mlp.weights",
+                names::MLP_WEIGHTS,
                 &rm(&data.w2.rows(i * fp, fp).into_owned()),
             )?,
         ]);
         grad_w1.push(w.zeros(i, "optimizer.main_grads_fp32", FP, h * fp)?);
         grad_w2.push(w.zeros(i, "optimizer.main_grads_fp32", FP, fp * h)?);
-        x.push(w.upload(i, "mlp.input", &rm(&local_rows(&data.x, b, s, p, i)))?);
+        x.push(w.upload(i, names::MLP_INPUT, &rm(&local_rows(&data.x, b, s, p, i)))?);
         dout_stage.push(w.stage(i, &rm(&local_rows(&data.dout, b, s, p, i)))?);
     }
     w.begin()?;
 
     // ---------------- forward ----------------
     let out = (0..p)
-        .map(|i| w.zeros(i, "mlp.output_sum", BF, r * h))
+        .map(|i| w.zeros(i, names::MLP_OUTPUT_SUM, BF, r * h))
         .collect::<Result<Vec<_>>>()?;
     let mut cur: Vec<Option<Vec<Buf>>> = (0..p).map(|_| None).collect();
     for t in 0..p {
@@ -124,7 +125,7 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
             }
             if cfg.rb == 2 {
                 for (i, pd) in pending.iter_mut().enumerate() {
-                    *pd = Some(w.post(i, prev(i), tag, "mlp.weight_recv", &w_shapes)?);
+                    *pd = Some(w.post(i, prev(i), tag, names::MLP_WEIGHT_RECV, &w_shapes)?);
                 }
             }
         }
@@ -136,7 +137,7 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
                 (r, h, fp),
                 &x[i],
                 w1,
-                ("mlp.act_input_block", "mlp.act_output_block"),
+                (names::MLP_ACT_INPUT_BLOCK, names::MLP_ACT_OUTPUT_BLOCK),
             )?;
             drop(hpre);
             w.gemm(
@@ -159,7 +160,7 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
                     Some(pd) => w.wait(pd)?,
                     None => {
                         cur[i] = None;
-                        w.recv(i, prev(i), tag, "mlp.weight_recv", &w_shapes)?
+                        w.recv(i, prev(i), tag, names::MLP_WEIGHT_RECV, &w_shapes)?
                     }
                 };
                 cur[i] = Some(got);
@@ -185,8 +186,8 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
     let mut cur_dw: Vec<Vec<Buf>> = (0..p)
         .map(|i| {
             Ok(vec![
-                w.zeros(i, "mlp.weight_grad_acc_fp32", FP, h * fp)?,
-                w.zeros(i, "mlp.weight_grad_acc_fp32", FP, fp * h)?,
+                w.zeros(i, names::MLP_WEIGHT_GRAD_ACC_FP32, FP, h * fp)?,
+                w.zeros(i, names::MLP_WEIGHT_GRAD_ACC_FP32, FP, fp * h)?,
             ])
         })
         .collect::<Result<Vec<_>>>()?;
@@ -208,10 +209,16 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
         if cfg.rb == 2 && p > 1 {
             for i in 0..p {
                 if t + 1 < p {
-                    next_w[i] = Some(w.post(i, prev(i), w_tag, "mlp.weight_recv", &w_shapes)?);
+                    next_w[i] =
+                        Some(w.post(i, prev(i), w_tag, names::MLP_WEIGHT_RECV, &w_shapes)?);
                 }
-                next_dw[i] =
-                    Some(w.post(i, prev(i), dw_tag, "mlp.weight_grad_recv_fp32", &dw_shapes)?);
+                next_dw[i] = Some(w.post(
+                    i,
+                    prev(i),
+                    dw_tag,
+                    names::MLP_WEIGHT_GRAD_RECV_FP32,
+                    &dw_shapes,
+                )?);
             }
         }
         for i in 0..p {
@@ -222,7 +229,7 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
                 (r, h, fp),
                 &x[i],
                 w1,
-                ("mlp.act_input_block", "mlp.act_output_block"),
+                (names::MLP_ACT_INPUT_BLOCK, names::MLP_ACT_OUTPUT_BLOCK),
             )?;
             let dh = w.buf(i, "grad.mlp_act_block", BF, r * fp)?;
             w.gemm(
@@ -290,13 +297,19 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
                 if !last {
                     let d = match next_w[i].take() {
                         Some(pd) => w.wait(pd)?,
-                        None => w.recv(i, prev(i), w_tag, "mlp.weight_recv", &w_shapes)?,
+                        None => w.recv(i, prev(i), w_tag, names::MLP_WEIGHT_RECV, &w_shapes)?,
                     };
                     cur_w[i] = Some(d);
                 }
                 let a = match next_dw[i].take() {
                     Some(pd) => w.wait(pd)?,
-                    None => w.recv(i, prev(i), dw_tag, "mlp.weight_grad_recv_fp32", &dw_shapes)?,
+                    None => w.recv(
+                        i,
+                        prev(i),
+                        dw_tag,
+                        names::MLP_WEIGHT_GRAD_RECV_FP32,
+                        &dw_shapes,
+                    )?,
                 };
                 if last {
                     cur_w[i] = None;
@@ -347,17 +360,17 @@ pub(super) fn tp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Hand
     for i in 0..p {
         w1.push(w.upload(
             i,
-            "mlp.weights",
+            names::MLP_WEIGHTS,
             &rm(&data.w1.columns(i * fp, fp).into_owned()),
         )?);
         w2.push(w.upload(
             i,
-            "mlp.weights",
+            names::MLP_WEIGHTS,
             &rm(&data.w2.rows(i * fp, fp).into_owned()),
         )?);
         grad_w1.push(w.zeros(i, "optimizer.main_grads_fp32", FP, h * fp)?);
         grad_w2.push(w.zeros(i, "optimizer.main_grads_fp32", FP, fp * h)?);
-        x.push(w.upload(i, "mlp.fc1_input", &xs)?);
+        x.push(w.upload(i, names::MLP_FC1_INPUT, &xs)?);
         dout_stage.push(w.stage(i, &dout_host)?);
     }
     w.begin()?;
@@ -370,9 +383,9 @@ pub(super) fn tp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Hand
             (r, h, fp),
             &x[i],
             &w1[i],
-            ("mlp.act_input", "mlp.fc2_input"),
+            (names::MLP_ACT_INPUT, names::MLP_FC2_INPUT),
         )?;
-        let pt = w.buf(i, "mlp.output_partial", BF, r * h)?;
+        let pt = w.buf(i, names::MLP_OUTPUT_PARTIAL, BF, r * h)?;
         w.gemm(
             i,
             (r, h, fp),
