@@ -13,7 +13,8 @@
 //!   links are the exec channels, optionally throttled;
 //! - [`mock`]: exact synthetic numbers, for tests of the fitting;
 //! - [`cuda`]: cuBLAS/NVRTC/NCCL behind the cargo feature `cuda` (a stub that returns a clear
-//!   error otherwise);
+//!   error otherwise); its measurement plan and units (`cuda::grid`) and the GPU check's split
+//!   and inputs (`cuda::check`) are built always;
 //! - [`measure`]: the plan of measurements and measuring it into the file format;
 //! - [`budget`]: the time guard a budgeted plan is measured under;
 //! - [`busbw`]: nccl-tests' collective sizes and bus bandwidth;

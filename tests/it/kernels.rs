@@ -432,3 +432,33 @@ fn causal_ring_steps_run_the_blocks_the_gpu_really_runs() {
         assert!(g.kernels.len() < 64, "{} kernel shapes", g.kernels.len());
     }
 }
+
+/// The committed pricing of METP's LLaMA-2 7B kernel shapes on the H200
+/// (`reports/kernels/metp-llama2-7b-h200.json`, quoted by the README) is what `metp-sim
+/// kernels` prints for the committed shape list with the bundled profile, byte for byte: a
+/// change to the kernel model or the profile must regenerate it.
+#[test]
+fn the_committed_metp_kernel_pricing_regenerates() {
+    let out = cmd()
+        .args([
+            "kernels",
+            "--hw",
+            "hgx-h200",
+            "--input",
+            "reports/kernels/metp-llama2-7b-shapes.json",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let committed = std::fs::read(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("reports/kernels/metp-llama2-7b-h200.json"),
+    )
+    .unwrap();
+    assert!(
+        out.stdout == committed,
+        "reports/kernels/metp-llama2-7b-h200.json is stale: regenerate it with `metp-sim kernels \
+         --hw hgx-h200 --input reports/kernels/metp-llama2-7b-shapes.json --format json`"
+    );
+}
