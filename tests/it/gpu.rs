@@ -300,6 +300,14 @@ fn gpu_refuses_what_it_cannot_run() {
     let mut spec = spec;
     spec.fused = false;
     assert!(b.run_unit(&spec).unwrap().max_rel_error < 2e-2);
+    // An option its units do not implement (`Backend::support`): one line naming it.
+    let mut spec = RunSpec::new(Unit::Attention, ExecMethod::Metp, shape(256, 4));
+    spec.metp.store_qkv = true;
+    let e = b.run_unit(&spec).unwrap_err().to_string();
+    assert!(
+        e.contains("--metp-store-qkv") && e.lines().count() == 1,
+        "{e}"
+    );
 }
 
 /// The twelve attention calls of the shared H200 file (PyTorch's FlashAttention), timed with

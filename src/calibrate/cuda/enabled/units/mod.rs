@@ -417,3 +417,54 @@ fn errors_of(spec: &RunSpec, data: &Data, outs: &Outs) -> Result<BTreeMap<String
         _ => return Err(super::gpu_err("unit", "outputs of another unit")),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Activation;
+
+    /// What the units declare is what they run: the CPU runtime's options pass, the ones its
+    /// programs do not implement are refused in one line naming the option — before any GPU
+    /// is touched.
+    #[test]
+    fn calib_cuda_support_refuses_what_the_units_do_not_run() {
+        let shape = Shape {
+            b: 2,
+            s: 256,
+            h: 256,
+            a: 4,
+            f: 1024,
+            p: 2,
+        };
+        let mut ok = RunSpec::new(Unit::Attention, ExecMethod::Metp, shape);
+        ok.causal = true;
+        ok.fused = false;
+        ok.metp.recv_buffers = 1;
+        ok.metp.weight_exchange = WeightExchange::Ring;
+        check(&ok).unwrap();
+        let refused = |f: &dyn Fn(&mut RunSpec), what: &str| {
+            let mut spec = RunSpec::new(Unit::Attention, ExecMethod::Metp, shape);
+            f(&mut spec);
+            let e = check(&spec).unwrap_err().to_string();
+            assert!(e.contains(what) && e.lines().count() == 1, "{what}: {e}");
+        };
+        refused(&|s| s.metp.store_qkv = true, "--metp-store-qkv");
+        refused(&|s| s.metp.head_groups = Some(4), "head groups");
+        refused(&|s| s.kv_heads = 2, "grouped-query");
+        refused(
+            &|s| {
+                s.unit_spec.unit = Unit::Mlp;
+                s.activation = Activation::Swiglu;
+            },
+            "Swiglu activation",
+        );
+        // d = 256/4 = 64 fused is fine; d = 32 fused is not.
+        refused(
+            &|s| {
+                s.unit_spec.shape.a = 8;
+                s.kv_heads = 8;
+            },
+            "head dimension",
+        );
+    }
+}
