@@ -439,6 +439,7 @@ fn calib_cli_calibrate_cpu_quick_end_to_end() {
 /// there the ideal fractions are 3/4 and 0), which survives a noisy 2-core machine.
 #[test]
 fn calib_overlap_threshold_on_a_throttled_link() {
+    let _cpu = crate::cpu_exclusive();
     let base = Shape {
         b: 1,
         s: 0,
@@ -514,6 +515,7 @@ fn calib_overlap_threshold_on_a_throttled_link() {
 /// overshoot by tens of microseconds; the copies add a little).
 #[test]
 fn calib_cpu_link_fit_recovers_the_throttle() {
+    let _cpu = crate::cpu_exclusive();
     use metp_sim::calibrate::cpu::CpuBackend;
     use metp_sim::calibrate::fit::link as fit_link;
     use metp_sim::calibrate::{measure, Plan};

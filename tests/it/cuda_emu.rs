@@ -12,6 +12,7 @@ use crate::skipped;
 
 #[test]
 fn cuda_kernels_match_references_on_the_host_emulator() {
+    let _cpu = crate::cpu_exclusive();
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let src = root.join("tests/cuda-emu/emu_test.cpp");
     let dir = tempfile::tempdir().unwrap();

@@ -28,3 +28,12 @@ fn skipped(why: impl std::fmt::Display) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr(), "skipped: {why}");
 }
+
+/// Held by the tests whose assertions rest on CPU timings and by the test that loads every
+/// core (the CUDA emulator's build and its thread-per-CUDA-thread run), so that neither runs
+/// beside the other on a 2-core machine: the emulator slows the measured compute by a factor
+/// the timing tests cannot tell from the link they check.
+fn cpu_exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static CPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    CPU.lock().unwrap_or_else(|e| e.into_inner())
+}
