@@ -14,6 +14,8 @@
 #      METP_SIM_TEST_BIN: the tests/it binary of `cargo test --release --features cuda --test it
 #      --no-run`), or builds them when cargo is here;
 #   4. runs the GPU tests (tests/it/gpu.rs), each in its own process;
+#   5a. runs `python3 scripts/gpu-kernels.py` (PyTorch's cuBLAS and FlashAttention kernels at
+#      METP's shapes: the kernel model's held-out data) when torch imports and the script exists;
 #   5. calibrates: `calibrate --backend cuda` measures the kernel grid into
 #      <profile>.measurements.json, writes a profile, runs METP and TP, attention and MLP, forward
 #      and backward, at LLaMA-2 7B/13B layer sizes, within a time budget sized to what is left;
@@ -21,19 +23,21 @@
 #      split`), refits on the rest (`calibrate --fit`) and prices the held-out entries
 #      (`kernels --compare`); a build without those subcommands logs them as skipped;
 #   7. if time is left, runs the units again with the refitted profile (`run --hw`);
-#   8. runs `python3 scripts/gpu-kernels.py` (PyTorch's kernels) when torch imports and the
-#      script exists;
 #   9. ends with ONE table (`metp-sim gpu-check table`): per kernel kind, the median and largest
 #      |error| of the refitted profile on the held-out measurements; per unit, predicted against
 #      measured time and memory.
 #
-# Outputs go to $OUT if set, else reports/gpu/<gpu>-<date>/. Exit status: 0 when every step
+#   10. with GPU_CHECK_PACK=1, packs every output into gpu-check.tgz (for harnesses that bring
+#      back only a few files).
+#
+# GPU_CHECK_HARD_S (default 285) sets the hard stop. Outputs go to $OUT if set, else
+# reports/gpu/<gpu>-<date>/. Exit status: 0 when every step
 # that ran passed, 1 otherwise (summary.txt says which).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 START=$SECONDS
-HARD=285 # seconds: the script ends before this
+HARD=${GPU_CHECK_HARD_S:-285} # seconds: the script ends before this
 
 say() { echo "gpu-check: $*" | tee -a "$SUMMARY"; }
 die() {
@@ -202,13 +206,28 @@ grep -hE "^(test |cuda:|skipped|bf16|attention|256 MiB|host|NCCL|.*error [0-9]| 
 grep -q "skipped: no usable GPU" "$OUT/gpu-tests.log" &&
     say "gpu-tests: WARNING: tests skipped: the backend found no usable GPU (see gpu-tests.log)"
 
-# ---- 5. Calibrate ---------------------------------------------------------------------------
 HAVE_TORCH=0
 if [ -f scripts/gpu-kernels.py ] && python3 -c 'import torch' >/dev/null 2>&1; then HAVE_TORCH=1; fi
+# ---- 5a. PyTorch's kernels (first: the kernel model's held-out shapes) ----------------------
+if ((HAVE_TORCH)); then
+    PT=$(($(left) / 4))
+    ((PT > 60)) && PT=60
+    if ((PT >= 20)); then
+        step pytorch-kernels $((PT + 10)) python3 scripts/gpu-kernels.py --out "$OUT/pytorch-kernels.json" --budget-s "$PT"
+    else
+        say "pytorch-kernels: skipped (time)"
+    fi
+elif [ ! -f scripts/gpu-kernels.py ]; then
+    say "pytorch-kernels: skipped (scripts/gpu-kernels.py is not in this tree)"
+else
+    say "pytorch-kernels: skipped (python3 cannot import torch)"
+fi
+
+# ---- 5. Calibrate ---------------------------------------------------------------------------
 # Virtual devices of the units: the GPUs when there are 2, 4 or 8 (NCCL), else 4 on GPU 0.
 case "$NGPU" in 2 | 4 | 8) DEVICES=$NGPU ;; *) DEVICES=4 ;; esac
 # What must remain after calibrating: refit and comparison, the table, PyTorch's kernels.
-RESERVE=$((25 + HAVE_TORCH * 85))
+RESERVE=$((25 + 70))
 BUDGET=$(($(left) - RESERVE - 25))
 ((BUDGET > 150)) && BUDGET=150
 PROFILE="$OUT/profile-cuda.json"
@@ -248,29 +267,14 @@ else
 fi
 
 # ---- 7. Units with the refitted profile, if time is left ------------------------------------
-if [ -s "$FITTED" ] && (($(left) - HAVE_TORCH * 85 > 70)); then
+if [ -s "$FITTED" ] && (($(left) > 60)); then
     for spec in "metp attention" "metp mlp" "tp attention" "tp mlp"; do
         set -- $spec
-        (($(left) - HAVE_TORCH * 85 < 25)) && { say "run-$1-$2: skipped (time)"; continue; }
+        (($(left) < 25)) && { say "run-$1-$2: skipped (time)"; continue; }
         step "run-$1-$2" 30 sh -c "\"$BIN\" run --backend cuda --unit $2 --method $1 --p $DEVICES \
-            --seq $((4096 * DEVICES)) --hidden 4096 --heads 32 --ffn 11008 --runs 2 --hw \"$FITTED\" \
+            --seq $((2048 * DEVICES)) --hidden 4096 --heads 32 --ffn 11008 --runs 2 --hw \"$FITTED\" \
             --format json >\"$OUT/run-$1-$2.json\""
     done
-fi
-
-# ---- 8. PyTorch's kernels ------------------------------------------------------------------
-if ((HAVE_TORCH)); then
-    PT=$(($(left) - 20))
-    ((PT > 75)) && PT=75
-    if ((PT >= 20)); then
-        step pytorch-kernels $((PT + 10)) python3 scripts/gpu-kernels.py --out "$OUT/pytorch-kernels.json" --budget-s "$PT"
-    else
-        say "pytorch-kernels: skipped (time)"
-    fi
-elif [ ! -f scripts/gpu-kernels.py ]; then
-    say "pytorch-kernels: skipped (scripts/gpu-kernels.py is not in this tree)"
-else
-    say "pytorch-kernels: skipped (python3 cannot import torch)"
 fi
 
 # ---- 9. The table ---------------------------------------------------------------------------
@@ -287,4 +291,11 @@ say "done in $((SECONDS - START))s; results in $OUT"
     echo
     cat "$OUT/table.txt"
 } | tee -a "$SUMMARY"
+# ---- 10. One archive (GPU_CHECK_PACK=1: a harness that brings back only a few files gets
+# everything in gpu-check.tgz, beside summary.txt and table.txt) ------------------------------
+if [ "${GPU_CHECK_PACK:-0}" = 1 ]; then
+    (cd "$OUT" && tar czf "$LIBTMP/gpu-check.tgz" --exclude=gpu-check.tgz . &&
+        find . -maxdepth 1 -type f ! -name summary.txt ! -name table.txt -delete &&
+        mv "$LIBTMP/gpu-check.tgz" gpu-check.tgz) || echo "gpu-check: packing failed" >&2
+fi
 exit "$FAILED"
