@@ -11,6 +11,7 @@ fn bench(c: &mut Criterion) {
         method: MethodId::Metp,
         p: 8,
         dp: 1,
+        outer: metp_sim::config::OuterAxes::default(),
         seq: 1,
         micro_batch: 1,
         micro_batches: 1,

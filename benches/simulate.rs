@@ -18,6 +18,7 @@ fn bench(c: &mut Criterion) {
         method: MethodId::Metp,
         p: 8,
         dp: 1,
+        outer: metp_sim::config::OuterAxes::default(),
         seq: 131072,
         micro_batch: 1,
         micro_batches: 1,

@@ -19,18 +19,19 @@
 //! Depends on `config`, `cost` and `schedule`'s plan types; never on `sim`.
 
 mod overlap;
+mod pipeline;
 
 pub use overlap::{solve_thresholds, thresholds, SolvedThresholds, Thresholds};
 
 use crate::config::{ValidWorkload, Workload};
 use crate::cost::{collective_steps, CostModel, LinkClass};
 use crate::schedule::{
-    CollectiveOp, Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan, StepTimes,
+    Axis, CollectiveOp, Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan, StepTimes,
 };
 
 /// Accumulated times of a part of the step.
 #[derive(Debug, Clone, Copy, Default)]
-struct T {
+pub(crate) struct T {
     wall: f64,
     /// Kernel time at full speed.
     compute: f64,
@@ -48,24 +49,46 @@ impl std::ops::AddAssign for T {
     }
 }
 
-struct Pricer<'a> {
+pub(crate) struct Pricer<'a> {
     cost: CostModel<'a>,
     p: u64,
     /// Link class a ring over the group crosses at its narrowest.
     class: LinkClass,
+    /// Context-parallel ranks, and the link class their ring crosses at its narrowest.
+    cp: u64,
+    cp_class: LinkClass,
     sigma: f64,
 }
 
 impl<'a> Pricer<'a> {
-    /// A pricer for the p devices of `w`'s group.
+    /// A pricer for the p devices of `w`'s group (and its cp context-parallel ranks).
     fn new(w: &'a Workload) -> Self {
         let cost = CostModel::new(&w.hardware);
+        let cp = w.outer.cp;
         Pricer {
             cost,
             p: w.p,
             class: cost.group_class(&(0..w.p as u32).collect::<Vec<_>>()),
+            cp,
+            cp_class: cost.group_class(&(0..cp as u32).map(|c| c * w.p as u32).collect::<Vec<_>>()),
             sigma: cost.overlap_slowdown(),
         }
+    }
+
+    /// Members and narrowest link class of a ring's group.
+    fn axis(&self, axis: Axis) -> (u64, LinkClass) {
+        match axis {
+            Axis::Method => (self.p, self.class),
+            Axis::Context => (self.cp, self.cp_class),
+        }
+    }
+
+    /// `α + bytes / B` of one message over a group of `n` of class `class` (0 for one device).
+    fn message_over(&self, bytes: u64, n: u64, class: LinkClass) -> f64 {
+        if n <= 1 {
+            return 0.0;
+        }
+        self.cost.p2p_latency_s(class) + bytes as f64 / self.cost.link_bytes_per_s(class)
     }
 
     fn kernels(&self, ks: &[Kernel]) -> f64 {
@@ -120,10 +143,11 @@ impl<'a> Pricer<'a> {
     /// accumulator hop follows its accumulate, and the last one returns to the owner.
     fn ring(&self, c: &mut Clock, r: &Ring) {
         let steps = r.steps.len();
-        let comm = self.p > 1;
-        let m = self.message(r.prefetch_bytes);
+        let (n, class) = self.axis(r.axis);
+        let comm = n > 1;
+        let m = self.message_over(r.prefetch_bytes, n, class);
         let ma = if r.accumulator_bytes > 0 {
-            self.message(r.accumulator_bytes)
+            self.message_over(r.accumulator_bytes, n, class)
         } else {
             0.0
         };
@@ -134,7 +158,7 @@ impl<'a> Pricer<'a> {
         for (k, step) in r.steps.iter().enumerate() {
             // The critical device: the one whose block's kernels take longest at this step.
             let busiest = step
-                .present(self.p as usize, k)
+                .present(n as usize, k)
                 .iter()
                 .map(|&b| step.kernels_of(b))
                 .max_by(|a, b| self.kernels(a).total_cmp(&self.kernels(b)))
@@ -337,11 +361,7 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
     let mut step = T::default();
     let emb_f = pr.kernels(&plan.embedding_fwd);
     let emb_b = pr.kernels(&plan.embedding_bwd);
-    let replicas = if plan.grad_sync_over_p {
-        w.p * w.dp
-    } else {
-        w.dp
-    };
+    let replicas = w.dp * w.outer.cp * if plan.grad_sync_over_p { w.p } else { 1 };
     let sync_class = cost.group_class(&w.replica_group(plan.grad_sync_over_p));
     let gather = if plan.zero3_gather_bytes > 0 {
         pr.collective(
@@ -374,6 +394,22 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
     let fwd_layer = blocks(&plan.layer_fwd);
     let bwd_layer = blocks(&plan.layer_bwd);
     let head = pr.stages(&plan.head.stages);
+    if w.outer.pp > 1 {
+        return pipeline::price(
+            w,
+            plan,
+            &pr,
+            pipeline::Parts {
+                emb_f,
+                emb_b,
+                gather,
+                sync,
+                fwd_layer,
+                bwd_layer,
+                head,
+            },
+        );
+    }
     let layers = plan.layers as f64;
     for mb in 0..plan.micro_batches {
         let last = mb + 1 == plan.micro_batches;
@@ -450,7 +486,7 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
             };
         }
     }
-    let opt = pr.kernels(&plan.optimizer);
+    let opt = pr.kernels(plan.optimizer.first().map_or(&[][..], Vec::as_slice));
     step += T {
         wall: opt,
         compute: opt,

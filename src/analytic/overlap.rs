@@ -98,6 +98,7 @@ mod tests {
             method: MethodId::Metp,
             p: 8,
             dp: 1,
+            outer: crate::config::OuterAxes::default(),
             seq: 65536,
             micro_batch: 1,
             micro_batches: 1,

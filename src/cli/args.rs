@@ -3,8 +3,8 @@
 use clap::{Args, ValueEnum};
 
 use crate::config::{
-    load_hardware, load_model, parse_count, parse_list, MethodId, MetpOptions, Options, Recompute,
-    WeightExchange, Workload, ZeroStage,
+    load_hardware, load_model, parse_count, parse_list, MethodId, MetpOptions, Options, OuterAxes,
+    Recompute, WeightExchange, Workload, ZeroStage,
 };
 use crate::error::{Error, Result};
 use crate::report::Format;
@@ -127,6 +127,17 @@ pub struct CommonArgs {
     /// Data-parallel replicas (ZeRO shards across them).
     #[arg(long, default_value = "1")]
     pub dp: String,
+    /// Pipeline stages (1F1B; layers split as evenly as possible, embedding on the first
+    /// stage, head and loss on the last).
+    #[arg(long, default_value = "1")]
+    pub pp: String,
+    /// Virtual stages per pipeline stage (Megatron's interleaved 1F1B; needs the micro-batches
+    /// per replica to be a multiple of --pp).
+    #[arg(long, default_value = "1")]
+    pub pp_interleave: String,
+    /// Context-parallel degree for tp-sp (Megatron CP: ring attention across cp groups of p).
+    #[arg(long, default_value = "1")]
+    pub cp: String,
     /// Use fused (FlashAttention-style) attention kernels (default).
     #[arg(long, overrides_with = "no_flash")]
     pub flash: bool,
@@ -184,6 +195,15 @@ impl CommonArgs {
         }
     }
 
+    /// The outer axes from `--pp`, `--pp-interleave` and `--cp`.
+    pub fn outer(&self) -> Result<OuterAxes> {
+        Ok(OuterAxes {
+            pp: parse_count("--pp", &self.pp)?,
+            interleave: parse_count("--pp-interleave", &self.pp_interleave)?,
+            cp: parse_count("--cp", &self.cp)?,
+        })
+    }
+
     /// Loads the files and builds a workload template (method, p and seq filled by the caller).
     pub fn workload(&self, method: MethodId, p: u64, seq: u64) -> Result<Workload> {
         let model = load_model(&self.model)?;
@@ -200,6 +220,7 @@ impl CommonArgs {
             method,
             p,
             dp: parse_count("--dp", &self.dp)?,
+            outer: self.outer()?,
             seq,
             micro_batch: parse_count("--micro-batch", &self.micro_batch)?,
             micro_batches: 1,

@@ -90,6 +90,7 @@ pub fn run(a: SimulateArgs) -> Result<String> {
         link: a.link_model.into(),
         depth: SimDepth::Full,
         trace: a.trace.is_some() || a.timeline.is_some(),
+        devices: crate::schedule::Devices::Distinct,
     })?;
     if let Some(path) = &a.trace {
         report::write_trace(path, &e)?;

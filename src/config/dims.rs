@@ -44,6 +44,8 @@ pub struct Dims<T> {
     pub v: T,
     /// Degree p.
     pub p: T,
+    /// Context-parallel ranks (1 without context parallelism).
+    pub cp: T,
     /// Layers (a count, never a factor of a size).
     pub layers: u64,
 }
@@ -62,6 +64,7 @@ impl<T: Size> Dims<T> {
             f: T::of(m.ffn_hidden),
             v: T::of(m.vocab),
             p: T::of(w.p),
+            cp: T::of(w.outer.cp),
             layers: m.layers,
         }
     }
@@ -102,6 +105,7 @@ mod tests {
             method: MethodId::Metp,
             p: 8,
             dp: 1,
+            outer: crate::config::OuterAxes::default(),
             seq: 4096,
             micro_batch: 2,
             micro_batches: 1,

@@ -8,6 +8,7 @@
 mod dims;
 mod files;
 mod hardware;
+mod layout;
 mod method;
 mod model;
 mod seq;
@@ -20,6 +21,7 @@ pub use hardware::{
     AttentionModel, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode, InterNodeKind,
     IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,
 };
+pub use layout::{pipeline_order, virtual_stage_layers, Axes, Coord, OuterAxes, PipeOp};
 pub use method::MethodId;
 pub use model::{Activation, Model, Norm};
 pub use seq::{parse_count, parse_list, parse_seq_spec};

@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use super::{Hardware, MethodId, Model};
+use super::layout::{pipeline_order, virtual_stage_layers, Axes, Coord, PipeOp};
+use super::{Hardware, MethodId, Model, OuterAxes};
 use crate::error::{Error, Result};
 
 /// Activation recomputation policy.
@@ -147,6 +148,8 @@ pub struct Workload {
     pub p: u64,
     /// Data-parallel replicas (default 1).
     pub dp: u64,
+    /// Pipeline stages, interleaving and context parallelism (default: none).
+    pub outer: OuterAxes,
     /// Micro-batches per step on each data-parallel replica (gradient accumulation).
     pub micro_batches: u64,
     /// Sequence length s.
@@ -199,10 +202,12 @@ impl Workload {
                 self.micro_batch
             )));
         }
-        let gpus = self.p.saturating_mul(self.dp);
+        self.check_outer()?;
+        let gpus = self.devices_needed();
         if gpus > self.hardware.total_gpus() {
             return Err(self.invalid(format!(
-                "needs {gpus} GPUs (p × dp) but '{}' describes {} ({} node(s) × {}); use --nodes",
+                "needs {gpus} GPUs ({}) but '{}' describes {} ({} node(s) × {}); use --nodes",
+                self.axes_formula(),
                 self.hardware.name,
                 self.hardware.total_gpus(),
                 self.hardware.nodes,
@@ -225,10 +230,100 @@ impl Workload {
         if seq > 1 << 40 {
             return Err(self.invalid(format!("sequence length {seq} is above the supported 2^40")));
         }
-        let multiple = self.method.seq_multiple(self.p, &self.options);
+        let multiple = self.seq_multiple();
         if !seq.is_multiple_of(multiple) {
             return Err(self.invalid(format!(
                 "sequence length {seq} is not a multiple of {multiple}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The multiple every sequence length must be: the method's granule at p, times cp for
+    /// context parallelism (twice that under zig-zag causal masking, whose 2·cp chunks each
+    /// rank holds two of, as Megatron's CP does).
+    pub fn seq_multiple(&self) -> u64 {
+        let m = self.method.seq_multiple(self.p, &self.options);
+        let cp = self.outer.cp;
+        if cp > 1 {
+            let zigzag = if self.options.causal && self.options.causal_zigzag {
+                2
+            } else {
+                1
+            };
+            m.saturating_mul(cp).saturating_mul(zigzag)
+        } else {
+            m
+        }
+    }
+
+    /// Devices the configuration occupies: p · cp · pp · dp (saturating).
+    fn devices_needed(&self) -> u64 {
+        self.p
+            .saturating_mul(self.outer.cp)
+            .saturating_mul(self.outer.pp)
+            .saturating_mul(self.dp)
+    }
+
+    /// `p × dp`, with the outer axes that are in use.
+    fn axes_formula(&self) -> String {
+        let mut f = String::from("p");
+        if self.outer.cp > 1 {
+            f.push_str(" × cp");
+        }
+        if self.outer.pp > 1 {
+            f.push_str(" × pp");
+        }
+        f.push_str(" × dp");
+        f
+    }
+
+    /// The rules of the outer axes: positive, at most 2^20 each; pp · v stages at most the
+    /// layers; interleaving needs a pipeline and a micro-batch count divisible by pp
+    /// (Megatron's rule); context parallelism is Megatron's, for `tp-sp`.
+    fn check_outer(&self) -> Result<()> {
+        let o = self.outer;
+        for (name, v) in [
+            ("pipeline stages (pp)", o.pp),
+            ("pipeline interleave (v)", o.interleave),
+            ("context-parallel degree (cp)", o.cp),
+            ("data-parallel degree (dp)", self.dp),
+        ] {
+            if v == 0 || v > 1 << 20 {
+                return Err(self.invalid(format!("{name} must be from 1 to 2^20, got {v}")));
+            }
+        }
+        let virtual_stages = o.pp.saturating_mul(o.interleave);
+        if virtual_stages > self.model.layers {
+            return Err(self.invalid(format!(
+                "{} pipeline stages × {} virtual stages each = {virtual_stages} is more than the \
+                 model's {} layers",
+                o.pp, o.interleave, self.model.layers
+            )));
+        }
+        if o.interleave > 1 {
+            if o.pp < 2 {
+                return Err(self.invalid("--pp-interleave needs at least 2 pipeline stages"));
+            }
+            if !self.micro_batches.is_multiple_of(o.pp) {
+                return Err(self.invalid(format!(
+                    "interleaved 1F1B needs the micro-batches per replica ({}) to be a multiple \
+                     of pp = {} (Megatron's rule); set --global-batch",
+                    self.micro_batches, o.pp
+                )));
+            }
+        }
+        if o.cp > 1 && self.method != MethodId::TpSp {
+            return Err(self.invalid(format!(
+                "context parallelism (cp = {}) is Megatron's ring attention across tp-sp groups: \
+                 use --method tp-sp",
+                o.cp
+            )));
+        }
+        if self.micro_batches > u32::MAX as u64 / o.interleave.max(1) {
+            return Err(self.invalid(format!(
+                "{} micro-batches is more than the simulator's schedule holds",
+                self.micro_batches
             )));
         }
         Ok(())
@@ -270,9 +365,9 @@ impl ValidWorkload {
         Ok(())
     }
 
-    /// Devices the step runs on: p · dp.
+    /// Devices the step runs on: p · cp · pp · dp.
     pub fn devices(&self) -> u64 {
-        self.p * self.dp
+        self.p * self.outer.cp * self.outer.pp * self.dp
     }
 
     /// Tokens one step trains on over all devices: s · b · micro-batches · dp.
@@ -280,16 +375,121 @@ impl ValidWorkload {
         self.seq * self.micro_batch * self.micro_batches * self.dp
     }
 
-    /// Devices that hold the same weights as device 0 (ZeRO gathers and gradient
-    /// synchronisation): all p · dp when the p devices of a replica replicate the weights
-    /// (`over_p`), else rank 0 of every replica.
-    pub fn replica_group(&self, over_p: bool) -> Vec<u32> {
-        let (p, dp) = (self.p as u32, self.dp as u32);
-        if over_p {
-            (0..p * dp).collect()
-        } else {
-            (0..dp).map(|r| r * p).collect()
+    /// The sizes of the axes.
+    pub fn axes(&self) -> Axes {
+        Axes {
+            p: self.p as u32,
+            cp: self.outer.cp as u32,
+            dp: self.dp as u32,
+            pp: self.outer.pp as u32,
         }
+    }
+
+    /// The cluster rank of a device (`config::layout`).
+    pub fn rank_of(&self, c: Coord) -> u32 {
+        self.axes().rank_of(c)
+    }
+
+    /// Devices that hold the same weights as device 0 (ZeRO gathers and gradient
+    /// synchronisation), as cluster ranks of stage 0: all p · cp · dp when the p devices of a
+    /// replica replicate the weights (`over_p`), else rank 0 of every context-parallel rank
+    /// and replica.
+    pub fn replica_group(&self, over_p: bool) -> Vec<u32> {
+        let a = self.axes();
+        let mut out = Vec::new();
+        for replica in 0..a.dp {
+            for cp in 0..a.cp {
+                let ranks = if over_p { a.p } else { 1 };
+                for rank in 0..ranks {
+                    out.push(a.rank_of(Coord {
+                        replica,
+                        stage: 0,
+                        cp,
+                        rank,
+                    }));
+                }
+            }
+        }
+        out
+    }
+
+    /// Layers per virtual stage (`config::layout::virtual_stage_layers`), in virtual-stage
+    /// order (`chunk · pp + stage`).
+    pub fn virtual_stage_layers(&self) -> Vec<u64> {
+        virtual_stage_layers(self.model.layers, self.outer.pp * self.outer.interleave)
+    }
+
+    /// The chunks of stage `stage`: (first layer, layer count) of each, in chunk order.
+    pub fn stage_chunks(&self, stage: u32) -> Vec<(u64, u64)> {
+        let layers = self.virtual_stage_layers();
+        let pp = self.outer.pp as usize;
+        let mut first = vec![0u64; layers.len()];
+        for u in 1..layers.len() {
+            first[u] = first[u - 1] + layers[u - 1];
+        }
+        (0..self.outer.interleave as usize)
+            .map(|chunk| {
+                let u = chunk * pp + stage as usize;
+                (first[u], layers[u])
+            })
+            .collect()
+    }
+
+    /// Layers stage `stage` holds.
+    pub fn stage_layers(&self, stage: u32) -> u64 {
+        self.stage_chunks(stage).iter().map(|c| c.1).sum()
+    }
+
+    /// The 1F1B order of stage `stage` (`config::layout::pipeline_order`).
+    pub fn pipeline_order(&self, stage: u32) -> Vec<PipeOp> {
+        pipeline_order(
+            self.outer.pp as u32,
+            self.outer.interleave as u32,
+            self.micro_batches as u32,
+            stage,
+        )
+    }
+
+    /// Whether stage `stage` runs the embedding (the first virtual stage is chunk 0 of
+    /// stage 0).
+    pub fn has_embedding(&self, stage: u32) -> bool {
+        stage == 0
+    }
+
+    /// Whether stage `stage` runs the output head and loss (the last virtual stage is the last
+    /// chunk of the last stage).
+    pub fn has_head(&self, stage: u32) -> bool {
+        stage as u64 + 1 == self.outer.pp
+    }
+
+    /// A line saying how the layers are split when stages differ in layer count, else `None`.
+    pub fn uneven_layers_note(&self) -> Option<String> {
+        let layers = self.virtual_stage_layers();
+        let (lo, hi) = (
+            *layers.iter().min().unwrap_or(&0),
+            *layers.iter().max().unwrap_or(&0),
+        );
+        if lo == hi {
+            return None;
+        }
+        let big: Vec<String> = layers
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n == hi)
+            .map(|(u, _)| u.to_string())
+            .collect();
+        let what = if self.outer.interleave > 1 {
+            "virtual stages"
+        } else {
+            "stages"
+        };
+        Some(format!(
+            "pipeline: {} layers over {} {what} do not divide evenly: {what} {} hold {hi} \
+             layers, the others {lo}",
+            self.model.layers,
+            layers.len(),
+            big.join(", ")
+        ))
     }
 }
 
@@ -305,6 +505,7 @@ mod tests {
             method: MethodId::Ring,
             p: 8,
             dp: 1,
+            outer: OuterAxes::default(),
             seq,
             micro_batch: 1,
             micro_batches: 1,

@@ -27,7 +27,7 @@ use serde::Serialize;
 use crate::config::ValidWorkload;
 use crate::error::Result;
 use crate::memory;
-use crate::schedule::{self, StepTimes};
+use crate::schedule::{self, Devices, StepTimes};
 use crate::sim::{self, LinkModel};
 
 /// How much of the model the simulator runs.
@@ -47,9 +47,9 @@ pub const EXTRAPOLATION_LAYERS: (u64, u64) = (2, 4);
 
 /// One whole simulation of a shortened copy of `w` (its own inventory and plan).
 fn simulate_once(w: &ValidWorkload, link: LinkModel) -> Result<StepTimes> {
-    let inventory = memory::inventory(w);
+    let stages = memory::stage_inventories(w);
     let plan = schedule::plan(w);
-    Ok(sim::simulate_plan(w, &plan, &inventory, link, false)?.times())
+    Ok(sim::simulate_plan(w, &plan, &stages, link, false, Devices::Distinct)?.times())
 }
 
 /// Whether `depth` simulates a model of `layers` layers whole (it always does for four layers
@@ -132,6 +132,7 @@ mod tests {
                 method,
                 p,
                 dp,
+                outer: crate::config::OuterAxes::default(),
                 seq: 8192,
                 micro_batch: 1,
                 micro_batches,

@@ -31,6 +31,7 @@
 //!     method: MethodId::Metp,
 //!     p: 8,
 //!     dp: 1,
+//!     outer: metp_sim::config::OuterAxes::default(),
 //!     seq: 16384,
 //!     micro_batch: 1,
 //!     micro_batches: 1,
@@ -50,6 +51,7 @@
 mod extrapolate;
 mod metrics;
 
+pub use crate::schedule::Devices;
 pub use extrapolate::{extrapolated_times, simulates_whole, SimDepth, EXTRAPOLATION_LAYERS};
 pub use metrics::{model_flops, Metrics};
 
@@ -79,6 +81,9 @@ pub struct SimulateOptions {
     pub depth: SimDepth,
     /// Record a trace (whole-model simulations only).
     pub trace: bool,
+    /// One simulated device per distinct program (the default), or every device (to check
+    /// the reduction).
+    pub devices: Devices,
 }
 
 impl SimulateOptions {
@@ -88,6 +93,7 @@ impl SimulateOptions {
             link,
             depth: SimDepth::Full,
             trace: false,
+            devices: Devices::Distinct,
         }
     }
 }
@@ -112,8 +118,11 @@ pub struct Simulation {
 pub struct Evaluation {
     /// The workload.
     pub workload: ValidWorkload,
-    /// Its memory inventory (per device).
+    /// The memory inventory of the device with the highest peak (the only one without a
+    /// pipeline); it decides whether the configuration fits.
     pub inventory: Inventory,
+    /// One memory inventory per pipeline stage.
+    pub stages: Vec<Inventory>,
     /// Its step plan.
     pub plan: StepPlan,
     /// The closed-form times of the plan.
@@ -125,21 +134,23 @@ pub struct Evaluation {
 }
 
 impl Evaluation {
-    /// Inventory, plan and closed-form estimate of `workload`.
+    /// Inventories, plan and closed-form estimate of `workload`.
     pub fn new(workload: ValidWorkload) -> Evaluation {
-        let inventory = memory::inventory(&workload);
-        Evaluation::with_inventory(workload, inventory)
+        let stages = memory::stage_inventories(&workload);
+        Evaluation::with_stages(workload, stages)
     }
 
-    /// The same, from the workload's inventory already built (a study that first checks
-    /// whether a configuration fits passes it on instead of building it again).
-    pub fn with_inventory(workload: ValidWorkload, inventory: Inventory) -> Evaluation {
+    /// The same, from the workload's stage inventories already built (a study that first
+    /// checks whether a configuration fits passes them on instead of building them again).
+    pub fn with_stages(workload: ValidWorkload, stages: Vec<Inventory>) -> Evaluation {
         let plan = schedule::plan(&workload);
         let estimate = analytic::price(&workload, &plan);
+        let inventory = stages[memory::critical_stage(&stages)].clone();
         let metrics = Metrics::new(&workload, &estimate, &inventory);
         Evaluation {
             workload,
             inventory,
+            stages,
             plan,
             estimate,
             simulation: None,
@@ -161,7 +172,14 @@ impl Evaluation {
     pub fn simulate(mut self, opts: SimulateOptions) -> Result<Evaluation> {
         let w = &self.workload;
         let simulation = if simulates_whole(w.model.layers, opts.depth) {
-            let run = sim::simulate_plan(w, &self.plan, &self.inventory, opts.link, opts.trace)?;
+            let run = sim::simulate_plan(
+                w,
+                &self.plan,
+                &self.stages,
+                opts.link,
+                opts.trace,
+                opts.devices,
+            )?;
             Simulation {
                 link: opts.link,
                 depth: SimDepth::Full,

@@ -459,6 +459,7 @@ fn exec_reconcile_with_inventory() {
             method: MethodId::Metp,
             p: sh.p as u64,
             dp: 1,
+            outer: crate::config::OuterAxes::default(),
             seq: sh.s as u64,
             micro_batch: sh.b as u64,
             micro_batches: 1,

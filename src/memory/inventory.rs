@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::{method_memory, params};
+use super::{method_memory, params, stage_share};
 use crate::config::{Dims, ValidWorkload};
 
 /// Which part of the model a tensor belongs to.
@@ -108,17 +108,30 @@ impl Tensor {
 }
 
 /// Everything one device holds, and the totals the reports need.
+///
+/// With a pipeline every stage has its own inventory ([`stage_inventories`]): its layers'
+/// weights, the embedding on the first stage and the head on the last, and the activations of
+/// the micro-batches it holds in flight at its peak (per-layer tensors count the layers held
+/// then, the embedding's and head's the micro-batches).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Inventory {
+    /// Pipeline stage (0 without a pipeline).
+    pub stage: u32,
+    /// Layers the stage holds (all of them without a pipeline).
+    pub layers: u64,
+    /// Layers whose activations are stored at the peak (1F1B keeps up to pp micro-batches in
+    /// flight on the first stage; without a pipeline: every layer once).
+    pub in_flight_layers: u64,
     /// The tensors, static first, then stored, then transient.
     pub tensors: Vec<Tensor>,
     /// Weights, gradients and optimizer state.
     pub static_bytes: u128,
     /// Stored activations of one layer.
     pub activation_bytes_per_layer: u128,
-    /// All stored activations (every layer, embedding and head inputs).
+    /// All stored activations at the peak (every layer held, embedding and head inputs).
     pub stored_bytes: u128,
-    /// The largest transient working set.
+    /// The transient working set at the peak: the largest one (without a pipeline; with one,
+    /// the largest that meets the most stored activations).
     pub transient_peak_bytes: u128,
     /// The phase that sets `transient_peak_bytes`.
     pub transient_peak_phase: Phase,
@@ -148,58 +161,224 @@ fn phase_sum(tensors: &[Tensor], phase: Phase) -> u128 {
         .fold(0u128, |acc, t| acc.saturating_add(t.bytes()))
 }
 
-/// Builds the inventory of one device for a validated workload.
+/// The inventory of the device with the highest peak (the first stage among equals): the one
+/// that decides whether a configuration fits. Without a pipeline, the one inventory.
 pub fn inventory(w: &ValidWorkload) -> Inventory {
+    let mut stages = stage_inventories(w);
+    let worst = critical_stage(&stages);
+    stages.swap_remove(worst)
+}
+
+/// The stage with the highest peak (the first among equals).
+pub fn critical_stage(stages: &[Inventory]) -> usize {
+    let mut worst = 0;
+    for (i, inv) in stages.iter().enumerate() {
+        if inv.peak_bytes > stages[worst].peak_bytes {
+            worst = i;
+        }
+    }
+    worst
+}
+
+/// One inventory per pipeline stage (one without a pipeline).
+pub fn stage_inventories(w: &ValidWorkload) -> Vec<Inventory> {
     INVENTORIES_BUILT.with(|n| n.set(n.get() + 1));
+    (0..w.outer.pp as u32)
+        .map(|s| stage_inventory(w, s))
+        .collect()
+}
+
+/// Live stored bytes and the transient working set at the peak moment of a stage.
+struct PeakMoment {
+    total: u128,
+    layers: u64,
+    embedding: u64,
+    head: u64,
+    phase: Phase,
+    transient: u128,
+}
+
+/// The inventory of stage `stage`.
+fn stage_inventory(w: &ValidWorkload, stage: u32) -> Inventory {
+    let share = stage_share(w, stage);
     let mm = method_memory(w.method);
-    let d = Dims::<u128>::new(w);
-    let mut tensors = params::static_tensors(w);
+    let mut d = Dims::<u128>::new(w);
+    d.layers = share.layers;
+    let mut tensors = params::static_tensors(w, &share);
     tensors.extend(mm.activation_tensors(w, &d));
-    tensors.retain(|t| t.bytes_each > 0 && t.count > 0);
+    tensors.retain(|t| {
+        t.bytes_each > 0
+            && t.count > 0
+            && !(t.block == Block::Embedding && t.kind != Kind::Static && !share.embedding)
+            && !(t.block == Block::Head && t.kind != Kind::Static && !share.head)
+    });
     tensors.sort_by_key(|t| t.kind);
 
-    let sum = |kind: Kind| {
+    let sum = |tensors: &[Tensor], kind: Kind| {
         tensors
             .iter()
             .filter(|t| t.kind == kind)
             .fold(0u128, |acc, t| acc.saturating_add(t.bytes()))
     };
-    let static_bytes = sum(Kind::Static);
-    let stored_bytes = sum(Kind::Stored);
+    let static_bytes = sum(&tensors, Kind::Static);
     let activation_bytes_per_layer = tensors
         .iter()
         .filter(|t| t.is_layer_activation())
         .fold(0u128, |acc, t| acc.saturating_add(t.bytes_each));
-    // Ties go to the earlier phase so the reported phase is deterministic.
-    let (transient_peak_phase, transient_peak_bytes) = Phase::ALL
-        .iter()
-        .map(|&ph| (ph, phase_sum(&tensors, ph)))
-        .fold((Phase::FwdAttention, 0u128), |best, cur| {
-            if cur.1 > best.1 {
-                cur
-            } else {
-                best
-            }
-        });
+    let edge = |block: Block| {
+        tensors
+            .iter()
+            .filter(|t| t.kind == Kind::Stored && !t.per_layer && t.block == block)
+            .fold(0u128, |acc, t| acc.saturating_add(t.bytes()))
+    };
+    let (emb_each, head_each) = (edge(Block::Embedding), edge(Block::Head));
+    let peak = peak_moment(
+        w,
+        stage,
+        &tensors,
+        activation_bytes_per_layer,
+        emb_each,
+        head_each,
+    );
+    // The stored tensors as held at the peak: each layer's as many times as layers are held,
+    // the embedding's and head's once per micro-batch in flight.
+    for t in tensors.iter_mut().filter(|t| t.kind == Kind::Stored) {
+        if t.per_layer {
+            t.count = peak.layers;
+        } else if t.block == Block::Embedding {
+            t.count = peak.embedding;
+        } else if t.block == Block::Head {
+            t.count = peak.head;
+        }
+    }
+    tensors.retain(|t| t.count > 0);
+    let stored_bytes = sum(&tensors, Kind::Stored);
     let reserved_bytes = w.hardware.reserved_bytes();
     let peak_bytes = static_bytes
         .saturating_add(stored_bytes)
-        .saturating_add(transient_peak_bytes)
+        .saturating_add(peak.transient)
         .saturating_add(reserved_bytes);
+    debug_assert_eq!(stored_bytes.saturating_add(peak.transient), peak.total);
     let capacity_bytes = w.hardware.memory_bytes();
+    let mut notes = mm.notes(w);
+    if w.outer.pp > 1 {
+        let chunks = w.stage_chunks(stage);
+        let held: Vec<String> = chunks
+            .iter()
+            .map(|&(first, n)| match n {
+                1 => format!("{first}"),
+                _ => format!("{first}–{}", first + n - 1),
+            })
+            .collect();
+        notes.push(format!(
+            "pipeline stage {stage} of {}: layers {}{}{}; activations of {} layer(s) held at the \
+             peak ({} micro-batch(es) of {} layer(s) in flight)",
+            w.outer.pp,
+            held.join(", "),
+            if share.embedding { ", embedding" } else { "" },
+            if share.head { ", head and loss" } else { "" },
+            peak.layers,
+            peak.layers.div_ceil(share.layers.max(1)),
+            share.layers
+        ));
+        if let Some(n) = w.uneven_layers_note() {
+            notes.push(n);
+        }
+    }
     Inventory {
+        stage,
+        layers: share.layers,
+        in_flight_layers: peak.layers,
         tensors,
         static_bytes,
         activation_bytes_per_layer,
         stored_bytes,
-        transient_peak_bytes,
-        transient_peak_phase,
+        transient_peak_bytes: peak.transient,
+        transient_peak_phase: peak.phase,
         reserved_bytes,
         peak_bytes,
         capacity_bytes,
         fits: peak_bytes <= capacity_bytes,
-        notes: mm.notes(w),
+        notes,
     }
+}
+
+/// The moment a stage holds most: walking its 1F1B order, a forward adds its chunk's layers
+/// (and, on the first virtual stage, the embedding's stored inputs; on the last, the head's),
+/// and its last layer runs the forward phases (and the loss) with all of them live; a backward's
+/// first layer runs the backward phases before anything is freed. Among equal totals the phase
+/// first in [`Phase::ALL`] wins, then the earliest moment (without a pipeline this is the
+/// largest transient on top of every layer's activations).
+fn peak_moment(
+    w: &ValidWorkload,
+    stage: u32,
+    tensors: &[Tensor],
+    per_layer: u128,
+    emb_each: u128,
+    head_each: u128,
+) -> PeakMoment {
+    let chunks = w.stage_chunks(stage);
+    let last_chunk = chunks.len() as u32 - 1;
+    let phase_bytes: Vec<u128> = Phase::ALL.iter().map(|&p| phase_sum(tensors, p)).collect();
+    let of = |p: Phase| phase_bytes[Phase::ALL.iter().position(|&q| q == p).unwrap_or(0)];
+    let mut best: Option<(PeakMoment, usize)> = None;
+    let (mut layers, mut emb, mut head) = (0u64, 0u64, 0u64);
+    let mut consider = |layers: u64, emb: u64, head: u64, phases: &[Phase]| {
+        let stored = per_layer
+            .saturating_mul(layers as u128)
+            .saturating_add(emb_each.saturating_mul(emb as u128))
+            .saturating_add(head_each.saturating_mul(head as u128));
+        for &ph in phases {
+            let rank = Phase::ALL.iter().position(|&q| q == ph).unwrap_or(0);
+            let total = stored.saturating_add(of(ph));
+            let better = match &best {
+                None => true,
+                Some((b, r)) => total > b.total || (total == b.total && rank < *r),
+            };
+            if better {
+                best = Some((
+                    PeakMoment {
+                        total,
+                        layers,
+                        embedding: emb,
+                        head,
+                        phase: ph,
+                        transient: of(ph),
+                    },
+                    rank,
+                ));
+            }
+        }
+    };
+    for op in w.pipeline_order(stage) {
+        let n = chunks[op.chunk as usize].1;
+        let first = w.has_embedding(stage) && op.chunk == 0;
+        let last = w.has_head(stage) && op.chunk == last_chunk;
+        if op.forward {
+            layers += n;
+            emb += u64::from(first);
+            head += u64::from(last);
+            let phases: &[Phase] = if last {
+                &[Phase::FwdAttention, Phase::FwdMlp, Phase::Loss]
+            } else {
+                &[Phase::FwdAttention, Phase::FwdMlp]
+            };
+            consider(layers, emb, head, phases);
+        } else {
+            consider(layers, emb, head, &[Phase::BwdAttention, Phase::BwdMlp]);
+            layers -= n;
+            emb -= u64::from(first);
+            head -= u64::from(last);
+        }
+    }
+    best.map(|(b, _)| b).unwrap_or(PeakMoment {
+        total: 0,
+        layers: 0,
+        embedding: 0,
+        head: 0,
+        phase: Phase::FwdAttention,
+        transient: 0,
+    })
 }
 
 thread_local! {

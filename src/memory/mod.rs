@@ -28,7 +28,11 @@ mod tp_sp;
 mod ulysses;
 pub mod unit;
 
-pub use inventory::{inventories_built, inventory, Block, Inventory, Kind, Phase, Tensor};
+pub use inventory::{
+    critical_stage, inventories_built, inventory, stage_inventories, Block, Inventory, Kind, Phase,
+    Tensor,
+};
+pub use params::StageShare;
 pub use unit::{phase_peaks, unit_inventory, Moment, Unit, UnitInventory, UnitShape, UnitSpec};
 
 use crate::config::{Dims, MethodId, Workload};
@@ -56,10 +60,14 @@ pub fn method_memory(id: MethodId) -> &'static dyn MethodMemory {
     }
 }
 
-/// Parameters one device holds after its method's sharding and ZeRO (what its optimizer
-/// updates), and the parameters of one layer before any sharding.
-pub fn optimizer_params(w: &Workload) -> (u128, u128) {
-    let local: u128 = params::local_params(w).iter().map(|&(_, n, _)| n).sum();
+/// Parameters one device of pipeline stage `stage` holds after its method's sharding and ZeRO
+/// (what its optimizer updates), and the parameters of one layer before any sharding.
+pub fn optimizer_params(w: &crate::config::ValidWorkload, stage: u32) -> (u128, u128) {
+    let share = stage_share(w, stage);
+    let local: u128 = params::local_params(w, &share)
+        .iter()
+        .map(|&(_, n, _)| n)
+        .sum();
     let sharded = if w.zero_stage() >= crate::config::ZeroStage::Zero1 {
         local.div_ceil(params::zero_group(w))
     } else {
@@ -69,4 +77,14 @@ pub fn optimizer_params(w: &Workload) -> (u128, u128) {
     let layer =
         (m.attention_params_per_layer() + m.mlp_params_per_layer() + 2 * m.norm_params()) as u128;
     (sharded, layer)
+}
+
+/// What stage `stage` of a validated workload holds (the whole model without a pipeline).
+pub fn stage_share(w: &crate::config::ValidWorkload, stage: u32) -> StageShare {
+    StageShare {
+        layers: w.stage_layers(stage),
+        embedding: w.has_embedding(stage),
+        head: w.has_head(stage),
+        pipelined: w.outer.pp > 1,
+    }
 }

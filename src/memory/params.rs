@@ -19,11 +19,39 @@ pub const GRAD_BYTES: u128 = 4;
 /// Bytes per parameter of fp32 master weights, Adam momentum and variance.
 pub const OPTIMIZER_BYTES: u128 = 12;
 
-/// Parameters one device owns before ZeRO, per block: (block, params, replicated across p).
-pub fn local_params(w: &Workload) -> Vec<(Block, u128, bool)> {
+/// What one pipeline stage holds of the model: its layers, and whether it runs the embedding
+/// and the output head (without a pipeline: everything).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageShare {
+    /// Layers of the stage (all its chunks).
+    pub layers: u64,
+    /// Whether the stage runs the input embedding.
+    pub embedding: bool,
+    /// Whether the stage runs the final norm, the output head and the loss.
+    pub head: bool,
+    /// Whether the model is split into pipeline stages (a tied output head then needs its own
+    /// copy of the embedding on the last stage, as Megatron keeps one).
+    pub pipelined: bool,
+}
+
+impl StageShare {
+    /// The whole model on one stage.
+    pub fn whole(w: &Workload) -> StageShare {
+        StageShare {
+            layers: w.model.layers,
+            embedding: true,
+            head: true,
+            pipelined: false,
+        }
+    }
+}
+
+/// Parameters one device of a stage owns before ZeRO, per block: (block, params, replicated
+/// across p).
+pub fn local_params(w: &Workload, st: &StageShare) -> Vec<(Block, u128, bool)> {
     let m = &w.model;
     let p = w.p as u128;
-    let l = m.layers as u128;
+    let l = st.layers as u128;
     let sharded = w.method.shards_weights();
     let split = |n: u128| if sharded { ceil_div(n, p) } else { n };
     let rep = !sharded && w.p > 1;
@@ -31,6 +59,18 @@ pub fn local_params(w: &Workload) -> Vec<(Block, u128, bool)> {
     let vocab_split = sharded && w.options.vocab_parallel;
     let vsplit = |n: u128| if vocab_split { ceil_div(n, p) } else { n };
     let vrep = !vocab_split && w.p > 1;
+    let embedding = if st.embedding {
+        m.embedding_params() as u128
+    } else {
+        0
+    };
+    // A tied head shares the embedding on one stage; across stages the last keeps a copy.
+    let head = match (st.head, m.tied_embeddings && st.pipelined) {
+        (false, _) => 0,
+        (true, true) => m.embedding_params() as u128,
+        (true, false) => m.head_params() as u128,
+    };
+    let final_norm = u128::from(st.head);
     vec![
         (
             Block::Attention,
@@ -39,31 +79,40 @@ pub fn local_params(w: &Workload) -> Vec<(Block, u128, bool)> {
         ),
         (Block::Mlp, split(l * m.mlp_params_per_layer() as u128), rep),
         // Norm weights are tiny and replicated by every method.
-        (Block::Norm, (2 * l + 1) * m.norm_params() as u128, w.p > 1),
-        (Block::Embedding, vsplit(m.embedding_params() as u128), vrep),
-        (Block::Head, vsplit(m.head_params() as u128), vrep),
+        (
+            Block::Norm,
+            (2 * l + final_norm) * m.norm_params() as u128,
+            w.p > 1,
+        ),
+        (Block::Embedding, vsplit(embedding), vrep),
+        (Block::Head, vsplit(head), vrep),
     ]
 }
 
-/// The group ZeRO shards over: data-parallel ranks, times the p devices for methods whose
-/// weights are otherwise replicated across them (DeepSpeed shards over the DP × SP group).
+/// The group ZeRO shards over: data-parallel ranks (times the context-parallel ranks, which
+/// hold the same weights), times the p devices for methods whose weights are otherwise
+/// replicated across them (DeepSpeed shards over the DP × SP group).
 pub fn zero_group(w: &Workload) -> u128 {
+    let dp = (w.dp as u128) * (w.outer.cp as u128);
     if w.method.shards_weights() {
-        w.dp as u128
+        dp
     } else {
-        (w.dp as u128) * (w.p as u128)
+        dp * (w.p as u128)
     }
 }
 
 /// Static tensors: weights per block, main gradients and optimizer state, plus ZeRO-3's
 /// gathered-layer buffers.
-pub fn static_tensors(w: &Workload) -> Vec<Tensor> {
+pub fn static_tensors(w: &Workload, st: &StageShare) -> Vec<Tensor> {
     let n = zero_group(w);
     let stage = w.zero_stage();
     let sharded_by = |min_stage: ZeroStage| if stage >= min_stage { n } else { 1 };
-    let params = local_params(w);
+    let params = local_params(w, st);
     let total: u128 = params.iter().map(|&(_, p, _)| p).sum();
-    let all_rep = params.iter().all(|&(_, _, r)| r);
+    let all_rep = params
+        .iter()
+        .filter(|&&(_, n, _)| n > 0)
+        .all(|&(_, _, r)| r);
     let mut out = Vec::new();
     for &(block, count, rep) in &params {
         let name = match block {

@@ -2,8 +2,15 @@
 //! split along the sequence too, so every stored tensor is 1/p — (sbh/t)(34 + 5as/h). The price
 //! is an all-gathered copy of the block input (b·s·h) that lives while each block runs, forward
 //! and backward (Megatron gathers again in backward for the weight gradient).
+//!
+//! With context parallelism (Megatron CP, cp > 1) each group of p devices holds s/cp tokens:
+//! the boundary tensors are b·s/(cp·p) rows, the gathered block b·s/cp, and attention runs as a
+//! ring over the cp groups on blocks of s/cp keys with the online softmax (only the fp32
+//! log-sum-exp stored), with two K/V receive buffers and traveling fp32 dK/dV in backward, as
+//! ring attention does.
 
 use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
+use super::ring::kv_ring_buffers;
 use super::tp::vocab_local;
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
 use crate::config::{Dims, Workload};
@@ -14,8 +21,9 @@ pub struct TpSp;
 
 impl MethodMemory for TpSp {
     fn activation_tensors(&self, w: &Workload, d: &Dims<u128>) -> Vec<Tensor> {
-        let local_rows = d.b * (d.s / d.p);
-        let full_rows = d.b * d.s;
+        let group_seq = d.s / d.cp;
+        let local_rows = d.b * (group_seq / d.p);
+        let full_rows = d.b * group_seq;
         let inner = Part {
             rows: full_rows,
             heads: d.a / d.p,
@@ -33,10 +41,19 @@ impl MethodMemory for TpSp {
             },
             attention: inner,
             mlp: inner,
-            core: Core::Scores { cols: d.s },
+            core: if d.cp > 1 {
+                Core::Blockwise {
+                    block_cols: group_seq,
+                }
+            } else {
+                Core::Scores { cols: d.s }
+            },
             flash: w.options.flash,
         };
         let mut out = layer_tensors(w, d, &layout);
+        if d.cp > 1 {
+            out.extend(kv_ring_buffers(full_rows, d.kv_heads_per(d.p) * d.d, 2));
+        }
         out.push(tensor(
             names::COMM_ALLGATHER_INPUT,
             Block::Attention,

@@ -76,6 +76,7 @@ impl Candidate {
             method: self.method,
             p: self.p,
             dp: self.dp,
+            outer: crate::config::OuterAxes::default(),
             seq: spec.seq,
             micro_batch: self.micro_batch,
             micro_batches: self.micro_batches,

@@ -173,7 +173,8 @@ pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome 
             ))
         }
     };
-    let inv = memory::inventory(&w);
+    let stages = memory::stage_inventories(&w);
+    let inv = &stages[memory::critical_stage(&stages)];
     if !inv.fits {
         let reason = format!(
             "does not fit: peak {:.2} GiB > capacity {:.2} GiB (static {:.2}, stored {:.2}, \
@@ -192,7 +193,7 @@ pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome 
             Some((inv.peak_bytes, inv.capacity_bytes)),
         ));
     }
-    let evaluation = Evaluation::with_inventory(w, inv);
+    let evaluation = Evaluation::with_stages(w, stages);
     Outcome::Feasible(Box::new(Feasible {
         c,
         analytic_tokens_per_s: evaluation.metrics.tokens_per_s,
@@ -251,6 +252,7 @@ pub fn plan(spec: &PlanSpec) -> Result<Plan> {
         link: spec.link_model,
         depth: spec.sim_depth,
         trace: false,
+        devices: crate::evaluate::Devices::Distinct,
     };
     let simulated: Vec<_> = feasible
         .into_par_iter()

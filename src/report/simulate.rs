@@ -22,12 +22,31 @@ struct AnalyticJson {
 }
 
 #[derive(Serialize)]
+struct StageJson {
+    stage: u32,
+    layers: u64,
+    compute_s: Option<f64>,
+    communication_s: Option<f64>,
+    exposed_communication_s: Option<f64>,
+    bubble_s: Option<f64>,
+    peak_bytes: u128,
+    headroom_bytes: u128,
+    fits: bool,
+    simulated_memory_high_water_bytes: Option<u128>,
+}
+
+#[derive(Serialize)]
 struct SimulateJson<'a> {
     model: &'a str,
     hardware: &'a str,
     method: &'a str,
     p: u64,
     dp: u64,
+    pp: u64,
+    pp_interleave: u64,
+    cp: u64,
+    simulated_devices: Option<u32>,
+    cluster_devices: u64,
     seq: u64,
     micro_batch: u64,
     micro_batches: u64,
@@ -48,7 +67,32 @@ struct SimulateJson<'a> {
     analytic: AnalyticJson,
     tasks: Option<u64>,
     events: Option<u64>,
+    stages: Vec<StageJson>,
     devices: &'a [DeviceStats],
+}
+
+/// Per pipeline stage: its inventory, and its simulated times when the whole step ran.
+fn stage_rows(e: &Evaluation) -> Vec<StageJson> {
+    let run = e.simulation.as_ref().and_then(|s| s.run.as_ref());
+    let times = run.map(|r| r.stages()).unwrap_or_default();
+    e.stages
+        .iter()
+        .map(|inv| {
+            let t = times.iter().find(|t| t.stage == inv.stage);
+            StageJson {
+                stage: inv.stage,
+                layers: inv.layers,
+                compute_s: t.map(|t| t.compute_s),
+                communication_s: t.map(|t| t.communication_s),
+                exposed_communication_s: t.map(|t| t.exposed_communication_s),
+                bubble_s: t.map(|t| t.bubble_s),
+                peak_bytes: inv.peak_bytes,
+                headroom_bytes: inv.capacity_bytes.saturating_sub(inv.peak_bytes),
+                fits: inv.fits,
+                simulated_memory_high_water_bytes: t.map(|t| t.memory_high_water_bytes),
+            }
+        })
+        .collect()
 }
 
 /// JSON for `metp-sim simulate` (DESIGN §8 fields, `fits` and the capacity among them).
@@ -63,6 +107,11 @@ pub fn simulate_json(e: &Evaluation) -> String {
         method: w.method.id(),
         p: w.p,
         dp: w.dp,
+        pp: w.outer.pp,
+        pp_interleave: w.outer.interleave,
+        cp: w.outer.cp,
+        simulated_devices: run.map(|r| r.devices),
+        cluster_devices: w.devices(),
         seq: w.seq,
         micro_batch: w.micro_batch,
         micro_batches: w.micro_batches,
@@ -89,6 +138,7 @@ pub fn simulate_json(e: &Evaluation) -> String {
         },
         tasks: run.map(|r| r.result.tasks),
         events: run.map(|r| r.result.events),
+        stages: stage_rows(e),
         devices: run.map_or(&[], |r| &r.result.devices),
     })
 }
@@ -163,23 +213,100 @@ pub fn simulate_table(e: &Evaluation) -> String {
     ]);
     let link = e.simulation.as_ref().map_or("no", |s| s.link.id());
     let counts = run
-        .map(|r| format!("{} tasks, {} events\n", r.result.tasks, r.result.events))
+        .map(|r| {
+            let reduced = if r.devices < r.cluster_devices {
+                format!(
+                    " on {} simulated devices standing for {} (one per distinct program)",
+                    r.devices, r.cluster_devices
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "{} tasks, {} events{reduced}\n",
+                r.result.tasks, r.result.events
+            )
+        })
         .unwrap_or_default();
+    let stages = if w.outer.pp > 1 {
+        stage_table(e)
+    } else {
+        String::new()
+    };
     format!(
-        "{} on {} — {}, p = {}, dp = {}, s = {}, b = {} × {} micro-batches, {} links\n\n{}{}\n{}",
+        "{} on {} — {}, {}, s = {}, b = {} × {} micro-batches, {} links\n\n{}{}{}\n{}",
         w.method,
         w.hardware.name,
         w.model.name,
-        w.p,
-        w.dp,
+        axes_text(w),
         w.seq,
         w.micro_batch,
         w.micro_batches,
         link,
         t.render(),
+        stages,
         fits_line(s),
         counts
     )
+}
+
+/// `p = 8, cp = 2, pp = 4 (interleave 2), dp = 16`, the outer axes only when used.
+pub fn axes_text(w: &crate::config::Workload) -> String {
+    let mut s = format!("p = {}", w.p);
+    if w.outer.cp > 1 {
+        s.push_str(&format!(", cp = {}", w.outer.cp));
+    }
+    if w.outer.pp > 1 {
+        s.push_str(&format!(", pp = {}", w.outer.pp));
+        if w.outer.interleave > 1 {
+            s.push_str(&format!(" (interleave {})", w.outer.interleave));
+        }
+    }
+    s.push_str(&format!(", dp = {}", w.dp));
+    s
+}
+
+/// The per-stage table of a pipelined step: layers, simulated compute, bubble and exposed
+/// communication of the stage's busiest device, and its memory.
+fn stage_table(e: &Evaluation) -> String {
+    let ms = |x: Option<f64>| x.map_or("-".into(), |x| format!("{:.3} ms", x * 1e3));
+    let mut t = Table::new(
+        &[
+            "stage",
+            "layers",
+            "compute",
+            "bubble",
+            "exposed comm",
+            "peak memory",
+            "headroom",
+        ],
+        &[true, true, true, true, true, true, true],
+    );
+    for r in stage_rows(e) {
+        t.row(vec![
+            r.stage.to_string(),
+            r.layers.to_string(),
+            ms(r.compute_s),
+            ms(r.bubble_s),
+            ms(r.exposed_communication_s),
+            fmt_bytes(r.peak_bytes),
+            if r.fits {
+                fmt_bytes(r.headroom_bytes)
+            } else {
+                "does not fit".into()
+            },
+        ]);
+    }
+    let mut out = format!(
+        "\nper pipeline stage (its busiest simulated device)\n{}",
+        t.render()
+    );
+    if let Some(n) = e.workload.uneven_layers_note() {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    out.push('\n');
+    out
 }
 
 /// Writes the simulated step's Chrome trace (Perfetto, chrome://tracing); nothing without a

@@ -4,7 +4,7 @@
 use super::kernels::{self, AttnShape};
 use super::stage::{Kernel, PhaseBlock, Stage, StepPlan};
 use super::CollectiveOp;
-use crate::config::{Dims, Recompute, Workload, ZeroStage};
+use crate::config::{Dims, MethodId, Recompute, ValidWorkload, Workload, ZeroStage};
 use crate::memory::{self, Phase};
 
 /// Attention shape helper: `heads` query heads of `b` samples, `sq` queries against `sk` keys,
@@ -72,9 +72,10 @@ pub struct Parts {
 }
 
 /// Assembles a plan from a method's phases, with what every plan fills the same way: the
-/// embedding over `embedding_rows` local tokens, optimizer, gradient synchronisation, ZeRO-3
-/// gathers, layer and micro-batch counts.
-pub fn finish(w: &Workload, embedding_rows: f64, parts: Parts) -> StepPlan {
+/// embedding over `embedding_rows` local tokens, optimizer (per pipeline stage), gradient
+/// synchronisation, ZeRO-3 gathers, pipeline and embedding-group messages, layer and
+/// micro-batch counts, and whether the method's ranks run the same program.
+pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan {
     let h = w.model.hidden as f64;
     let embedding_fwd = embedding(embedding_rows, h);
     let embedding_bwd = embedding(embedding_rows, h);
@@ -87,15 +88,18 @@ pub fn finish(w: &Workload, embedding_rows: f64, parts: Parts) -> StepPlan {
         block(Phase::BwdMlp, "mlp", parts.mlp_bwd),
         block(Phase::BwdAttention, "attention", parts.attn_bwd),
     ];
-    let (opt_params, layer_params) = memory::optimizer_params(w);
+    let m = &w.model;
+    let layer_params =
+        (m.attention_params_per_layer() + m.mlp_params_per_layer() + 2 * m.norm_params()) as u128;
     let replicated = !w.method.shards_weights();
     let layer_params_local = if replicated {
         layer_params
     } else {
         layer_params.div_ceil(w.p as u128)
     };
-    // Replicas of a weight: p·dp devices for replicated-weight methods, dp otherwise.
-    let replicas = if replicated { w.p * w.dp } else { w.dp };
+    // Replicas of a weight: the data-parallel and context-parallel ranks, times p for
+    // replicated-weight methods.
+    let replicas = w.dp * w.outer.cp * if replicated { w.p } else { 1 };
     let zero = w.zero_stage();
     let layer_grad_sync_bytes = if replicas > 1 {
         (2 * layer_params_local) as u64
@@ -112,6 +116,32 @@ pub fn finish(w: &Workload, embedding_rows: f64, parts: Parts) -> StepPlan {
     } else {
         0
     };
+    let optimizer = (0..w.outer.pp as u32)
+        .map(|stage| kernels::optimizer(memory::optimizer_params(w, stage).0 as f64))
+        .collect();
+    let devices_per_stage = (w.p * w.outer.cp) as f64;
+    let pipeline_bytes = if w.outer.pp > 1 {
+        (2.0 * w.micro_batch as f64 * w.seq as f64 * h / devices_per_stage).ceil() as u64
+    } else {
+        0
+    };
+    let embedding_sync_bytes = if w.outer.pp > 1 && m.tied_embeddings {
+        let vocab_split = w.method.shards_weights() && w.options.vocab_parallel;
+        let local = if vocab_split {
+            (m.embedding_params() as u128).div_ceil(w.p as u128)
+        } else {
+            m.embedding_params() as u128
+        };
+        (2 * local) as u64
+    } else {
+        0
+    };
+    let causal = w.options.causal;
+    let ranks_symmetric = match w.method {
+        MethodId::Tp | MethodId::TpSp | MethodId::Ulysses => true,
+        MethodId::Ring | MethodId::Rsa => !causal,
+        MethodId::Metp => w.p == 1,
+    };
     StepPlan {
         embedding_fwd,
         layer_fwd,
@@ -122,16 +152,20 @@ pub fn finish(w: &Workload, embedding_rows: f64, parts: Parts) -> StepPlan {
         grad_sync_op,
         grad_sync_over_p: replicated,
         zero3_gather_bytes,
-        optimizer: kernels::optimizer(opt_params as f64),
+        optimizer,
         layers: w.model.layers as u32,
         micro_batches: w.micro_batches as u32,
+        pipeline_bytes,
+        embedding_sync_bytes,
+        ranks_symmetric,
+        context_symmetric: !causal,
     }
 }
 
 /// The plan of a method whose MLP, norms and head run on its `local` tokens with full weights
 /// (Ulysses, ring attention, RSA): only the attention stages differ between them.
 pub fn sequence_split_plan(
-    w: &Workload,
+    w: &ValidWorkload,
     d: &Dims<f64>,
     local: f64,
     attn_fwd: Vec<Stage>,

@@ -11,6 +11,14 @@
 //! - `Alloc`/`Free` take no time and change the device's live bytes; the simulator's memory
 //!   high-water mark comes from them, and they are drawn from the memory inventory.
 //!
+//! - **Placement.** A graph may simulate only the distinct programs of a larger cluster
+//!   ([`Placement`]): its `devices` are the simulated devices, while `Send::to`,
+//!   `Recv::from`, collective groups and broadcast roots name *cluster ranks*. Each cluster
+//!   rank runs the program of one simulated device (its representative); a send or receive
+//!   pairs on (representative of the sender, representative of the receiver, tag), and a
+//!   collective has one task per distinct representative of its group that sits at its own
+//!   rank (the canonical members). Without a placement cluster ranks are device ids.
+//!
 //! Tasks may only depend on tasks added before them, so the graph is acyclic by construction;
 //! it can still deadlock (a recv whose send waits behind it on a stream), which the simulator
 //! detects. Depends on nothing but the kernel shapes.
@@ -161,6 +169,30 @@ pub struct Task {
     pub label: Label,
 }
 
+/// Which cluster rank each simulated device stands for (graph module docs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    /// Cluster rank of each simulated device.
+    pub ranks: Vec<DeviceId>,
+    /// For each cluster rank, the simulated device whose program it runs.
+    pub representative: Vec<DeviceId>,
+}
+
+impl Placement {
+    /// Cluster ranks.
+    pub fn cluster_devices(&self) -> u32 {
+        self.representative.len() as u32
+    }
+
+    /// Whether cluster rank `rank` is the position of its representative (its flows are
+    /// simulated; the others' are mirror images of them).
+    pub fn is_canonical(&self, rank: DeviceId) -> bool {
+        self.representative
+            .get(rank as usize)
+            .is_some_and(|&d| self.ranks.get(d as usize) == Some(&rank))
+    }
+}
+
 /// A training step on `devices` devices.
 ///
 /// The distinct kernel shapes are kept once in `kernels` (a step has hundreds of thousands of
@@ -173,6 +205,9 @@ pub struct TaskGraph {
     pub tasks: Vec<Task>,
     /// The kernel shapes compute tasks run.
     pub kernels: Vec<KernelShape>,
+    /// The cluster the devices stand for, when only distinct programs are simulated (`None`:
+    /// every cluster rank is a device of the graph).
+    pub placement: Option<Placement>,
 }
 
 impl TaskGraph {
@@ -182,6 +217,7 @@ impl TaskGraph {
             devices,
             tasks: Vec::new(),
             kernels: Vec::new(),
+            placement: None,
         }
     }
 
@@ -191,7 +227,49 @@ impl TaskGraph {
             devices,
             tasks: Vec::with_capacity(tasks),
             kernels: Vec::new(),
+            placement: None,
         }
+    }
+
+    /// Cluster ranks the graph stands for (its devices without a placement).
+    pub fn cluster_devices(&self) -> u32 {
+        self.placement
+            .as_ref()
+            .map_or(self.devices, Placement::cluster_devices)
+    }
+
+    /// The simulated device running cluster rank `rank`'s program (`None` if out of range).
+    pub fn device_of(&self, rank: DeviceId) -> Option<DeviceId> {
+        match &self.placement {
+            None => (rank < self.devices).then_some(rank),
+            Some(p) => p.representative.get(rank as usize).copied(),
+        }
+    }
+
+    /// The cluster rank of simulated device `device`.
+    pub fn rank_of(&self, device: DeviceId) -> DeviceId {
+        match &self.placement {
+            None => device,
+            Some(p) => p.ranks.get(device as usize).copied().unwrap_or(device),
+        }
+    }
+
+    /// Whether cluster rank `rank` runs as itself (not as a mirror of another rank).
+    pub fn is_canonical(&self, rank: DeviceId) -> bool {
+        match &self.placement {
+            None => rank < self.devices,
+            Some(p) => p.is_canonical(rank),
+        }
+    }
+
+    /// The simulated devices that take part in a collective over cluster ranks `group`: the
+    /// representatives of its canonical members, in group order.
+    pub fn collective_members(&self, group: &[DeviceId]) -> Vec<DeviceId> {
+        group
+            .iter()
+            .filter(|&&r| self.is_canonical(r))
+            .filter_map(|&r| self.device_of(r))
+            .collect()
     }
 
     /// Appends a kernel shape to the table and returns its index (no deduplication: the
@@ -245,12 +323,20 @@ impl TaskGraph {
             }
             match &t.work {
                 Work::Send { to, bytes, tag } => {
-                    let e = sends.entry((t.device, *to, *tag)).or_insert((i, *bytes, 0));
+                    let Some(to) = self.device_of(*to) else {
+                        return Err(format!("task {i} sends to rank {to}, outside the cluster"));
+                    };
+                    let e = sends.entry((t.device, to, *tag)).or_insert((i, *bytes, 0));
                     e.2 += 1;
                 }
                 Work::Recv { from, bytes, tag } => {
+                    let Some(from) = self.device_of(*from) else {
+                        return Err(format!(
+                            "task {i} receives from rank {from}, outside the cluster"
+                        ));
+                    };
                     let e = recvs
-                        .entry((*from, t.device, *tag))
+                        .entry((from, t.device, *tag))
                         .or_insert((i, *bytes, 0));
                     e.2 += 1;
                 }
@@ -261,7 +347,7 @@ impl TaskGraph {
                     ));
                 }
                 Work::Collective { id, group, .. } => {
-                    if !group.contains(&t.device) {
+                    if !self.collective_members(group).contains(&t.device) {
                         return Err(format!(
                             "task {i}: device {} is not in its collective's group",
                             t.device
@@ -310,11 +396,11 @@ impl TaskGraph {
             else {
                 continue;
             };
-            if members.len() != group.len() {
+            let expected = self.collective_members(group).len();
+            if members.len() != expected {
                 return Err(format!(
-                    "collective {id} has {} participating tasks for a group of {}",
+                    "collective {id} has {} participating tasks for a group of {expected}",
                     members.len(),
-                    group.len()
                 ));
             }
             for &m in members {

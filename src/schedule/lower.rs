@@ -1,16 +1,34 @@
-//! Lowering a [`StepPlan`] to a [`TaskGraph`] over p × dp devices.
+//! Lowering a [`StepPlan`] to a [`TaskGraph`] over a workload's devices.
 //!
 //! Streams: the compute stream; communication streams 0/1 (ring prefetch send/recv), 2/3
 //! (ring accumulator send/recv), 4/5 (outer-loop weight send/recv or broadcast), 6/7
-//! (outer-loop gradient send/recv or reduce), 8 (collectives the compute stream waits for) and
-//! 9 (gradient synchronisation, asynchronous until the optimizer step).
+//! (outer-loop gradient send/recv or reduce), 8 (collectives the compute stream waits for), 9
+//! (gradient synchronisation, asynchronous until the optimizer step), 10/11 (pipeline
+//! activations sent to the next stage / received from the previous one) and 12/13 (their
+//! gradients, the other way).
 //!
-//! Memory: every device allocates its static bytes and the runtime's reserved bytes at the
-//! start, the embedding and head activations for the whole step, each layer's stored
-//! activations when its forward begins (freed when its backward ends), and each phase's
-//! transient working set for the duration of that phase — all figures taken from the memory
-//! inventory, so the simulated high-water mark is the inventory's peak. A phase ends when all
-//! of its tasks on that device have finished, so nothing of one phase overlaps the next.
+//! Devices: [`Devices::All`] lays out every device of the cluster (p · cp · dp · pp, device id
+//! = cluster rank, `config::layout`); [`Devices::Distinct`] one device per distinct program
+//! (`devices`: data-parallel replicas, and symmetric method or context ranks, folded where the
+//! fold is exact), with the graph's [`super::Placement`] saying whom each stands for.
+//!
+//! Pipeline (`pipeline`): each stage's devices run the stage's 1F1B order; a forward waits for
+//! the activation of the previous virtual stage (received on its own stream, posted ahead),
+//! runs its chunk's layers (the embedding first on the first virtual stage, the head and loss
+//! last on the last) and sends its output on; a backward waits for the gradient from the next
+//! virtual stage and sends the input gradient back. Each layer's gradients are synchronised
+//! over the devices holding the same weights after its last micro-batch's backward, on an
+//! asynchronous stream the optimizer waits for; tied embeddings are all-reduced between the
+//! first and the last stage. Without a pipeline this is one stage running forward then
+//! backward per micro-batch.
+//!
+//! Memory: every device allocates its stage's static bytes and the runtime's reserved bytes at
+//! the start, the embedding's (first virtual stage) and the head's (last) stored inputs and
+//! each layer's stored activations when a micro-batch's forward reaches them (freed when its
+//! backward has passed), and each phase's transient working set for the duration of that phase
+//! — all figures taken from the stage's memory inventory, so the simulated high-water mark is
+//! the inventory's peak. A phase ends when all of its tasks on that device have finished, so
+//! nothing of one phase overlaps the next.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -19,23 +37,37 @@ use super::graph::{
     CollectiveOp, DeviceId, KernelId, Label, Pass, Stream, TaskGraph, TaskId, Work,
 };
 use super::shape::KernelShape;
-use super::stage::{Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan};
+use super::stage::{Axis, Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan};
+use crate::config::{Axes, Coord, ValidWorkload};
 use crate::memory::Inventory;
 
+mod devices;
+mod pipeline;
 mod ring;
 mod sync;
 
-use sync::{grad_sync_collective, zero3_gather};
+pub use devices::Devices;
 
 /// What to include in the lowered graph.
 #[derive(Debug, Clone, Copy)]
 pub struct LowerOptions {
-    /// Data-parallel replicas to lay out (each with p devices).
-    pub dp: u32,
+    /// Every device, or one per distinct program.
+    pub devices: Devices,
     /// Include alloc/free tasks.
     pub memory: bool,
     /// Include the optimizer step.
     pub optimizer: bool,
+}
+
+impl LowerOptions {
+    /// Distinct programs, memory and optimizer included: what a simulation of a step needs.
+    pub fn step() -> LowerOptions {
+        LowerOptions {
+            devices: Devices::Distinct,
+            memory: true,
+            optimizer: true,
+        }
+    }
 }
 
 const PRE_SEND: Stream = Stream::Comm(0);
@@ -48,8 +80,12 @@ const G_SEND: Stream = Stream::Comm(6);
 const G_RECV: Stream = Stream::Comm(7);
 const BLOCKING: Stream = Stream::Comm(8);
 const ASYNC: Stream = Stream::Comm(9);
-/// The compute stream and communication streams 0–9.
-const STREAMS: usize = 11;
+const PP_SEND_FWD: Stream = Stream::Comm(10);
+const PP_RECV_FWD: Stream = Stream::Comm(11);
+const PP_SEND_BWD: Stream = Stream::Comm(12);
+const PP_RECV_BWD: Stream = Stream::Comm(13);
+/// The compute stream and communication streams 0–13.
+const STREAMS: usize = 15;
 
 fn stream_slot(s: Stream) -> usize {
     match s {
@@ -88,8 +124,17 @@ impl Hasher for FxHasher {
 
 struct Lower<'a> {
     g: TaskGraph,
-    p: u32,
-    dp: u32,
+    w: &'a ValidWorkload,
+    axes: Axes,
+    /// Coordinates of each simulated device.
+    coords: Vec<Coord>,
+    /// Cluster rank of each simulated device.
+    ranks: Vec<DeviceId>,
+    /// For each cluster rank, the simulated device running its program.
+    rep: Vec<DeviceId>,
+    /// The simulated devices of the stage being lowered.
+    active: Vec<DeviceId>,
+    /// The memory inventory of the stage being lowered.
     inv: &'a Inventory,
     memory: bool,
     next_id: u64,
@@ -110,8 +155,53 @@ struct Lower<'a> {
 }
 
 impl<'a> Lower<'a> {
-    fn devices(&self) -> u32 {
-        self.p * self.dp
+    fn sim_devices(&self) -> usize {
+        self.coords.len()
+    }
+
+    /// The cluster rank of the device at `c`.
+    fn rank_at(&self, c: Coord) -> DeviceId {
+        self.axes.rank_of(c)
+    }
+
+    /// Whether cluster rank `r` is simulated as itself.
+    fn canonical(&self, r: DeviceId) -> bool {
+        self.ranks[self.rep[r as usize] as usize] == r
+    }
+
+    /// The simulated devices taking part for cluster ranks `group` (its canonical members).
+    fn members(&self, group: &[DeviceId]) -> Vec<DeviceId> {
+        group
+            .iter()
+            .filter(|&&r| self.canonical(r))
+            .map(|&r| self.rep[r as usize])
+            .collect()
+    }
+
+    /// The cluster ranks of the method group (or the context-parallel group) of device `dev`,
+    /// in ring order.
+    fn group_of(&self, dev: DeviceId, axis: Axis) -> Vec<DeviceId> {
+        let c = self.coords[dev as usize];
+        match axis {
+            Axis::Method => (0..self.axes.p)
+                .map(|rank| self.rank_at(Coord { rank, ..c }))
+                .collect(),
+            Axis::Context => (0..self.axes.cp)
+                .map(|cp| self.rank_at(Coord { cp, ..c }))
+                .collect(),
+        }
+    }
+
+    /// The distinct groups of `axis` among the active devices, in order of first appearance.
+    fn active_groups(&self, axis: Axis) -> Vec<Vec<DeviceId>> {
+        let mut out: Vec<Vec<DeviceId>> = Vec::new();
+        for &dev in &self.active {
+            let g = self.group_of(dev, axis);
+            if !out.contains(&g) {
+                out.push(g);
+            }
+        }
+        out
     }
 
     fn fresh(&mut self) -> u64 {
@@ -200,11 +290,8 @@ impl<'a> Lower<'a> {
         }
     }
 
-    fn group(&self, replica: u32) -> Vec<DeviceId> {
-        (0..self.p).map(|i| replica * self.p + i).collect()
-    }
-
-    /// One collective over each replica's p devices, on `stream`; returns each device's task.
+    /// One collective over each method group of the active devices, on `stream`; returns
+    /// each simulated device's task (indexed by device; only the active members are set).
     fn collective(
         &mut self,
         name: &'static str,
@@ -214,10 +301,9 @@ impl<'a> Lower<'a> {
         deps: &[Vec<TaskId>],
     ) -> Vec<TaskId> {
         self.label.name = name;
-        let mut out = vec![0; self.devices() as usize];
-        for r in 0..self.dp {
+        let mut out = vec![0; self.sim_devices()];
+        for group in self.active_groups(Axis::Method) {
             let id = self.fresh();
-            let group = self.group(r);
             let op = match op {
                 CollectiveOp::Broadcast { root } => CollectiveOp::Broadcast {
                     root: group[root as usize],
@@ -227,7 +313,7 @@ impl<'a> Lower<'a> {
                 },
                 o => o,
             };
-            for &dev in &group {
+            for dev in self.members(&group) {
                 out[dev as usize] = self.add(
                     dev,
                     stream,
@@ -247,16 +333,17 @@ impl<'a> Lower<'a> {
     fn stage(&mut self, stage: &Stage) {
         match stage {
             Stage::Compute(kernels) => {
-                for dev in 0..self.devices() {
-                    self.kernels(dev, kernels, &[]);
+                for i in 0..self.active.len() {
+                    self.kernels(self.active[i], kernels, &[]);
                 }
             }
             Stage::Collective { name, op, bytes } => {
-                if self.p > 1 {
+                if self.axes.p > 1 {
                     let deps = self.frontier.clone();
                     let ids = self.collective(name, *op, *bytes, BLOCKING, &deps);
-                    for (dev, id) in ids.into_iter().enumerate() {
-                        self.frontier[dev] = vec![id];
+                    for i in 0..self.active.len() {
+                        let dev = self.active[i] as usize;
+                        self.frontier[dev] = vec![ids[dev]];
                     }
                 }
             }
@@ -270,7 +357,8 @@ impl<'a> Lower<'a> {
         self.label.layer = layer;
         self.label.block = b.block;
         let bytes = self.inv.transient_bytes(b.phase);
-        for dev in 0..self.devices() {
+        for i in 0..self.active.len() {
+            let dev = self.active[i];
             self.phase_tasks[dev as usize] = [None; STREAMS];
             self.label.name = b.phase.name();
             self.mem(dev, true, bytes, b.phase.name());
@@ -278,7 +366,8 @@ impl<'a> Lower<'a> {
         for s in &b.stages {
             self.stage(s);
         }
-        for dev in 0..self.devices() {
+        for i in 0..self.active.len() {
+            let dev = self.active[i];
             let d = dev as usize;
             let mut deps: Vec<TaskId> =
                 std::mem::replace(&mut self.phase_tasks[d], [None; STREAMS])
@@ -307,14 +396,32 @@ impl<'a> Lower<'a> {
     }
 }
 
-/// Lowers a plan into a task graph; `inv` supplies the alloc/free sizes.
-pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> TaskGraph {
-    let n = (p * opts.dp) as usize;
+/// Lowers a plan into a task graph; `stages` (one memory inventory per pipeline stage,
+/// `memory::stage_inventories`) supply the alloc/free sizes.
+pub fn lower(
+    w: &ValidWorkload,
+    plan: &StepPlan,
+    stages: &[Inventory],
+    opts: LowerOptions,
+) -> TaskGraph {
+    assert_eq!(
+        stages.len() as u64,
+        w.outer.pp,
+        "one memory inventory per pipeline stage"
+    );
+    let map = devices::device_map(w, plan, opts.devices);
+    let n = map.coords.len();
+    let mut g = TaskGraph::with_capacity(n as u32, estimate_tasks(plan, n as u32, w.outer.pp));
+    g.placement = map.placement();
     let mut l = Lower {
-        g: TaskGraph::with_capacity(p * opts.dp, estimate_tasks(plan, p * opts.dp)),
-        p,
-        dp: opts.dp,
-        inv,
+        g,
+        w,
+        axes: w.axes(),
+        coords: map.coords,
+        ranks: map.ranks,
+        rep: map.representative,
+        active: Vec::new(),
+        inv: &stages[0],
         memory: opts.memory,
         next_id: 0,
         label: Label {
@@ -332,96 +439,19 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
         kernel_ids: HashMap::default(),
         kernel_at: HashMap::default(),
     };
-    let per_layer = inv.activation_bytes_per_layer;
-    let model_scope: u128 = inv
-        .tensors
-        .iter()
-        .filter(|t| t.kind == crate::memory::Kind::Stored && !t.per_layer)
-        .map(|t| t.bytes())
-        .sum();
-    for dev in 0..l.devices() {
-        l.mem(
-            dev,
-            true,
-            inv.static_bytes + inv.reserved_bytes,
-            "static+reserved",
-        );
-        l.mem(dev, true, model_scope, "embedding+head-activations");
-    }
-    let mut grad_sync: Vec<Vec<TaskId>> = vec![Vec::new(); n];
-    for mb in 0..plan.micro_batches {
-        l.label.micro_batch = mb;
-        l.label.pass = Pass::Fwd;
-        l.label.layer = None;
-        l.label.block = "embedding";
-        for dev in 0..l.devices() {
-            l.kernels(dev, &plan.embedding_fwd, &[]);
-        }
-        for layer in 0..plan.layers {
-            l.label.layer = Some(layer);
-            l.label.pass = Pass::Fwd;
-            for dev in 0..l.devices() {
-                l.label.name = "layer-activations";
-                l.mem(dev, true, per_layer, "layer-activations");
-            }
-            if plan.zero3_gather_bytes > 0 {
-                zero3_gather(&mut l, plan);
-            }
-            for b in &plan.layer_fwd {
-                l.phase(b, Pass::Fwd, Some(layer));
-            }
-        }
-        l.phase(&plan.head, Pass::Fwd, None);
-        for layer in (0..plan.layers).rev() {
-            l.label.layer = Some(layer);
-            l.label.pass = Pass::Bwd;
-            if plan.zero3_gather_bytes > 0 {
-                zero3_gather(&mut l, plan);
-            }
-            for b in &plan.layer_bwd {
-                l.phase(b, Pass::Bwd, Some(layer));
-            }
-            for dev in 0..l.devices() {
-                l.label.name = "layer-activations";
-                l.mem(dev, false, per_layer, "layer-activations");
-            }
-            if mb + 1 == plan.micro_batches && plan.layer_grad_sync_bytes > 0 {
-                let ids = grad_sync_collective(&mut l, plan);
-                for (d, id) in ids {
-                    grad_sync[d as usize].push(id);
-                }
-            }
-        }
-        l.label.layer = None;
-        l.label.block = "embedding";
-        l.label.pass = Pass::Bwd;
-        for dev in 0..l.devices() {
-            l.kernels(dev, &plan.embedding_bwd, &[]);
-        }
-    }
-    l.label.pass = Pass::Opt;
-    l.label.block = "optimizer";
-    for dev in 0..l.devices() {
-        let extra = std::mem::take(&mut grad_sync[dev as usize]);
-        if opts.optimizer {
-            l.kernels(dev, &plan.optimizer, &extra);
-        } else {
-            l.frontier[dev as usize].extend(extra);
-        }
-        l.mem(dev, false, model_scope, "embedding+head-activations");
-        l.mem(
-            dev,
-            false,
-            inv.static_bytes + inv.reserved_bytes,
-            "static+reserved",
-        );
+    for (stage, inv) in stages.iter().enumerate() {
+        l.inv = inv;
+        l.active = (0..n as DeviceId)
+            .filter(|&d| l.coords[d as usize].stage == stage as u32)
+            .collect();
+        l.stage_step(plan, stage as u32, opts.optimizer);
     }
     l.g
 }
 
 /// An upper estimate of the tasks `lower` creates, so the graph is allocated once (large graphs
 /// otherwise spend a noticeable share of their build time growing and copying the task list).
-fn estimate_tasks(plan: &StepPlan, devices: u32) -> usize {
+fn estimate_tasks(plan: &StepPlan, devices: u32, pp: u64) -> usize {
     fn stages(ss: &[Stage]) -> usize {
         ss.iter()
             .map(|s| match s {
@@ -438,10 +468,13 @@ fn estimate_tasks(plan: &StepPlan, devices: u32) -> usize {
     }
     let blocks = |bs: &[PhaseBlock]| bs.iter().map(|b| stages(&b.stages) + 2).sum::<usize>();
     let layer = blocks(&plan.layer_fwd) + blocks(&plan.layer_bwd) + 6;
-    let step = plan.layers as usize * layer
+    // A device holds layers / pp of the layers (rounded up), and runs each micro-batch once.
+    let layers = (plan.layers as usize).div_ceil(pp.max(1) as usize);
+    let step = layers * layer
         + stages(&plan.head.stages)
         + plan.embedding_fwd.len()
         + plan.embedding_bwd.len()
-        + 8;
-    (plan.micro_batches as usize * step + plan.optimizer.len() + 4) * devices as usize
+        + 14;
+    let opt = plan.optimizer.first().map_or(0, Vec::len);
+    (plan.micro_batches as usize * step + opt + 6) * devices as usize
 }

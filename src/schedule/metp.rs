@@ -16,8 +16,8 @@ use super::kernels::{
     residual_fwd,
 };
 use super::ring::kv_ring;
-use super::stage::{Exchange, Kernel, Outer, Ring, RingStep, Stage, StepPlan};
-use crate::config::{Activation, Dims, Recompute, WeightExchange, Workload};
+use super::stage::{Axis, Exchange, Kernel, Outer, Ring, RingStep, Stage, StepPlan};
+use crate::config::{Activation, Dims, Recompute, ValidWorkload, WeightExchange, Workload};
 
 fn weight_ring(
     w: &Workload,
@@ -47,11 +47,12 @@ fn weight_ring(
             0
         },
         buffers: w.options.metp.recv_buffers,
+        axis: Axis::Method,
     }
 }
 
 /// The step plan of METP.
-pub fn plan(w: &Workload) -> StepPlan {
+pub fn plan(w: &ValidWorkload) -> StepPlan {
     let d = Dims::<f64>::new(w);
     let o = &w.options;
     let g = o.metp.head_groups.unwrap_or(w.p) as f64;
@@ -76,7 +77,7 @@ pub fn plan(w: &Workload) -> StepPlan {
         buffers: rb,
         body: vec![
             Stage::Compute(vec![qkv]),
-            Stage::Ring(kv_ring(w, &d, c, d.a / g, kv_g, rb, false)),
+            Stage::Ring(kv_ring(w, &d, c, d.a / g, kv_g, rb, false, Axis::Method)),
             Stage::Compute(vec![out]),
         ],
     };
@@ -143,7 +144,16 @@ pub fn plan(w: &Workload) -> StepPlan {
     body.push(Stage::Compute(
         linear_bwd("out-proj-bwd", local, d.h, d.h / g).to_vec(),
     ));
-    body.push(Stage::Ring(kv_ring(w, &d, c, d.a / g, kv_g, rb, true)));
+    body.push(Stage::Ring(kv_ring(
+        w,
+        &d,
+        c,
+        d.a / g,
+        kv_g,
+        rb,
+        true,
+        Axis::Method,
+    )));
     body.push(Stage::Compute(
         linear_bwd("qkv-bwd", local, qkv_w, d.h).to_vec(),
     ));

@@ -21,13 +21,13 @@ mod tp_sp;
 mod ulysses;
 
 pub use graph::{
-    CollectiveOp, DeviceId, KernelId, Label, Pass, Stream, Task, TaskGraph, TaskId, Work,
+    CollectiveOp, DeviceId, KernelId, Label, Pass, Placement, Stream, Task, TaskGraph, TaskId, Work,
 };
 pub use kernels::{attention_bwd, attention_fwd, AttnShape};
-pub use lower::{lower, LowerOptions};
+pub use lower::{lower, Devices, LowerOptions};
 pub use shape::{Attention, AttnPass, Gemm, KernelKind, KernelShape};
 pub use stage::{
-    Block, CausalBlocks, Exchange, Kernel, Outer, PhaseBlock, Ring, RingStep, Stage, StepPlan,
+    Axis, Block, CausalBlocks, Exchange, Kernel, Outer, PhaseBlock, Ring, RingStep, Stage, StepPlan,
 };
 pub use times::StepTimes;
 

@@ -8,8 +8,8 @@ use super::kernels::{
     attention_bwd, attention_fwd, causal_blocks, linear_bwd, linear_fwd, norm, norm_bwd,
     residual_bwd, residual_fwd, AttnShape,
 };
-use super::stage::{Kernel, Ring, RingStep, Stage, StepPlan};
-use crate::config::{Dims, Recompute, Workload};
+use super::stage::{Axis, Kernel, Ring, RingStep, Stage, StepPlan};
+use crate::config::{Dims, Recompute, ValidWorkload, Workload};
 
 /// A ring step's kernels for every block a device can hold: `block(sq, sk, causal)` gives the
 /// kernels of `sq` queries against `sk` keys; the full block is `c` × `c`.
@@ -30,7 +30,8 @@ pub fn ring_step(
 }
 
 /// The K/V ring of the attention core, forward or backward, for `heads` query heads and
-/// `kv` KV heads on blocks of `c` tokens.
+/// `kv` KV heads on blocks of `c` tokens, over the devices of `axis`.
+#[allow(clippy::too_many_arguments)]
 pub fn kv_ring(
     w: &Workload,
     d: &Dims<f64>,
@@ -39,6 +40,7 @@ pub fn kv_ring(
     kv: f64,
     buffers: u64,
     backward: bool,
+    axis: Axis,
 ) -> Ring {
     let shape: AttnShape = attn(w, d.b, c, c, heads, kv, d.d);
     let kv_elems = 2.0 * d.b * c * kv * d.d;
@@ -64,17 +66,22 @@ pub fn kv_ring(
         Vec::new()
     };
     let step = ring_step(w, c, &block, accumulate);
+    let members = match axis {
+        Axis::Method => w.p,
+        Axis::Context => w.outer.cp,
+    };
     Ring {
         name: if backward { "kv-ring-bwd" } else { "kv-ring" },
-        steps: vec![step; w.p as usize],
+        steps: vec![step; members as usize],
         prefetch_bytes: (2.0 * kv_elems) as u64,
         accumulator_bytes: if backward { (4.0 * kv_elems) as u64 } else { 0 },
         buffers,
+        axis,
     }
 }
 
 /// The step plan of ring attention.
-pub fn plan(w: &Workload) -> StepPlan {
+pub fn plan(w: &ValidWorkload) -> StepPlan {
     let d = Dims::<f64>::new(w);
     let c = d.s / d.p;
     let local = d.b * c;
@@ -90,7 +97,7 @@ pub fn plan(w: &Workload) -> StepPlan {
     ];
     let attn_f = vec![
         Stage::Compute(pre.clone()),
-        Stage::Ring(kv_ring(w, &d, c, d.a, d.a_kv, 2, false)),
+        Stage::Ring(kv_ring(w, &d, c, d.a, d.a_kv, 2, false, Axis::Method)),
         Stage::Compute(post),
     ];
     let full = w.options.recompute == Recompute::Full;
@@ -106,7 +113,16 @@ pub fn plan(w: &Workload) -> StepPlan {
     let mut k = vec![residual_bwd("attn-residual-bwd", local, d.h, drop)];
     k.extend(linear_bwd("out-proj-bwd", local, d.h, d.h));
     attn_b.push(Stage::Compute(k));
-    attn_b.push(Stage::Ring(kv_ring(w, &d, c, d.a, d.a_kv, 2, true)));
+    attn_b.push(Stage::Ring(kv_ring(
+        w,
+        &d,
+        c,
+        d.a,
+        d.a_kv,
+        2,
+        true,
+        Axis::Method,
+    )));
     let mut k = linear_bwd("qkv-bwd", local, d.h + 2.0 * d.a_kv * d.d, d.h).to_vec();
     k.push(norm_bwd("ln1-bwd", local, d.h));
     attn_b.push(Stage::Compute(k));

@@ -6,9 +6,9 @@
 use super::common::sequence_split_plan;
 use super::kernels::{linear_bwd, linear_fwd, norm, norm_bwd, residual_bwd, residual_fwd};
 use super::ring::ring_step;
-use super::stage::{Kernel, Ring, Stage, StepPlan};
+use super::stage::{Axis, Kernel, Ring, Stage, StepPlan};
 use super::CollectiveOp;
-use crate::config::{Dims, Recompute, Workload};
+use crate::config::{Dims, Recompute, ValidWorkload, Workload};
 
 /// A ring of p synchronous steps, each running `block(sq, sk)`'s GEMMs for the chunk it holds
 /// (under a causal mask: the diagonal chunk in full, since the scores are masked afterwards,
@@ -27,11 +27,12 @@ fn chunk_ring(
         prefetch_bytes: chunk_bytes,
         accumulator_bytes: 0,
         buffers: 1,
+        axis: Axis::Method,
     }
 }
 
 /// The step plan of ring self-attention.
-pub fn plan(w: &Workload) -> StepPlan {
+pub fn plan(w: &ValidWorkload) -> StepPlan {
     let d = Dims::<f64>::new(w);
     let c = d.s / d.p;
     let local = d.b * c;

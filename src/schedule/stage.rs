@@ -171,7 +171,18 @@ impl RingStep {
     }
 }
 
-/// A ring of `steps.len()` steps over the p devices. Between consecutive steps each device
+/// The group of devices a ring runs over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Axis {
+    /// The method's p devices.
+    Method,
+    /// The cp context-parallel ranks (each a group of p devices; device i of each group
+    /// takes part), as Megatron's context parallelism runs its K/V ring.
+    Context,
+}
+
+/// A ring of `steps.len()` steps over the devices of an [`Axis`] (the method's p by default). Between consecutive steps each device
 /// passes `prefetch_bytes` to its successor (the data the next step needs: K/V blocks, weight
 /// shards); with two receive buffers that transfer overlaps the current step, with one it
 /// follows it. `accumulator_bytes` (if non-zero) travel after each step's `accumulate` and make
@@ -188,6 +199,8 @@ pub struct Ring {
     pub accumulator_bytes: u64,
     /// Receive buffers (1 or 2).
     pub buffers: u64,
+    /// The devices the ring runs over.
+    pub axis: Axis,
 }
 
 /// How METP's outer loop brings head group g's weights to every device.
@@ -277,10 +290,25 @@ pub struct StepPlan {
     pub grad_sync_over_p: bool,
     /// ZeRO-3: bytes of one layer's weights all-gathered before its forward and its backward.
     pub zero3_gather_bytes: u64,
-    /// Optimizer step.
-    pub optimizer: Vec<Kernel>,
+    /// Optimizer step of each pipeline stage (its parameters; one entry without a pipeline).
+    pub optimizer: Vec<Vec<Kernel>>,
     /// Layers.
     pub layers: u32,
     /// Micro-batches per step.
     pub micro_batches: u32,
+    /// Bytes each device passes to its pipeline neighbour per micro-batch: the layer output
+    /// forward and its gradient backward (b·s·h bf16 over the p · cp devices of a stage: the
+    /// sequence-split methods hold that share; Megatron TP scatters the replicated tensor
+    /// across its ranks before sending, `scatter_gather_tensors_in_pipeline`).
+    pub pipeline_bytes: u64,
+    /// Tied embeddings across pipeline stages: bytes of embedding gradients each device of the
+    /// first and the last stage all-reduce with its peer before the optimizer (Megatron's
+    /// embedding group); 0 without.
+    pub embedding_sync_bytes: u64,
+    /// Whether every device of the method's group runs the same program up to its rank (so one
+    /// stands for all, `lower`'s symmetric reduction): false for METP's owner-rooted weight
+    /// exchange and for causal rings, whose blocks differ by rank.
+    pub ranks_symmetric: bool,
+    /// The same for the context-parallel ranks (their K/V ring under a causal mask is not).
+    pub context_symmetric: bool,
 }

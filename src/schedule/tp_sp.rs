@@ -3,20 +3,29 @@
 //! reduce-scatters after the row-parallel one. Backward all-gathers the output gradient and,
 //! as Megatron's implementation does, the block input again for the weight gradient, then
 //! reduce-scatters the input gradient: 2 AG + 2 RS forward, 4 AG + 2 RS backward per layer.
+//!
+//! With context parallelism (Megatron CP, cp > 1) each group of p devices runs all of that on
+//! its s/cp tokens, and the attention core becomes a K/V ring across the cp groups (device i
+//! of each group with device i of the others) on blocks of s/cp tokens for the group's a/p
+//! heads, as ring attention runs it: two receive buffers, fp32 dK/dV travelling back in
+//! backward. Selective recomputation re-runs that forward ring before the backward one.
 
 use super::common::{attn, finish, recompute_kernels, Parts};
 use super::kernels::{
     attention_bwd, attention_fwd, head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd,
     norm, norm_bwd, residual_bwd, residual_fwd,
 };
-use super::stage::{Kernel, Stage, StepPlan};
+use super::ring::kv_ring;
+use super::stage::{Axis, Kernel, Stage, StepPlan};
 use super::CollectiveOp;
-use crate::config::{Dims, Recompute, Workload};
+use crate::config::{Dims, Recompute, ValidWorkload};
 
-/// The step plan of Megatron TP + SP.
-pub fn plan(w: &Workload) -> StepPlan {
+/// The step plan of Megatron TP + SP (with context parallelism when cp > 1).
+pub fn plan(w: &ValidWorkload) -> StepPlan {
     let d = Dims::<f64>::new(w);
-    let rows = d.b * d.s;
+    let group_seq = d.s / d.cp;
+    let context = w.outer.cp > 1;
+    let rows = d.b * group_seq;
     let local = rows / d.p;
     let heads = d.a / d.p;
     let kv = d.kv_per(d.p);
@@ -31,18 +40,45 @@ pub fn plan(w: &Workload) -> StepPlan {
     let rs = |name| coll(name, CollectiveOp::ReduceScatter);
     let shape = attn(w, d.b, d.s, d.s, heads, kv, d.d);
     let core = attention_fwd(shape, w.options.flash, w.dropout());
-    let mut attn_k = vec![linear_fwd("qkv", rows, (heads + 2.0 * kv) * d.d, d.h)];
+    let qkv = linear_fwd("qkv", rows, (heads + 2.0 * kv) * d.d, d.h);
+    let out_proj = linear_fwd("out-proj", rows, d.h, heads * d.d);
+    let mut attn_k = vec![qkv];
     attn_k.extend(core.iter().copied());
-    attn_k.push(linear_fwd("out-proj", rows, d.h, heads * d.d));
+    attn_k.push(out_proj);
+    let cp_ring = |backward| {
+        Stage::Ring(kv_ring(
+            w,
+            &d,
+            group_seq,
+            heads,
+            kv,
+            2,
+            backward,
+            Axis::Context,
+        ))
+    };
+    // The attention block between the gather and the scatter: one compute stage, or the QKV
+    // projection, the context-parallel ring and the out-projection.
+    let attn_core_f = if context {
+        vec![
+            Stage::Compute(vec![qkv]),
+            cp_ring(false),
+            Stage::Compute(vec![out_proj]),
+        ]
+    } else {
+        vec![Stage::Compute(attn_k.clone())]
+    };
     let mlp_k = mlp_fwd(rows, d.h, d.f / d.p, act);
     let drop = w.dropout();
-    let attn_f = vec![
+    let mut attn_f = vec![
         Stage::Compute(vec![norm("ln1", local, d.h)]),
         ag("all-gather"),
-        Stage::Compute(attn_k.clone()),
+    ];
+    attn_f.extend(attn_core_f);
+    attn_f.extend([
         rs("reduce-scatter"),
         Stage::Compute(vec![residual_fwd("attn-residual", local, d.h, drop)]),
-    ];
+    ]);
     let mlp_f = vec![
         Stage::Compute(vec![norm("ln2", local, d.h)]),
         ag("all-gather"),
@@ -80,16 +116,30 @@ pub fn plan(w: &Workload) -> StepPlan {
     )]));
     attn_b.push(ag("all-gather-grad"));
     attn_b.push(ag("all-gather-input"));
-    let re = if full {
-        Vec::new()
+    if context {
+        if w.options.recompute == Recompute::Selective {
+            attn_b.push(Stage::Compute(vec![qkv]));
+            attn_b.push(cp_ring(false));
+        }
+        attn_b.push(Stage::Compute(
+            linear_bwd("out-proj-bwd", rows, d.h, heads * d.d).to_vec(),
+        ));
+        attn_b.push(cp_ring(true));
+        attn_b.push(Stage::Compute(
+            linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h).to_vec(),
+        ));
     } else {
-        recompute_kernels(w, &attn_k, &core)
-    };
-    let mut k: Vec<Kernel> = re;
-    k.extend(linear_bwd("out-proj-bwd", rows, d.h, heads * d.d));
-    k.extend(attention_bwd(shape, w.options.flash, w.dropout()));
-    k.extend(linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h));
-    attn_b.push(Stage::Compute(k));
+        let re = if full {
+            Vec::new()
+        } else {
+            recompute_kernels(w, &attn_k, &core)
+        };
+        let mut k: Vec<Kernel> = re;
+        k.extend(linear_bwd("out-proj-bwd", rows, d.h, heads * d.d));
+        k.extend(attention_bwd(shape, w.options.flash, w.dropout()));
+        k.extend(linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h));
+        attn_b.push(Stage::Compute(k));
+    }
     attn_b.push(rs("reduce-scatter-grad"));
     attn_b.push(Stage::Compute(vec![norm_bwd("ln1-bwd", local, d.h)]));
 

@@ -9,10 +9,10 @@ use super::kernels::{
 };
 use super::stage::{Kernel, Stage, StepPlan};
 use super::CollectiveOp;
-use crate::config::{Dims, Recompute, Workload};
+use crate::config::{Dims, Recompute, ValidWorkload};
 
 /// The step plan of DeepSpeed-Ulysses.
-pub fn plan(w: &Workload) -> StepPlan {
+pub fn plan(w: &ValidWorkload) -> StepPlan {
     let d = Dims::<f64>::new(w);
     let local = d.b * d.s / d.p;
     let heads = d.a / d.p;

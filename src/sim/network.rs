@@ -205,6 +205,27 @@ impl Network {
         }
     }
 
+    /// The route of a message from `src` to `dst` when only distinct programs are simulated and
+    /// `dst` runs as a mirror image of rank `mirror` (`schedule::TaskGraph`'s placement): the
+    /// links of the sending side as [`Network::route`] gives them, and on the receiving side
+    /// `mirror`'s links of the same class (NVLink port or NIC), which by the symmetry carry
+    /// exactly the load `dst`'s would. The link class is that of `src` and `dst`.
+    pub fn route_mirrored(&self, src: DeviceId, dst: DeviceId, mirror: DeviceId) -> Route {
+        if src == dst || mirror == dst {
+            self.route(src, dst)
+        } else if src / self.gpus_per_node == dst / self.gpus_per_node {
+            Route {
+                links: [2 * src, 2 * mirror + 1],
+                len: 2,
+            }
+        } else {
+            Route {
+                links: [self.nic_link(src, false), self.nic_link(mirror, true)],
+                len: 2,
+            }
+        }
+    }
+
     /// α of a message from `src` to `dst`, in ps: the point-to-point latency of its link class
     /// (0 for a device talking to itself).
     pub fn latency_ps(&self, src: DeviceId, dst: DeviceId) -> SimTime {

@@ -1,6 +1,8 @@
 //! Chrome trace output (the `traceEvents` JSON that Perfetto and `chrome://tracing` open).
 //!
-//! One process per device with one thread (track) per stream, and one process "network" with
+//! One process per simulated device (named by its place in the cluster when the caller names
+//! it: pipeline stage, ranks, and how many devices it stands for) with one thread (track) per
+//! stream, and one process "network" with
 //! one thread per link that carried traffic. Each span becomes a complete event (`"ph": "X"`)
 //! with microsecond timestamps; names come from the task's [`Label`]. Process and thread names
 //! are metadata events (`"ph": "M"`). Events are sorted (metadata by track, then spans by track,
@@ -56,6 +58,9 @@ pub struct Trace {
     pub spans: Vec<Span>,
     /// Link names, by link index.
     pub links: Vec<String>,
+    /// Device names, by device id (e.g. `stage 2 · rank 0 (cluster rank 130)`); a device
+    /// without one is `device <id>`.
+    pub devices: Vec<String>,
 }
 
 /// A task's display name: `fwd.L3.attention.kv-send.o2.s5`, with `.mb<k>` for micro-batches
@@ -185,7 +190,11 @@ pub fn write_chrome_trace(
         if last_pid != Some(pid) {
             last_pid = Some(pid);
             let name = match track {
-                Track::Stream { device, .. } => format!("device {device}"),
+                Track::Stream { device, .. } => trace
+                    .devices
+                    .get(device as usize)
+                    .cloned()
+                    .unwrap_or_else(|| format!("device {device}")),
                 Track::Link { .. } => "network".to_string(),
             };
             for (name, args) in [

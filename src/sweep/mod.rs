@@ -126,6 +126,7 @@ fn workload(
         method,
         p,
         dp: 1,
+        outer: crate::config::OuterAxes::default(),
         seq,
         micro_batch: spec.micro_batch,
         micro_batches: 1,
@@ -164,7 +165,8 @@ pub fn evaluate(w: &Workload, timing: Timing) -> Point {
             return pt;
         }
     };
-    let inventory = memory::inventory(&valid);
+    let stages = memory::stage_inventories(&valid);
+    let inventory = &stages[memory::critical_stage(&stages)];
     pt.peak_bytes = Some(inventory.peak_bytes);
     pt.fits = Some(inventory.fits);
     if !inventory.fits {
@@ -176,7 +178,7 @@ pub fn evaluate(w: &Workload, timing: Timing) -> Point {
         ));
         return pt;
     }
-    let evaluation = Evaluation::with_inventory(valid, inventory);
+    let evaluation = Evaluation::with_stages(valid, stages);
     let evaluation = match timing {
         Timing::Analytic => evaluation,
         Timing::Simulated(link) => match evaluation.simulate(SimulateOptions::full(link)) {

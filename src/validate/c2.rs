@@ -64,6 +64,7 @@ impl Inputs {
             method,
             p,
             dp: 1,
+            outer: crate::config::OuterAxes::default(),
             seq,
             micro_batch: 1,
             micro_batches: 1,

@@ -47,6 +47,7 @@ impl Inputs {
             method: MethodId::Metp,
             p: self.p,
             dp: 1,
+            outer: crate::config::OuterAxes::default(),
             seq: self.p * 1024,
             micro_batch: 1,
             micro_batches: 1,

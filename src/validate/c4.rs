@@ -120,6 +120,7 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
         method: MethodId::Metp,
         p,
         dp: 1,
+        outer: crate::config::OuterAxes::default(),
         seq: p,
         micro_batch: 1,
         micro_batches: 1,

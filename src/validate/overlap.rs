@@ -174,6 +174,8 @@ pub fn study(base: &Workload, local_seqs: &[u64], link: LinkModel) -> Result<Stu
             link,
             depth: SimDepth::Full,
             trace: true,
+            // Every device of the ring: the spans below are read device by device.
+            devices: crate::schedule::Devices::All,
         })?;
         let Some(s) = e.simulation.and_then(|s| s.run) else {
             continue;

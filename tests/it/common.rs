@@ -31,6 +31,7 @@ pub fn workload(model: Model, method: MethodId, p: u64, seq: u64, options: Optio
         method,
         p,
         dp: 1,
+        outer: metp_sim::config::OuterAxes::default(),
         seq,
         micro_batch: 1,
         micro_batches: 1,

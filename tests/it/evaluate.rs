@@ -13,6 +13,7 @@ fn llama_metp(seq: u64) -> Workload {
         method: MethodId::Metp,
         p: 8,
         dp: 1,
+        outer: metp_sim::config::OuterAxes::default(),
         seq,
         micro_batch: 1,
         micro_batches: 1,

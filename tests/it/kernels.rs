@@ -367,6 +367,7 @@ fn causal_ring_steps_run_the_blocks_the_gpu_really_runs() {
             method: MethodId::Ring,
             p: 4,
             dp: 1,
+            outer: metp_sim::config::OuterAxes::default(),
             seq: 8192,
             micro_batch: 1,
             micro_batches: 1,
@@ -377,13 +378,13 @@ fn causal_ring_steps_run_the_blocks_the_gpu_really_runs() {
             },
         };
         let w = w.validate().unwrap();
-        let inv = metp_sim::memory::inventory(&w);
+        let stages = metp_sim::memory::stage_inventories(&w);
         let g = lower(
+            &w,
             &plan(&w),
-            4,
-            &inv,
+            &stages,
             LowerOptions {
-                dp: 1,
+                devices: metp_sim::schedule::Devices::All,
                 memory: false,
                 optimizer: false,
             },

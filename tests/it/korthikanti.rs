@@ -199,6 +199,7 @@ fn the_22b_step_lands_within_five_percent_of_the_published_times() {
             method,
             p: 8,
             dp: 1,
+            outer: metp_sim::config::OuterAxes::default(),
             seq: 2048,
             micro_batch: 4,
             micro_batches: 1,

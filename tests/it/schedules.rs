@@ -57,14 +57,14 @@ fn lowered_graphs_are_well_formed() {
                 w.dp = dp;
                 w.micro_batches = 2;
                 let w = w.validate().unwrap();
-                let inv = metp_sim::memory::inventory(&w);
+                let stages = metp_sim::memory::stage_inventories(&w);
                 let plan = plan(&w);
                 let g = lower(
+                    &w,
                     &plan,
-                    p as u32,
-                    &inv,
+                    &stages,
                     LowerOptions {
-                        dp: dp as u32,
+                        devices: metp_sim::schedule::Devices::All,
                         memory: true,
                         optimizer: true,
                     },

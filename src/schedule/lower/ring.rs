@@ -6,10 +6,9 @@ use super::*;
 
 impl Lower<'_> {
     pub(super) fn ring(&mut self, ring: &Ring) {
-        let p = self.p;
         let steps = ring.steps.len();
         let base = self.fresh() << 20;
-        let devs = self.devices() as usize;
+        let devs = self.sim_devices();
         // Per device: last prefetch recv, last accumulator recv, end of the previous step.
         let mut pre_recv: Vec<Option<TaskId>> = vec![None; devs];
         let mut acc_recv: Vec<Option<TaskId>> = vec![None; devs];
@@ -19,11 +18,20 @@ impl Lower<'_> {
             self.label.step = Some(k as u32);
             let last = k + 1 == steps;
             let mut main_end: Vec<Vec<TaskId>> = vec![Vec::new(); devs];
-            for dev in 0..self.devices() {
+            for a in 0..self.active.len() {
+                let dev = self.active[a];
                 let d = dev as usize;
-                let i = dev % p;
-                let succ = dev - i + (i + 1) % p;
-                let pred = dev - i + (i + p - 1) % p;
+                let c = self.coords[d];
+                let (i, p) = match ring.axis {
+                    Axis::Method => (c.rank, self.axes.p),
+                    Axis::Context => (c.cp, self.axes.cp),
+                };
+                let at = |j: u32| match ring.axis {
+                    Axis::Method => Coord { rank: j, ..c },
+                    Axis::Context => Coord { cp: j, ..c },
+                };
+                let succ = self.rank_at(at((i + 1) % p));
+                let pred = self.rank_at(at((i + p - 1) % p));
                 // Prefetch hop k carries what step k + 1 needs.
                 let mut recv_k = None;
                 if !last && p > 1 {
@@ -119,8 +127,8 @@ impl Lower<'_> {
     }
 
     pub(super) fn outer(&mut self, outer: &Outer) {
-        let p = self.p;
-        let devs = self.devices() as usize;
+        let p = self.axes.p;
+        let devs = self.sim_devices();
         let groups = outer.groups;
         let per_owner = (groups / p).max(1);
         let mut pending: Vec<Vec<TaskId>> = vec![Vec::new(); devs];
@@ -165,8 +173,8 @@ impl Lower<'_> {
 
     /// Brings group `gi`'s weights to every device; returns per device the task to wait for.
     fn fetch_weights(&mut self, outer: &Outer, gi: u32, after: &[Vec<TaskId>]) -> Vec<Vec<TaskId>> {
-        let p = self.p;
-        let devs = self.devices() as usize;
+        let p = self.axes.p;
+        let devs = self.sim_devices();
         let mut ready = vec![Vec::new(); devs];
         if p == 1 {
             return ready;
@@ -187,16 +195,17 @@ impl Lower<'_> {
             }
             Exchange::Chain => {
                 let tag = self.fresh() << 20;
-                for r in 0..self.dp {
+                for group in self.active_groups(Axis::Method) {
                     let mut prev: Option<TaskId> = None;
                     for hop in 0..p - 1 {
-                        let from = r * p + (owner + hop) % p;
-                        let to = r * p + (owner + hop + 1) % p;
+                        let from = group[((owner + hop) % p) as usize];
+                        let to = group[((owner + hop + 1) % p) as usize];
+                        let (fd, td) = (self.rep[from as usize], self.rep[to as usize]);
                         self.label.name = "weight-send";
-                        let mut sdeps = after[from as usize].clone();
+                        let mut sdeps = after[fd as usize].clone();
                         sdeps.extend(prev);
                         self.add(
-                            from,
+                            fd,
                             W_SEND,
                             Work::Send {
                                 to,
@@ -207,16 +216,16 @@ impl Lower<'_> {
                         );
                         self.label.name = "weight-recv";
                         let rid = self.add(
-                            to,
+                            td,
                             W_RECV,
                             Work::Recv {
                                 from,
                                 bytes: outer.weight_bytes,
                                 tag,
                             },
-                            after[to as usize].clone(),
+                            after[td as usize].clone(),
                         );
-                        ready[to as usize] = vec![rid];
+                        ready[td as usize] = vec![rid];
                         prev = Some(rid);
                     }
                 }
@@ -227,8 +236,8 @@ impl Lower<'_> {
 
     /// Sends group `gi`'s weight gradients to its owner once every device's body is done.
     fn return_grads(&mut self, outer: &Outer, _gi: u32, owner: u32) -> Vec<Vec<TaskId>> {
-        let p = self.p;
-        let devs = self.devices() as usize;
+        let p = self.axes.p;
+        let devs = self.sim_devices();
         let after = self.frontier.clone();
         let mut done = vec![Vec::new(); devs];
         match outer.exchange {
@@ -248,16 +257,17 @@ impl Lower<'_> {
                 // The accumulator starts after the owner and travels the ring back to it, each
                 // device adding its contribution.
                 let tag = self.fresh() << 20;
-                for r in 0..self.dp {
+                for group in self.active_groups(Axis::Method) {
                     let mut prev: Option<TaskId> = None;
                     for hop in 1..p {
-                        let from = r * p + (owner + hop) % p;
-                        let to = r * p + (owner + hop + 1) % p;
+                        let from = group[((owner + hop) % p) as usize];
+                        let to = group[((owner + hop + 1) % p) as usize];
+                        let (fd, td) = (self.rep[from as usize], self.rep[to as usize]);
                         self.label.name = "wgrad-send";
-                        let mut sdeps = after[from as usize].clone();
+                        let mut sdeps = after[fd as usize].clone();
                         sdeps.extend(prev);
                         let sid = self.add(
-                            from,
+                            fd,
                             G_SEND,
                             Work::Send {
                                 to,
@@ -266,19 +276,19 @@ impl Lower<'_> {
                             },
                             sdeps,
                         );
-                        done[from as usize].push(sid);
+                        done[fd as usize].push(sid);
                         self.label.name = "wgrad-recv";
                         let rid = self.add(
-                            to,
+                            td,
                             G_RECV,
                             Work::Recv {
                                 from,
                                 bytes: outer.grad_bytes,
                                 tag,
                             },
-                            after[to as usize].clone(),
+                            after[td as usize].clone(),
                         );
-                        done[to as usize].push(rid);
+                        done[td as usize].push(rid);
                         prev = Some(rid);
                     }
                 }

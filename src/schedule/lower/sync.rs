@@ -1,18 +1,41 @@
 //! Data-parallel synchronisation in the lowered graph: each layer's gradient all-reduce (or
-//! reduce-scatter) and ZeRO-3's weight all-gathers, over the devices that hold the same weights.
+//! reduce-scatter) and ZeRO-3's weight all-gathers, over the devices that hold the same
+//! weights.
 
 use super::*;
 
-/// The devices that hold the same weights: all p·dp for replicated-weight plans (detected by a
-/// ZeRO-3 or sync size equal to the full layer), else the dp replicas of one rank.
+/// The groups of cluster ranks that hold the same weights as the active devices, in ring
+/// (cluster-rank) order: every replica and context-parallel rank of the stage — and every
+/// method rank too for replicated-weight plans (`over_p`), else the same method rank.
 fn sync_groups(l: &Lower<'_>, over_p: bool) -> Vec<Vec<DeviceId>> {
-    if over_p {
-        vec![(0..l.devices()).collect()]
-    } else {
-        (0..l.p)
-            .map(|i| (0..l.dp).map(|r| r * l.p + i).collect())
-            .collect()
+    let a = l.axes;
+    let mut out: Vec<Vec<DeviceId>> = Vec::new();
+    for &dev in &l.active {
+        let c = l.coords[dev as usize];
+        let ranks: Vec<u32> = if over_p {
+            (0..a.p).collect()
+        } else {
+            vec![c.rank]
+        };
+        let mut group = Vec::with_capacity((a.dp * a.cp) as usize * ranks.len());
+        for replica in 0..a.dp {
+            for cp in 0..a.cp {
+                for &rank in &ranks {
+                    group.push(l.rank_at(Coord {
+                        replica,
+                        stage: c.stage,
+                        cp,
+                        rank,
+                    }));
+                }
+            }
+        }
+        group.sort_unstable();
+        if !out.contains(&group) {
+            out.push(group);
+        }
     }
+    out
 }
 
 pub(super) fn grad_sync_collective(l: &mut Lower<'_>, plan: &StepPlan) -> Vec<(DeviceId, TaskId)> {
@@ -23,7 +46,7 @@ pub(super) fn grad_sync_collective(l: &mut Lower<'_>, plan: &StepPlan) -> Vec<(D
             continue;
         }
         let id = l.fresh();
-        for &dev in &group {
+        for dev in l.members(&group) {
             let deps = l.frontier[dev as usize].clone();
             let t = l.g.add(
                 dev,
@@ -50,7 +73,7 @@ pub(super) fn zero3_gather(l: &mut Lower<'_>, plan: &StepPlan) {
             continue;
         }
         let id = l.fresh();
-        for &dev in &group {
+        for dev in l.members(&group) {
             let deps = std::mem::take(&mut l.frontier[dev as usize]);
             let t = l.g.add(
                 dev,

@@ -297,10 +297,13 @@ impl<'g> Engine<'g> {
         let o = self.ops[op as usize];
         self.transfers.clear();
         let rule = match o.kind {
-            OpKind::P2p { send, recv } => {
+            OpKind::P2p { send, .. } => {
+                let Work::Send { to, .. } = self.g.tasks[send as usize].work else {
+                    unreachable!("p2p ops start from a send")
+                };
                 self.transfers.push(Transfer {
-                    src: self.ts[send as usize].device,
-                    dst: self.ts[recv as usize].device,
+                    src: self.g.rank_of(self.ts[send as usize].device),
+                    dst: to,
                     bytes: self.ts[send as usize].work as f64,
                 });
                 StepLatency::Parallel
@@ -348,7 +351,18 @@ impl<'g> Engine<'g> {
         let mut n = 0;
         for i in 0..self.transfers.len() {
             let x = self.transfers[i];
-            let route = self.net.route(x.src, x.dst);
+            // Of a collective's transfers, those of mirrored ranks are images of a simulated
+            // rank's (graph module docs): only the canonical senders' move, and a transfer to a
+            // mirrored rank loads that rank's representative's links instead.
+            if !self.g.is_canonical(x.src) {
+                continue;
+            }
+            let route = if self.g.is_canonical(x.dst) {
+                self.net.route(x.src, x.dst)
+            } else {
+                let mirror = self.g.device_of(x.dst).map_or(x.dst, |d| self.g.rank_of(d));
+                self.net.route_mirrored(x.src, x.dst, mirror)
+            };
             self.flows.add(self.now, route, x.bytes, op);
             n += 1;
         }
@@ -430,6 +444,7 @@ impl<'g> Engine<'g> {
             trace: self.spans.take().map(|spans| Trace {
                 spans,
                 links: self.net.links().iter().map(|l| l.name()).collect(),
+                devices: Vec::new(),
             }),
         }
     }

@@ -16,14 +16,26 @@ impl<'g> Engine<'g> {
                 "{n} tasks is more than the simulator handles"
             )));
         }
-        if g.devices > MAX_DEVICES {
+        let cluster = g.cluster_devices();
+        if g.devices > MAX_DEVICES || cluster > MAX_DEVICES {
             return Err(invalid(format!(
                 "{} devices is more than the simulator handles ({MAX_DEVICES})",
-                g.devices
+                cluster.max(g.devices)
             )));
         }
+        if let Some(p) = &g.placement {
+            if p.ranks.len() != g.devices as usize
+                || p.ranks.iter().any(|&r| r >= cluster)
+                || p.representative.iter().any(|&d| d >= g.devices)
+            {
+                return Err(invalid(format!(
+                    "the placement of {} simulated devices over {cluster} ranks is inconsistent",
+                    g.devices
+                )));
+            }
+        }
         let cost = CostModel::new(hw);
-        let net = Network::new(hw, g.devices);
+        let net = Network::new(hw, cluster);
         let flows = FlowSet::new(&net, model);
         // Kernel durations, once per distinct shape in the graph's table.
         let mut durations = Vec::with_capacity(g.kernels.len());
@@ -102,11 +114,17 @@ impl<'g> Engine<'g> {
                 }
                 Work::Send { to, tag, bytes } => {
                     work = *bytes;
-                    sends.push((p2p_key(t.device, *to, *tag), i as u32, *bytes));
+                    let to = g.device_of(*to).ok_or_else(|| {
+                        invalid(format!("task {i} sends to rank {to} of {cluster}"))
+                    })?;
+                    sends.push((p2p_key(t.device, to, *tag), i as u32, *bytes));
                     Kind::Send
                 }
                 Work::Recv { from, tag, bytes } => {
-                    recvs.push((p2p_key(*from, t.device, *tag), i as u32, *bytes));
+                    let from = g.device_of(*from).ok_or_else(|| {
+                        invalid(format!("task {i} receives from rank {from} of {cluster}"))
+                    })?;
+                    recvs.push((p2p_key(from, t.device, *tag), i as u32, *bytes));
                     Kind::Recv
                 }
                 Work::Collective { id, .. } => {
@@ -269,17 +287,18 @@ impl<'g> Engine<'g> {
             unreachable!("collected from collectives")
         };
         let fail = |m: String| Err(invalid(g.check().err().unwrap_or(m)));
-        if members.len() != group.len() {
+        if let Some(&d) = group.iter().find(|&&d| d >= g.cluster_devices()) {
+            return fail(format!(
+                "collective {id}: group names device {d} of {}",
+                g.cluster_devices()
+            ));
+        }
+        let expected = g.collective_members(group);
+        if members.len() != expected.len() {
             return fail(format!(
                 "collective {id} has {} participating tasks for a group of {}",
                 members.len(),
-                group.len()
-            ));
-        }
-        if let Some(&d) = group.iter().find(|&&d| d >= g.devices) {
-            return fail(format!(
-                "collective {id}: group names device {d} of {}",
-                g.devices
+                expected.len()
             ));
         }
         if let CollectiveOp::Broadcast { root } | CollectiveOp::Reduce { root } = op {
@@ -308,7 +327,7 @@ impl<'g> Engine<'g> {
             devs.push(t.device);
         }
         devs.sort_unstable();
-        let mut want = group.clone();
+        let mut want = expected;
         want.sort_unstable();
         if devs != want {
             return fail(format!(

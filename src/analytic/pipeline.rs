@@ -1,0 +1,247 @@
+//! The closed form of a pipelined step: every stage's 1F1B order walked with the lowering's
+//! dependencies, each forward and backward priced from the plan's layer, head and embedding
+//! prices.
+//!
+//! - A forward of virtual stage u starts when its stage is free and the activation of u − 1 has
+//!   arrived; a backward when the gradient of u + 1 has. A message leaves when its op has ended
+//!   and the stage's previous message in that direction has arrived (one stream per
+//!   direction), and takes `α + bytes/B` over the link class the two stages' devices share.
+//! - Forward: the embedding on the first virtual stage, then its layers (ZeRO-3 gather and the
+//!   layer's forward each), the head and loss on the last. Backward: the layers in reverse,
+//!   then the embedding's backward on the first virtual stage.
+//! - A chunk's last micro-batch synchronises each layer's gradients as its backward ends, one
+//!   collective after the other on the asynchronous stream, slowing compute by σ while that
+//!   traffic flows, as the unpipelined step does; tied embeddings are then all-reduced between
+//!   the first and the last stage, and each stage runs its optimizer.
+//! - Exposed communication: the layers' own, the part of a wait for a neighbour's message
+//!   during which that message is in flight (the rest of a wait is the bubble), and the
+//!   synchronisation left after the last backward. The critical stage is the one that
+//!   computes longest (as the simulator's critical device).
+
+use std::collections::HashMap;
+
+use super::{Pricer, T};
+use crate::config::{Coord, ValidWorkload};
+use crate::schedule::{CollectiveOp, StepPlan, StepTimes};
+
+/// The prices the unpipelined step is made of.
+pub(super) struct Parts {
+    pub emb_f: f64,
+    pub emb_b: f64,
+    pub gather: f64,
+    pub sync: f64,
+    pub fwd_layer: T,
+    pub bwd_layer: T,
+    pub head: T,
+}
+
+#[derive(Debug, Clone, Default)]
+struct StageClock {
+    /// When the compute stream is free.
+    t: f64,
+    /// When the last message sent forward / backward has arrived.
+    sent: [f64; 2],
+    compute: f64,
+    busy: f64,
+    comm: f64,
+    exposed: f64,
+    /// End of the gradient-synchronisation queue.
+    queue_end: f64,
+    /// The synchronisations in flight, for the slowdown of later layers.
+    syncs: Vec<(f64, f64)>,
+    /// Extra compute time from that slowdown.
+    slowed: f64,
+}
+
+/// Prices a pipelined plan (pp > 1).
+pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts) -> StepTimes {
+    let pp = w.outer.pp as u32;
+    let v = w.outer.interleave;
+    let last_u = pp as u64 * v - 1;
+    let cost = pr.cost;
+    let stage_rank = |s: u32| {
+        w.rank_of(Coord {
+            replica: 0,
+            stage: s,
+            cp: 0,
+            rank: 0,
+        })
+    };
+    // α + bytes/B of a message from stage a to stage b.
+    let msg =
+        |a: u32, b: u32| cost.message_s(stage_rank(a), stage_rank(b), plan.pipeline_bytes as f64);
+    let orders: Vec<_> = (0..pp).map(|s| w.pipeline_order(s)).collect();
+    let chunks: Vec<_> = (0..pp).map(|s| w.stage_chunks(s)).collect();
+    let m = w.micro_batches as u32;
+    let Parts {
+        emb_f,
+        emb_b,
+        gather,
+        sync,
+        fwd_layer,
+        bwd_layer,
+        head,
+    } = parts;
+    let busy_ratio = if bwd_layer.wall > 0.0 {
+        bwd_layer.busy / bwd_layer.wall
+    } else {
+        0.0
+    };
+    let sigma = pr.sigma;
+    let overlap = |a0: f64, a1: f64, b0: f64, b1: f64| (a1.min(b1) - a0.max(b0)).max(0.0);
+    // Arrivals of messages: (backward, micro-batch, receiving virtual stage) → (leaves, arrives).
+    let mut arrivals: HashMap<(bool, u32, u64), (f64, f64)> = HashMap::new();
+    let mut clocks = vec![StageClock::default(); pp as usize];
+    let mut idx = vec![0usize; pp as usize];
+    loop {
+        let mut progress = false;
+        for s in 0..pp {
+            let su = s as usize;
+            while idx[su] < orders[su].len() {
+                let op = orders[su][idx[su]];
+                let u = op.chunk as u64 * pp as u64 + s as u64;
+                let needs = if op.forward { u > 0 } else { u < last_u };
+                let arrival = if needs {
+                    match arrivals.get(&(!op.forward, op.micro_batch, u)) {
+                        Some(&a) => Some(a),
+                        None => break,
+                    }
+                } else {
+                    None
+                };
+                let c = &mut clocks[su];
+                let mut t = c.t;
+                if let Some((leaves, arrives)) = arrival {
+                    if arrives > t {
+                        c.exposed += arrives - t.max(leaves);
+                        t = arrives;
+                    }
+                    c.comm += arrives - leaves;
+                }
+                let n = chunks[su][op.chunk as usize].1;
+                if op.forward {
+                    let mut d = T::default();
+                    if u == 0 {
+                        d += T {
+                            wall: emb_f,
+                            compute: emb_f,
+                            busy: emb_f,
+                            comm: 0.0,
+                        };
+                    }
+                    for _ in 0..n {
+                        d += T {
+                            wall: gather,
+                            compute: 0.0,
+                            busy: 0.0,
+                            comm: gather,
+                        };
+                        d += fwd_layer;
+                    }
+                    if u == last_u {
+                        d += head;
+                    }
+                    c.compute += d.compute;
+                    c.busy += d.busy;
+                    c.comm += d.comm;
+                    c.exposed += d.wall - d.busy;
+                    t += d.wall;
+                } else {
+                    let last_mb = op.micro_batch + 1 == m && sync > 0.0;
+                    for _ in 0..n {
+                        let c0 = t + gather;
+                        let c1 = c0 + bwd_layer.wall;
+                        let mut ext = 0.0;
+                        if last_mb {
+                            let hidden: f64 =
+                                c.syncs.iter().map(|&(a, b)| overlap(a, b, c0, c1)).sum();
+                            ext = sigma * hidden.min(bwd_layer.wall) * busy_ratio;
+                        }
+                        c.compute += bwd_layer.compute;
+                        c.busy += bwd_layer.busy + ext;
+                        c.comm += gather + bwd_layer.comm;
+                        c.exposed += gather + (bwd_layer.wall - bwd_layer.busy);
+                        c.slowed += ext;
+                        t = c1 + ext;
+                        if last_mb {
+                            let start = c.queue_end.max(t);
+                            c.queue_end = start + sync;
+                            c.syncs.push((start, c.queue_end));
+                            c.comm += sync;
+                        }
+                    }
+                    if u == 0 {
+                        let hidden: f64 = c
+                            .syncs
+                            .iter()
+                            .map(|&(a, b)| overlap(a, b, t, t + emb_b))
+                            .sum();
+                        let ext = sigma * hidden.min(emb_b);
+                        c.compute += emb_b;
+                        c.busy += emb_b + ext;
+                        t += emb_b + ext;
+                    }
+                }
+                c.t = t;
+                // The output goes on (forward to u + 1, backward to u − 1).
+                let to = if op.forward {
+                    (u < last_u).then(|| u + 1)
+                } else {
+                    (u > 0).then(|| u - 1)
+                };
+                if let Some(to) = to {
+                    let dir = usize::from(!op.forward);
+                    let leaves = t.max(c.sent[dir]);
+                    let to_stage = (to % pp as u64) as u32;
+                    let arrives = leaves + msg(s, to_stage);
+                    c.sent[dir] = arrives;
+                    c.comm += arrives - leaves;
+                    arrivals.insert((!op.forward, op.micro_batch, to), (leaves, arrives));
+                }
+                idx[su] += 1;
+                progress = true;
+            }
+        }
+        if !progress {
+            break;
+        }
+    }
+    // The synchronisation left after the last backward, the embedding group, the optimizer.
+    let mut ends: Vec<f64> = clocks.iter().map(|c| c.t.max(c.queue_end)).collect();
+    for c in clocks.iter_mut() {
+        c.exposed += (c.queue_end - c.t).max(0.0);
+    }
+    if plan.embedding_sync_bytes > 0 {
+        let (a, b) = (0usize, pp as usize - 1);
+        let class = cost.link_class(stage_rank(0), stage_rank(pp - 1));
+        let d = pr.collective(CollectiveOp::AllReduce, 2, plan.embedding_sync_bytes, class);
+        let start = ends[a].max(ends[b]);
+        // The collective starts when both stages have reached it; waiting for the other is
+        // idle time, not communication.
+        for s in [a, b] {
+            let c = &mut clocks[s];
+            c.comm += d;
+            c.exposed += d;
+            ends[s] = start + d;
+        }
+    }
+    let mut step = 0.0f64;
+    for (s, c) in clocks.iter_mut().enumerate() {
+        let opt = pr.kernels(plan.optimizer.get(s).map_or(&[][..], Vec::as_slice));
+        c.compute += opt;
+        c.busy += opt;
+        step = step.max(ends[s] + opt);
+    }
+    let critical = clocks
+        .iter()
+        .enumerate()
+        .max_by(|(i, a), (j, b)| a.compute.total_cmp(&b.compute).then_with(|| j.cmp(i)))
+        .map(|(_, c)| c.clone())
+        .unwrap_or_default();
+    StepTimes {
+        step_time_s: step,
+        compute_s: critical.compute,
+        communication_s: critical.comm,
+        exposed_communication_s: critical.exposed.max(0.0),
+    }
+}

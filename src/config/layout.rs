@@ -1,0 +1,278 @@
+//! Where a device sits in the cluster, and what each pipeline stage runs (DESIGN §2 "Outer
+//! axes").
+//!
+//! A device's place is (data-parallel replica r, pipeline stage s, context-parallel rank c,
+//! method rank i). Cluster ranks follow Megatron's default order (`tp-cp-dp-pp`: the method's
+//! ranks vary fastest, then the context-parallel ranks, then the replicas, then the stages):
+//!
+//! ```text
+//! rank = i + p·(c + cp·(r + dp·s))          node = rank / GPUs per node
+//! ```
+//!
+//! so a method group of up to a node's GPUs stays inside one node, and pipeline stages sit on
+//! different nodes once a stage spans a node. With pp = cp = 1 this is the numbering every
+//! earlier version used (`replica · p + rank`).
+//!
+//! **Pipeline.** The L layers are split over pp · v virtual stages (v = `--pp-interleave`);
+//! virtual stage `u = chunk · pp + stage` is model chunk `chunk` of stage `stage` (Megatron's
+//! interleaving), the first virtual stage also runs the embedding, the last the output head and
+//! the loss. When pp · v does not divide L the extra layers go to the middle virtual stages
+//! first (1, 2, …), then to the last and the first, which already carry the head and the
+//! embedding ([`virtual_stage_layers`]). Each stage runs Megatron's 1F1B order
+//! ([`pipeline_order`]): non-interleaved, `min(pp − s − 1, m)` warm-up forwards, then one
+//! forward and one backward alternately, then the remaining backwards; interleaved, the
+//! warm-up is `(pp − s − 1)·2 + (v − 1)·pp` virtual micro-batches (all of them when m = pp),
+//! forward k runs chunk `(k mod pp·v) / pp` of micro-batch `(k / pp·v)·pp + k mod pp`, and
+//! backward k the chunk `v − 1 −` that (Megatron-LM `schedules.py`,
+//! `forward_backward_pipelining_with_interleaving`).
+
+use serde::Serialize;
+
+/// The parallel axes outside the method's own degree p.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct OuterAxes {
+    /// Pipeline stages (1: no pipeline).
+    pub pp: u64,
+    /// Virtual stages per device, Megatron's interleaved 1F1B (1: plain 1F1B).
+    pub interleave: u64,
+    /// Context-parallel ranks (Megatron CP for `tp-sp`: ring attention across them; 1: none).
+    pub cp: u64,
+}
+
+impl Default for OuterAxes {
+    fn default() -> Self {
+        OuterAxes {
+            pp: 1,
+            interleave: 1,
+            cp: 1,
+        }
+    }
+}
+
+/// A device's coordinates (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Coord {
+    /// Data-parallel replica.
+    pub replica: u32,
+    /// Pipeline stage.
+    pub stage: u32,
+    /// Context-parallel rank.
+    pub cp: u32,
+    /// Rank within the method's group of p.
+    pub rank: u32,
+}
+
+/// The sizes of every axis: the method's degree p and the outer axes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Axes {
+    /// Method degree.
+    pub p: u32,
+    /// Context-parallel ranks.
+    pub cp: u32,
+    /// Data-parallel replicas.
+    pub dp: u32,
+    /// Pipeline stages.
+    pub pp: u32,
+}
+
+impl Axes {
+    /// All devices: p · cp · dp · pp.
+    pub fn devices(&self) -> u32 {
+        self.p * self.cp * self.dp * self.pp
+    }
+
+    /// The cluster rank of a device (module docs).
+    pub fn rank_of(&self, c: Coord) -> u32 {
+        c.rank + self.p * (c.cp + self.cp * (c.replica + self.dp * c.stage))
+    }
+
+    /// The coordinates of a cluster rank.
+    pub fn coord_of(&self, rank: u32) -> Coord {
+        let i = rank % self.p;
+        let rest = rank / self.p;
+        let c = rest % self.cp;
+        let rest = rest / self.cp;
+        Coord {
+            replica: rest % self.dp,
+            stage: rest / self.dp,
+            cp: c,
+            rank: i,
+        }
+    }
+}
+
+/// One forward or backward of one micro-batch through one model chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct PipeOp {
+    /// Forward (else backward).
+    pub forward: bool,
+    /// Micro-batch.
+    pub micro_batch: u32,
+    /// Model chunk (0 without interleaving).
+    pub chunk: u32,
+}
+
+/// Layers per virtual stage, in virtual-stage order: `layers / stages` each, and the remainder
+/// to the middle virtual stages first, then the last, then the first (module docs).
+pub fn virtual_stage_layers(layers: u64, stages: u64) -> Vec<u64> {
+    let stages = stages.max(1);
+    let base = layers / stages;
+    let mut out = vec![base; stages as usize];
+    let mut extra = layers % stages;
+    let n = stages as usize;
+    let mut order: Vec<usize> = (1..n.saturating_sub(1)).collect();
+    if n > 1 {
+        order.push(n - 1);
+    }
+    order.push(0);
+    for u in order {
+        if extra == 0 {
+            break;
+        }
+        out[u] += 1;
+        extra -= 1;
+    }
+    out
+}
+
+/// The 1F1B order of one stage (module docs): `pp` stages, `v` chunks per stage, `m`
+/// micro-batches. Interleaving (v > 1) needs m to be a multiple of pp (validated).
+pub fn pipeline_order(pp: u32, v: u32, m: u32, stage: u32) -> Vec<PipeOp> {
+    let pp = pp.max(1);
+    let v = v.max(1);
+    let total = m * v;
+    let group = pp * v;
+    let fwd = |k: u32| PipeOp {
+        forward: true,
+        micro_batch: (k / group) * pp + k % pp,
+        chunk: (k % group) / pp,
+    };
+    let bwd = |k: u32| PipeOp {
+        forward: false,
+        micro_batch: (k / group) * pp + k % pp,
+        chunk: v - 1 - (k % group) / pp,
+    };
+    let warmup = if v == 1 {
+        (pp - stage - 1).min(m)
+    } else if m == pp {
+        total
+    } else {
+        ((pp - stage - 1) * 2 + (v - 1) * pp).min(total)
+    };
+    let mut out = Vec::with_capacity(2 * total as usize);
+    for k in 0..warmup {
+        out.push(fwd(k));
+    }
+    for k in 0..total - warmup {
+        out.push(fwd(k + warmup));
+        out.push(bwd(k));
+    }
+    for k in total - warmup..total {
+        out.push(bwd(k));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_and_coordinates_round_trip_in_megatron_order() {
+        let a = Axes {
+            p: 8,
+            cp: 2,
+            dp: 3,
+            pp: 4,
+        };
+        assert_eq!(a.devices(), 192);
+        for r in 0..a.devices() {
+            assert_eq!(a.rank_of(a.coord_of(r)), r);
+        }
+        // The method's ranks vary fastest, then cp, then replicas, then stages.
+        let c = Coord {
+            replica: 1,
+            stage: 2,
+            cp: 1,
+            rank: 5,
+        };
+        assert_eq!(a.rank_of(c), 5 + 8 * (1 + 2 * (1 + 3 * 2)));
+    }
+
+    /// 80 layers over 6 virtual stages: 13 each and 2 extra to stages 1 and 2; 7 over 3:
+    /// 2 each and the extra one to the middle.
+    #[test]
+    fn uneven_layers_go_to_the_middle_first() {
+        assert_eq!(virtual_stage_layers(80, 6), [13, 14, 14, 13, 13, 13]);
+        assert_eq!(virtual_stage_layers(7, 3), [2, 3, 2]);
+        assert_eq!(virtual_stage_layers(5, 2), [2, 3]);
+        assert_eq!(virtual_stage_layers(96, 24), vec![4; 24]);
+        assert_eq!(virtual_stage_layers(4, 1), [4]);
+    }
+
+    /// Non-interleaved 1F1B, 4 stages, 6 micro-batches: stage 0 warms up with 3 forwards,
+    /// the last stage alternates from the start; every micro-batch runs once each way.
+    #[test]
+    fn one_f_one_b_orders() {
+        let s0 = pipeline_order(4, 1, 6, 0);
+        let f = |o: &PipeOp| (o.forward, o.micro_batch);
+        let got: Vec<_> = s0.iter().map(f).collect();
+        assert_eq!(
+            got,
+            [
+                (true, 0),
+                (true, 1),
+                (true, 2),
+                (true, 3),
+                (false, 0),
+                (true, 4),
+                (false, 1),
+                (true, 5),
+                (false, 2),
+                (false, 3),
+                (false, 4),
+                (false, 5)
+            ]
+        );
+        let s3: Vec<_> = pipeline_order(4, 1, 6, 3).iter().map(f).collect();
+        assert_eq!(&s3[..4], &[(true, 0), (false, 0), (true, 1), (false, 1)]);
+        // Fewer micro-batches than stages: warm-up capped at m.
+        assert_eq!(pipeline_order(4, 1, 2, 0).len(), 4);
+    }
+
+    /// Interleaved, pp = 2, v = 2, m = 4: forward k runs chunk (k mod 4)/2 of micro-batch
+    /// (k/4)·2 + k mod 2, backward the other chunk first; stage 0's warm-up is
+    /// (2 − 0 − 1)·2 + (2 − 1)·2 = 4 virtual micro-batches.
+    #[test]
+    fn interleaved_orders_follow_megatron() {
+        let s0 = pipeline_order(2, 2, 4, 0);
+        let fw: Vec<_> = s0
+            .iter()
+            .filter(|o| o.forward)
+            .map(|o| (o.micro_batch, o.chunk))
+            .collect();
+        assert_eq!(
+            fw,
+            [
+                (0, 0),
+                (1, 0),
+                (0, 1),
+                (1, 1),
+                (2, 0),
+                (3, 0),
+                (2, 1),
+                (3, 1)
+            ]
+        );
+        let bw: Vec<_> = s0
+            .iter()
+            .filter(|o| !o.forward)
+            .map(|o| (o.micro_batch, o.chunk))
+            .collect();
+        assert_eq!(&bw[..2], &[(0, 1), (1, 1)]);
+        assert!(s0[..4].iter().all(|o| o.forward) && !s0[5].forward);
+        // m = pp: all forwards first.
+        let all = pipeline_order(2, 2, 2, 1);
+        assert!(all[..4].iter().all(|o| o.forward));
+    }
+}

@@ -1,0 +1,292 @@
+//! One pipeline stage's step: its 1F1B order of forwards and backwards, the activations and
+//! gradients it exchanges with its neighbours, the gradient synchronisation after each
+//! chunk's last micro-batch, the embedding group's all-reduce and the optimizer (`lower`'s
+//! module docs).
+
+use super::sync::{grad_sync_collective, zero3_gather};
+use super::*;
+use crate::config::PipeOp;
+use crate::memory::{Block, Kind};
+
+/// Tags of pipeline messages: the top bit set, then the direction, the micro-batch and the
+/// sending virtual stage (ring tags stay far below).
+fn pipe_tag(backward: bool, micro_batch: u32, virtual_stage: u64) -> u64 {
+    debug_assert!(virtual_stage < 1 << 30);
+    1 << 63 | u64::from(backward) << 62 | u64::from(micro_batch) << 30 | virtual_stage
+}
+
+impl Lower<'_> {
+    /// The per-micro-batch stored bytes of the embedding's and the head's inputs (the
+    /// inventory counts them once per micro-batch in flight).
+    fn edge_bytes(&self, block: Block) -> u128 {
+        self.inv
+            .tensors
+            .iter()
+            .filter(|t| t.kind == Kind::Stored && !t.per_layer && t.block == block)
+            .fold(0u128, |acc, t| acc.saturating_add(t.bytes_each))
+    }
+
+    /// Lowers stage `stage` for the active devices.
+    pub(super) fn stage_step(&mut self, plan: &StepPlan, stage: u32, optimizer: bool) {
+        let w = self.w;
+        let pp = w.outer.pp as u32;
+        let chunks = w.stage_chunks(stage);
+        let last_chunk = chunks.len() as u32 - 1;
+        let inv = self.inv;
+        let per_layer = inv.activation_bytes_per_layer;
+        let (emb_bytes, head_bytes) = (
+            self.edge_bytes(Block::Embedding),
+            self.edge_bytes(Block::Head),
+        );
+        self.label.pass = Pass::Fwd;
+        self.label.layer = None;
+        self.label.block = "step";
+        self.label.micro_batch = 0;
+        for i in 0..self.active.len() {
+            let dev = self.active[i];
+            self.label.name = "static+reserved";
+            self.mem(
+                dev,
+                true,
+                inv.static_bytes + inv.reserved_bytes,
+                "static+reserved",
+            );
+        }
+        let mut grad_sync: Vec<Vec<TaskId>> = vec![Vec::new(); self.sim_devices()];
+        let m = w.micro_batches as u32;
+        for op in w.pipeline_order(stage) {
+            let PipeOp {
+                forward,
+                micro_batch: mb,
+                chunk,
+            } = op;
+            let u = chunk as u64 * pp as u64 + stage as u64;
+            let first = w.has_embedding(stage) && chunk == 0;
+            let last = w.has_head(stage) && chunk == last_chunk;
+            let (first_layer, n_layers) = chunks[chunk as usize];
+            self.label.micro_batch = mb;
+            if forward {
+                self.label.pass = Pass::Fwd;
+                self.label.layer = None;
+                if !first {
+                    self.pipe_recv(false, mb, u - 1, plan.pipeline_bytes);
+                }
+                self.label.block = "embedding";
+                if first {
+                    self.each_mem(true, emb_bytes, "embedding-activations");
+                    for i in 0..self.active.len() {
+                        self.kernels(self.active[i], &plan.embedding_fwd, &[]);
+                    }
+                }
+                if last {
+                    self.label.block = "head";
+                    self.each_mem(true, head_bytes, "head-activations");
+                }
+                for layer in first_layer..first_layer + n_layers {
+                    self.label.layer = Some(layer as u32);
+                    self.label.pass = Pass::Fwd;
+                    self.each_mem(true, per_layer, "layer-activations");
+                    if plan.zero3_gather_bytes > 0 {
+                        zero3_gather(self, plan);
+                    }
+                    for b in &plan.layer_fwd {
+                        self.phase(b, Pass::Fwd, Some(layer as u32));
+                    }
+                }
+                self.label.layer = None;
+                if last {
+                    self.phase(&plan.head, Pass::Fwd, None);
+                } else {
+                    self.pipe_send(false, mb, u, plan.pipeline_bytes);
+                }
+            } else {
+                self.label.pass = Pass::Bwd;
+                self.label.layer = None;
+                if !last {
+                    self.pipe_recv(true, mb, u + 1, plan.pipeline_bytes);
+                }
+                for layer in (first_layer..first_layer + n_layers).rev() {
+                    self.label.layer = Some(layer as u32);
+                    self.label.pass = Pass::Bwd;
+                    if plan.zero3_gather_bytes > 0 {
+                        zero3_gather(self, plan);
+                    }
+                    for b in &plan.layer_bwd {
+                        self.phase(b, Pass::Bwd, Some(layer as u32));
+                    }
+                    self.each_mem(false, per_layer, "layer-activations");
+                    if mb + 1 == m && plan.layer_grad_sync_bytes > 0 {
+                        for (d, id) in grad_sync_collective(self, plan) {
+                            grad_sync[d as usize].push(id);
+                        }
+                    }
+                }
+                self.label.layer = None;
+                if last {
+                    self.label.block = "head";
+                    self.each_mem(false, head_bytes, "head-activations");
+                }
+                if first {
+                    self.label.block = "embedding";
+                    for i in 0..self.active.len() {
+                        self.kernels(self.active[i], &plan.embedding_bwd, &[]);
+                    }
+                    self.each_mem(false, emb_bytes, "embedding-activations");
+                } else {
+                    self.pipe_send(true, mb, u, plan.pipeline_bytes);
+                }
+            }
+        }
+        self.label.layer = None;
+        self.label.micro_batch = 0;
+        if plan.embedding_sync_bytes > 0 && (w.has_embedding(stage) || w.has_head(stage)) {
+            for (d, id) in self.embedding_sync(plan.embedding_sync_bytes) {
+                grad_sync[d as usize].push(id);
+            }
+        }
+        self.label.pass = Pass::Opt;
+        self.label.block = "optimizer";
+        for i in 0..self.active.len() {
+            let dev = self.active[i];
+            let extra = std::mem::take(&mut grad_sync[dev as usize]);
+            if optimizer {
+                let kernels = plan
+                    .optimizer
+                    .get(stage as usize)
+                    .or(plan.optimizer.last())
+                    .map_or(&[][..], Vec::as_slice);
+                self.kernels(dev, kernels, &extra);
+            } else {
+                self.frontier[dev as usize].extend(extra);
+            }
+            self.label.name = "static+reserved";
+            self.mem(
+                dev,
+                false,
+                inv.static_bytes + inv.reserved_bytes,
+                "static+reserved",
+            );
+        }
+    }
+
+    /// An alloc or free of `bytes` on every active device.
+    fn each_mem(&mut self, alloc: bool, bytes: u128, tensor: &'static str) {
+        self.label.name = tensor;
+        for i in 0..self.active.len() {
+            self.mem(self.active[i], alloc, bytes, tensor);
+        }
+    }
+
+    /// The cluster rank of the peer of device `dev` at virtual stage `virtual_stage`.
+    fn pipe_peer(&self, dev: DeviceId, virtual_stage: u64) -> DeviceId {
+        let pp = self.w.outer.pp;
+        let c = self.coords[dev as usize];
+        self.rank_at(Coord {
+            stage: (virtual_stage % pp) as u32,
+            ..c
+        })
+    }
+
+    /// Posts the receive of the activation (or, `backward`, the gradient) that virtual stage
+    /// `from` sends for micro-batch `mb`; the next compute waits for it.
+    fn pipe_recv(&mut self, backward: bool, mb: u32, from: u64, bytes: u64) {
+        let (stream, name) = if backward {
+            (PP_RECV_BWD, "pipeline-grad-recv")
+        } else {
+            (PP_RECV_FWD, "pipeline-act-recv")
+        };
+        self.label.name = name;
+        for i in 0..self.active.len() {
+            let dev = self.active[i];
+            let peer = self.pipe_peer(dev, from);
+            let id = self.g.add(
+                dev,
+                stream,
+                Work::Recv {
+                    from: peer,
+                    bytes,
+                    tag: pipe_tag(backward, mb, from),
+                },
+                Vec::new(),
+                self.label,
+            );
+            self.frontier[dev as usize].push(id);
+        }
+    }
+
+    /// Sends this virtual stage's (`from`) output forward, or its input gradient backward,
+    /// once the compute before it has finished.
+    fn pipe_send(&mut self, backward: bool, mb: u32, from: u64, bytes: u64) {
+        let (stream, name, to) = if backward {
+            (PP_SEND_BWD, "pipeline-grad-send", from - 1)
+        } else {
+            (PP_SEND_FWD, "pipeline-act-send", from + 1)
+        };
+        self.label.name = name;
+        for i in 0..self.active.len() {
+            let dev = self.active[i];
+            let peer = self.pipe_peer(dev, to);
+            let deps = self.frontier[dev as usize].clone();
+            self.g.add(
+                dev,
+                stream,
+                Work::Send {
+                    to: peer,
+                    bytes,
+                    tag: pipe_tag(backward, mb, from),
+                },
+                deps,
+                self.label,
+            );
+        }
+    }
+
+    /// The all-reduce of tied embedding gradients between each first-stage device and its
+    /// last-stage peer, on the asynchronous stream.
+    fn embedding_sync(&mut self, bytes: u64) -> Vec<(DeviceId, TaskId)> {
+        let last = self.w.outer.pp as u32 - 1;
+        self.label.name = "embedding-grad-all-reduce";
+        self.label.block = "embedding";
+        let mut out = Vec::new();
+        let mut done: Vec<Vec<DeviceId>> = Vec::new();
+        for i in 0..self.active.len() {
+            let dev = self.active[i];
+            let c = self.coords[dev as usize];
+            let group = vec![
+                self.rank_at(Coord { stage: 0, ..c }),
+                self.rank_at(Coord { stage: last, ..c }),
+            ];
+            if done.contains(&group) {
+                continue;
+            }
+            let id = self.collective_id(&group);
+            for m in self.members(&group) {
+                if self.coords[m as usize].stage != c.stage {
+                    continue;
+                }
+                let deps = self.frontier[m as usize].clone();
+                let t = self.g.add(
+                    m,
+                    ASYNC,
+                    Work::Collective {
+                        op: CollectiveOp::AllReduce,
+                        id,
+                        group: group.clone(),
+                        bytes,
+                    },
+                    deps,
+                    self.label,
+                );
+                out.push((m, t));
+            }
+            done.push(group);
+        }
+        out
+    }
+
+    /// A collective id both stages of a cross-stage group agree on without coordinating: the
+    /// top two bits set, then the group's first rank.
+    fn collective_id(&self, group: &[DeviceId]) -> u64 {
+        3 << 62 | u64::from(group[0])
+    }
+}
