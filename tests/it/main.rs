@@ -12,6 +12,7 @@ mod gpu;
 mod kernels;
 mod korthikanti;
 mod layering;
+mod pipeline;
 mod plan;
 mod plot;
 mod properties;
