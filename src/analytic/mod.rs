@@ -286,6 +286,11 @@ impl<'a> Pricer<'a> {
 struct Clock {
     t: f64,
     slow: Vec<(f64, f64)>,
+    /// Intervals that ended at or before `retired_before`, moved out of `slow` so that a run
+    /// scans only the transfers still in flight (a phase with many ring steps otherwise costs
+    /// the square of its transfers); consulted again only by a run that starts earlier.
+    retired: Vec<(f64, f64)>,
+    retired_before: f64,
     compute: f64,
     busy: f64,
     comm: f64,
@@ -305,9 +310,27 @@ impl Clock {
     /// Runs `work` seconds of full-speed compute from `start`; returns when it ends.
     fn run(&mut self, start: f64, work: f64, sigma: f64) -> f64 {
         self.compute += work;
+        if start > self.retired_before {
+            let mut retired = std::mem::take(&mut self.retired);
+            self.slow.retain(|&x| {
+                let keep = x.1 > start;
+                if !keep {
+                    retired.push(x);
+                }
+                keep
+            });
+            self.retired = retired;
+            self.retired_before = start;
+        }
+        let early: &[(f64, f64)] = if start < self.retired_before {
+            &self.retired
+        } else {
+            &[]
+        };
         let mut spans: Vec<(f64, f64)> = self
             .slow
             .iter()
+            .chain(early)
             .copied()
             .filter(|&(_, b)| b > start)
             .collect();

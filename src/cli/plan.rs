@@ -24,7 +24,8 @@ pub struct PlanArgs {
     /// Sequence length (4k = 4096).
     #[arg(long)]
     seq: String,
-    /// Global batch in sequences (default: dp, one sequence per data-parallel replica).
+    /// Global batch in sequences (default: one sequence per data-parallel replica and pipeline
+    /// stage, dp · pp, the fewest that fill a 1F1B pipeline).
     #[arg(long)]
     global_batch: Option<String>,
     /// Methods: a comma-separated list or `all`.
@@ -51,6 +52,9 @@ pub struct PlanArgs {
     /// Link model for the simulator.
     #[arg(long, value_enum, default_value = "maxmin")]
     link_model: LinkModelArg,
+    /// Only method × p × dp (no pipeline stages, interleaving or context parallelism).
+    #[arg(long)]
+    no_outer_axes: bool,
     /// Simulate every layer instead of extrapolating from 2 and 4 layers (slower; the two
     /// agree to ~1e-5).
     #[arg(long)]
@@ -87,6 +91,7 @@ fn spec(a: &PlanArgs) -> Result<PlanSpec> {
     s.top = top;
     s.sim_candidates = sim_candidates;
     s.include_no_flash = a.include_no_flash;
+    s.outer_axes = !a.no_outer_axes;
     s.options = Options {
         causal: a.causal,
         causal_zigzag: matches!(a.causal_order, CausalOrderArg::Zigzag),

@@ -29,7 +29,7 @@
 use serde::Serialize;
 
 /// The parallel axes outside the method's own degree p.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct OuterAxes {
     /// Pipeline stages (1: no pipeline).
     pub pp: u64,

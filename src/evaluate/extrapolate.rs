@@ -16,6 +16,12 @@
 //! cost at least the host's time per op). Models of four layers or fewer are always simulated
 //! whole.
 //!
+//! With a pipeline the model is shortened stage by stage: 2 and 4 layers per virtual stage
+//! (pp · v · 2 and pp · v · 4 layers), extrapolated to L/(pp · v) (exact when pp · v divides
+//! L, as the planner requires; an uneven split is approximated by its mean). Micro-batches are
+//! then extrapolated from pp and 2·pp: from m = pp on, 1F1B is in its steady state and each
+//! further micro-batch adds the same time on the slowest stage.
+//!
 //! Gradient accumulation is handled the same way: micro-batches run one after the other and
 //! only the last one synchronises gradients, so step time is affine in the number of
 //! micro-batches m (exactly, to rounding, in every case measured); more than two are
@@ -58,6 +64,13 @@ pub fn simulates_whole(layers: u64, depth: SimDepth) -> bool {
     depth == SimDepth::Full || layers <= EXTRAPOLATION_LAYERS.1
 }
 
+/// The same for a workload: a pipelined model is shortened to 4 layers per virtual stage, so
+/// it runs whole when it has no more than that.
+pub fn workload_simulates_whole(w: &ValidWorkload, depth: SimDepth) -> bool {
+    depth == SimDepth::Full
+        || w.model.layers <= EXTRAPOLATION_LAYERS.1 * w.outer.pp * w.outer.interleave
+}
+
 /// `x + k·(y − x)`, field by field.
 fn lerp(x: StepTimes, y: StepTimes, k: f64) -> StepTimes {
     let f = |a: f64, b: f64| a + k * (b - a);
@@ -84,20 +97,35 @@ pub fn extrapolated_times(
         v.micro_batches = micro_batches;
         simulate_once(&v.validate()?, link)
     };
+    // Layers per virtual stage (all layers without a pipeline); a pipelined model is shortened
+    // stage by stage, keeping pp · v virtual stages of 2 and 4 layers each.
+    let virtual_stages = w.outer.pp * w.outer.interleave;
     let in_layers = |m: u64| -> Result<StepTimes> {
         let layers = w.model.layers;
-        if simulates_whole(layers, depth) {
+        if depth == SimDepth::Full || layers <= EXTRAPOLATION_LAYERS.1 * virtual_stages {
             return at(layers, m);
         }
         let (lo, hi) = EXTRAPOLATION_LAYERS;
-        let k = (layers - lo) as f64 / (hi - lo) as f64;
-        Ok(lerp(at(lo, m)?, at(hi, m)?, k))
+        let per_stage = layers as f64 / virtual_stages as f64;
+        let k = (per_stage - lo as f64) / (hi - lo) as f64;
+        Ok(lerp(
+            at(lo * virtual_stages, m)?,
+            at(hi * virtual_stages, m)?,
+            k,
+        ))
     };
+    // Micro-batches: one and two without a pipeline; with one, pp and 2·pp (1F1B's steady
+    // state is reached from m = pp on, and interleaving needs multiples of pp).
     let m = w.micro_batches;
-    let t = if depth == SimDepth::Full || m <= 2 {
+    let m1 = w.outer.pp;
+    let t = if depth == SimDepth::Full || m <= 2 * m1 {
         in_layers(m)?
     } else {
-        lerp(in_layers(1)?, in_layers(2)?, (m - 1) as f64)
+        lerp(
+            in_layers(m1)?,
+            in_layers(2 * m1)?,
+            (m - m1) as f64 / m1 as f64,
+        )
     };
     let clamp = |x: f64| x.max(0.0);
     Ok(StepTimes {

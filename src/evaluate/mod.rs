@@ -52,7 +52,9 @@ mod extrapolate;
 mod metrics;
 
 pub use crate::schedule::Devices;
-pub use extrapolate::{extrapolated_times, simulates_whole, SimDepth, EXTRAPOLATION_LAYERS};
+pub use extrapolate::{
+    extrapolated_times, simulates_whole, workload_simulates_whole, SimDepth, EXTRAPOLATION_LAYERS,
+};
 pub use metrics::{model_flops, Metrics};
 
 use crate::analytic;
@@ -171,7 +173,7 @@ impl Evaluation {
     /// simulation) and takes the metrics from the simulation.
     pub fn simulate(mut self, opts: SimulateOptions) -> Result<Evaluation> {
         let w = &self.workload;
-        let simulation = if simulates_whole(w.model.layers, opts.depth) {
+        let simulation = if workload_simulates_whole(w, opts.depth) {
             let run = sim::simulate_plan(
                 w,
                 &self.plan,

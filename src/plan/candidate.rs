@@ -3,8 +3,11 @@
 
 use serde::Serialize;
 
-use super::{PlanSpec, RejectCategory, Rejection, MICRO_BATCHES, RECOMPUTE, ZERO};
-use crate::config::{Hardware, MethodId, Options, Recompute, Workload, ZeroStage};
+use super::{
+    PlanSpec, RejectCategory, Rejection, INTERLEAVES, MAX_CP, MAX_PP, MICRO_BATCHES, RECOMPUTE,
+    ZERO,
+};
+use crate::config::{Hardware, MethodId, Options, OuterAxes, Recompute, Workload, ZeroStage};
 use crate::error::Result;
 
 /// One configuration: method, degree, data parallelism, batch split and memory options.
@@ -16,6 +19,8 @@ pub struct Candidate {
     pub p: u64,
     /// Data-parallel replicas.
     pub dp: u64,
+    /// Pipeline stages, interleaving and context-parallel ranks.
+    pub outer: OuterAxes,
     /// Micro-batch b.
     pub micro_batch: u64,
     /// Micro-batches per replica per step (gradient accumulation).
@@ -55,11 +60,16 @@ pub(super) fn zero_number(z: ZeroStage) -> u8 {
 }
 
 impl Candidate {
-    /// The tie-break key: method, p, dp, recomputation, micro-batch, ZeRO, flash on first.
-    pub fn key(&self) -> (MethodId, u64, u64, u8, u64, u8, bool) {
+    /// The tie-break key: method, p, cp, pp, interleave, dp, recomputation, micro-batch, ZeRO,
+    /// flash on first.
+    #[allow(clippy::type_complexity)]
+    pub fn key(&self) -> (MethodId, u64, u64, u64, u64, u64, u8, u64, u8, bool) {
         (
             self.method,
             self.p,
+            self.outer.cp,
+            self.outer.pp,
+            self.outer.interleave,
             self.dp,
             recompute_index(self.recompute),
             self.micro_batch,
@@ -76,7 +86,7 @@ impl Candidate {
             method: self.method,
             p: self.p,
             dp: self.dp,
-            outer: crate::config::OuterAxes::default(),
+            outer: self.outer,
             seq: spec.seq,
             micro_batch: self.micro_batch,
             micro_batches: self.micro_batches,
@@ -89,12 +99,14 @@ impl Candidate {
         }
     }
 
-    /// `metp p=8 dp=1 b=1×1 recompute=none zero=0` (and `no-flash` when off).
+    /// `metp p=8 dp=1 b=1×1 recompute=none zero=0` (with `cp=`, `pp=`, `v=` where they are
+    /// not 1, and `no-flash` when off).
     pub fn label(&self) -> String {
         format!(
-            "{} p={} dp={} b={}×{} recompute={} zero={}{}",
+            "{} p={}{} dp={} b={}×{} recompute={} zero={}{}",
             self.method,
             self.p,
+            outer_label(self.outer),
             self.dp,
             self.micro_batch,
             self.micro_batches,
@@ -103,6 +115,58 @@ impl Candidate {
             if self.flash { "" } else { " no-flash" }
         )
     }
+}
+
+/// ` cp=2 pp=4 v=2`, each axis only where it is not 1.
+pub fn outer_label(o: OuterAxes) -> String {
+    let mut s = String::new();
+    if o.cp > 1 {
+        s.push_str(&format!(" cp={}", o.cp));
+    }
+    if o.pp > 1 {
+        s.push_str(&format!(" pp={}", o.pp));
+    }
+    if o.interleave > 1 {
+        s.push_str(&format!(" v={}", o.interleave));
+    }
+    s
+}
+
+/// The outer axes to try for `method` at degree p on N GPUs: context parallelism (tp-sp only)
+/// over divisors of N/p, pipeline stages over divisors of N/(p·cp) that divide the layers (and
+/// at most [`MAX_PP`]), and interleaving v ∈ [`INTERLEAVES`] where pp > 1 and pp·v divides the
+/// layers — Megatron's rule without uneven splits, so every virtual stage holds the same
+/// layers.
+fn outer_axes(method: MethodId, p: u64, n: u64, layers: u64, spec: &PlanSpec) -> Vec<OuterAxes> {
+    let divisors = |x: u64| (1..=x).filter(move |d| x.is_multiple_of(*d));
+    let cps: Vec<u64> = if method == MethodId::TpSp && spec.outer_axes {
+        divisors(n / p).filter(|&c| c <= MAX_CP).collect()
+    } else {
+        vec![1]
+    };
+    let mut out = Vec::new();
+    for cp in cps {
+        let pps: Vec<u64> = if spec.outer_axes {
+            divisors(n / (p * cp))
+                .filter(|&s| s <= MAX_PP && layers.is_multiple_of(s))
+                .collect()
+        } else {
+            vec![1]
+        };
+        for pp in pps {
+            for v in INTERLEAVES {
+                if v > 1 && (pp < 2 || !layers.is_multiple_of(pp * v)) {
+                    continue;
+                }
+                out.push(OuterAxes {
+                    pp,
+                    interleave: v,
+                    cp,
+                });
+            }
+        }
+    }
+    out
 }
 
 /// `none`, `selective` or `full`.
@@ -129,78 +193,105 @@ pub fn enumerate(spec: &PlanSpec) -> Result<(Vec<Candidate>, Vec<Rejection>, usi
     };
     for &method in &spec.methods {
         for p in (1..=n).filter(|p| n.is_multiple_of(*p)) {
-            let dp = n / p;
             if let Err(reason) = method.check_degree(&spec.model, p, &spec.options) {
                 rejected.push(Rejection::pair(
                     method,
                     p,
-                    dp,
+                    n / p,
+                    OuterAxes::default(),
                     RejectCategory::InvalidDegree,
                     reason,
                 ));
                 continue;
             }
-            let share = match spec.global_batch {
-                None => 1,
-                Some(g) if g.is_multiple_of(dp) => g / dp,
-                Some(g) => {
-                    rejected.push(Rejection::pair(
-                        method,
-                        p,
-                        dp,
-                        RejectCategory::GlobalBatch,
-                        format!("global batch {g} is not a multiple of dp = {dp}"),
-                    ));
-                    continue;
-                }
-            };
-            for &flash in flashes {
-                let options = Options {
-                    flash,
-                    ..spec.options
-                };
-                let multiple = method.seq_multiple(p, &options);
-                if !spec.seq.is_multiple_of(multiple) {
-                    let mut r = Rejection::pair(
-                        method,
-                        p,
-                        dp,
-                        RejectCategory::SeqMultiple,
-                        format!(
-                            "sequence length {} is not a multiple of {multiple} ({method} at \
-                             p = {p})",
-                            spec.seq
-                        ),
-                    );
-                    if spec.include_no_flash {
-                        r.flash = Some(flash);
+            for outer in outer_axes(method, p, n, spec.model.layers, spec) {
+                let dp = n / (p * outer.cp * outer.pp);
+                // Sequences per replica: the global batch's share, or by default one per
+                // pipeline stage (the fewest micro-batches that fill a 1F1B pipeline).
+                let share = match spec.global_batch {
+                    None => outer.pp,
+                    Some(g) if g.is_multiple_of(dp) => g / dp,
+                    Some(g) => {
+                        rejected.push(Rejection::pair(
+                            method,
+                            p,
+                            dp,
+                            outer,
+                            RejectCategory::GlobalBatch,
+                            format!("global batch {g} is not a multiple of dp = {dp}"),
+                        ));
+                        continue;
                     }
-                    rejected.push(r);
-                    continue;
-                }
-                // The group ZeRO shards over (memory::params): the dp replicas for the methods
-                // that shard weights, all p·dp devices for those that replicate them.
-                let zero_group = if method.shards_weights() { dp } else { dp * p };
-                for recompute in RECOMPUTE {
-                    for b in MICRO_BATCHES
-                        .into_iter()
-                        .filter(|b| share.is_multiple_of(*b))
-                    {
-                        for z in ZERO {
-                            if z != ZeroStage::Zero0 && zero_group == 1 {
-                                skipped += 1;
+                };
+                for &flash in flashes {
+                    // The sequence granule of the method at p, times cp (Workload::seq_multiple).
+                    let multiple = Candidate {
+                        method,
+                        p,
+                        dp,
+                        outer,
+                        micro_batch: 1,
+                        micro_batches: 1,
+                        recompute: Recompute::None,
+                        zero: 0,
+                        flash,
+                    }
+                    .workload(spec, &spec.hardware)
+                    .seq_multiple();
+                    if !spec.seq.is_multiple_of(multiple) {
+                        let mut r = Rejection::pair(
+                            method,
+                            p,
+                            dp,
+                            outer,
+                            RejectCategory::SeqMultiple,
+                            format!(
+                                "sequence length {} is not a multiple of {multiple} ({method} at \
+                                 p = {p}{})",
+                                spec.seq,
+                                outer_label(outer)
+                            ),
+                        );
+                        if spec.include_no_flash {
+                            r.flash = Some(flash);
+                        }
+                        rejected.push(r);
+                        continue;
+                    }
+                    // The group ZeRO shards over (memory::params): the dp · cp replicas for the
+                    // methods that shard weights, times p for those that replicate them.
+                    let zero_group = if method.shards_weights() {
+                        dp * outer.cp
+                    } else {
+                        dp * outer.cp * p
+                    };
+                    for recompute in RECOMPUTE {
+                        for b in MICRO_BATCHES
+                            .into_iter()
+                            .filter(|b| share.is_multiple_of(*b))
+                        {
+                            let micro_batches = share / b;
+                            // Interleaving needs the micro-batches to be a multiple of pp.
+                            if outer.interleave > 1 && !micro_batches.is_multiple_of(outer.pp) {
                                 continue;
                             }
-                            out.push(Candidate {
-                                method,
-                                p,
-                                dp,
-                                micro_batch: b,
-                                micro_batches: share / b,
-                                recompute,
-                                zero: zero_number(z),
-                                flash,
-                            });
+                            for z in ZERO {
+                                if z != ZeroStage::Zero0 && zero_group == 1 {
+                                    skipped += 1;
+                                    continue;
+                                }
+                                out.push(Candidate {
+                                    method,
+                                    p,
+                                    dp,
+                                    outer,
+                                    micro_batch: b,
+                                    micro_batches,
+                                    recompute,
+                                    zero: zero_number(z),
+                                    flash,
+                                });
+                            }
                         }
                     }
                 }

@@ -44,7 +44,10 @@ pub use crate::evaluate::{SimDepth, EXTRAPOLATION_LAYERS};
 pub use candidate::{enumerate, recompute_name, Candidate};
 pub use rank::{plan, Plan, Ranked};
 pub use rejection::{RejectCategory, Rejection};
-pub use spec::{PlanSpec, MAX_GLOBAL_BATCH, MAX_GPUS, MICRO_BATCHES, RECOMPUTE, ZERO};
+pub use spec::{
+    PlanSpec, INTERLEAVES, MAX_CP, MAX_GLOBAL_BATCH, MAX_GPUS, MAX_PP, MICRO_BATCHES, RECOMPUTE,
+    ZERO,
+};
 
 #[cfg(test)]
 mod tests {
@@ -64,6 +67,8 @@ mod tests {
     fn enumeration_covers_divisors_stages_and_batch_splits() {
         let mut s = spec("llama2-7b", 8, 32768);
         s.methods = vec![MethodId::Metp, MethodId::Ring];
+        // Method × p × dp (the outer axes: tests/it/plan.rs).
+        s.outer_axes = false;
         let (cands, rejected, skipped) = enumerate(&s).unwrap();
         assert!(rejected.is_empty(), "{rejected:?}");
         let mut degrees: Vec<u64> = cands.iter().map(|c| c.p).collect();

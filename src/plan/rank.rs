@@ -226,7 +226,7 @@ pub fn plan(spec: &PlanSpec) -> Result<Plan> {
     let mut equivalent_skipped = equivalent_skipped;
     for f in fits {
         let c = &f.c;
-        let group = (c.method, c.p, c.dp, c.micro_batch, c.zero, c.flash);
+        let group = (c.method, c.p, c.outer, c.dp, c.micro_batch, c.zero, c.flash);
         let members = groups.entry(group).or_default();
         let same = members.iter().any(|&i| {
             let g = &feasible[i];

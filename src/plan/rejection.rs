@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::candidate::recompute_index;
 use super::Candidate;
-use crate::config::{MethodId, Recompute};
+use crate::config::{MethodId, OuterAxes, Recompute};
 
 /// Why a configuration was rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -45,6 +45,8 @@ pub struct Rejection {
     pub p: u64,
     /// Data-parallel replicas.
     pub dp: u64,
+    /// Pipeline stages, interleaving and context-parallel ranks.
+    pub outer: OuterAxes,
     /// Micro-batch.
     pub micro_batch: Option<u64>,
     /// Micro-batches per replica.
@@ -73,6 +75,7 @@ impl Rejection {
         method: MethodId,
         p: u64,
         dp: u64,
+        outer: OuterAxes,
         category: RejectCategory,
         reason: String,
     ) -> Self {
@@ -80,6 +83,7 @@ impl Rejection {
             method,
             p,
             dp,
+            outer,
             micro_batch: None,
             micro_batches: None,
             recompute: None,
@@ -103,6 +107,7 @@ impl Rejection {
             method: c.method,
             p: c.p,
             dp: c.dp,
+            outer: c.outer,
             micro_batch: Some(c.micro_batch),
             micro_batches: Some(c.micro_batches),
             recompute: Some(c.recompute),
@@ -128,6 +133,7 @@ impl Rejection {
                 method: self.method,
                 p: self.p,
                 dp: self.dp,
+                outer: self.outer,
                 micro_batch: b,
                 micro_batches: n,
                 recompute: r,
@@ -135,7 +141,13 @@ impl Rejection {
                 flash: self.flash.unwrap_or(true),
             }
             .label(),
-            _ => format!("{} p={} dp={}", self.method, self.p, self.dp),
+            _ => format!(
+                "{} p={}{} dp={}",
+                self.method,
+                self.p,
+                super::candidate::outer_label(self.outer),
+                self.dp
+            ),
         }
     }
 
@@ -146,6 +158,9 @@ impl Rejection {
             self.peak_bytes.unwrap_or(0),
             self.method,
             self.p,
+            self.outer.cp,
+            self.outer.pp,
+            self.outer.interleave,
             self.dp,
             self.recompute.map(recompute_index),
             self.micro_batch,

@@ -7,11 +7,17 @@ use crate::sim::LinkModel;
 
 /// The most GPUs a plan enumerates over: the simulated graph grows linearly with N (about 0.2 s
 /// per candidate per 64 GPUs in release), and beyond this the simulator's memory does too.
-pub const MAX_GPUS: u64 = 1024;
+pub const MAX_GPUS: u64 = 16384;
 
 /// The largest global batch, in sequences (the closed-form model walks every micro-batch).
 pub const MAX_GLOBAL_BATCH: u64 = 1 << 16;
 
+/// The most context-parallel ranks the planner tries (tp-sp only).
+pub const MAX_CP: u64 = 64;
+/// The most pipeline stages the planner tries.
+pub const MAX_PP: u64 = 64;
+/// Virtual stages per pipeline stage tried (Megatron's interleaved 1F1B).
+pub const INTERLEAVES: [u64; 2] = [1, 2];
 /// Micro-batch sizes tried.
 pub const MICRO_BATCHES: [u64; 3] = [1, 2, 4];
 
@@ -54,6 +60,9 @@ pub struct PlanSpec {
     pub link_model: LinkModel,
     /// Whole-model simulation or extrapolation from shortened models.
     pub sim_depth: SimDepth,
+    /// Also try pipeline stages, interleaving and (for tp-sp) context parallelism; off, only
+    /// method × p × dp as before.
+    pub outer_axes: bool,
 }
 
 impl PlanSpec {
@@ -73,6 +82,7 @@ impl PlanSpec {
             options: Options::default(),
             link_model: LinkModel::MaxMin,
             sim_depth: SimDepth::Extrapolate,
+            outer_axes: true,
         }
     }
 

@@ -33,6 +33,11 @@ pub fn ranked_columns() -> Vec<Column<Ranked>> {
             r.candidate.method.id().into()
         }),
         C::plain("p", "p", true, |r| r.candidate.p.into()),
+        C::plain("cp", "cp", true, |r| r.candidate.outer.cp.into()),
+        C::plain("pp", "pp", true, |r| r.candidate.outer.pp.into()),
+        C::plain("interleave", "v", true, |r| {
+            r.candidate.outer.interleave.into()
+        }),
         C::plain("dp", "dp", true, |r| r.candidate.dp.into()),
         C::plain("micro_batch", "b", true, |r| r.candidate.micro_batch.into()),
         C::plain("micro_batches", "µbatches", true, |r| {
@@ -114,6 +119,9 @@ pub fn rejected_columns() -> Vec<Column<Rejection>> {
     vec![
         C::data("method", |r| r.method.id().into()),
         C::data("p", |r| r.p.into()),
+        C::data("cp", |r| r.outer.cp.into()),
+        C::data("pp", |r| r.outer.pp.into()),
+        C::data("interleave", |r| r.outer.interleave.into()),
         C::data("dp", |r| r.dp.into()),
         C::data("micro_batch", |r| r.micro_batch.into()),
         C::data("micro_batches", |r| r.micro_batches.into()),
@@ -191,11 +199,11 @@ pub fn plan_csv(p: &Plan) -> String {
 fn header(p: &Plan) -> String {
     let batch = match p.global_batch {
         Some(g) => format!("global batch {g}"),
-        None => "global batch = dp (one sequence per replica)".into(),
+        None => "global batch = dp · pp (one sequence per replica and pipeline stage)".into(),
     };
     let sim = if p.sim_layers.len() == 2 {
         format!(
-            "{} layers simulated and extrapolated",
+            "{} layers (per virtual stage, with a pipeline) simulated and extrapolated",
             p.sim_layers
                 .iter()
                 .map(|l| l.to_string())

@@ -54,8 +54,11 @@ fn check_ranked(v: &Value) -> &Vec<Value> {
         let cap = r["capacity_bytes"].as_u64().unwrap();
         assert!(peak <= cap, "{r}");
         assert_eq!(r["headroom_bytes"].as_u64().unwrap(), cap - peak);
-        let (p, dp) = (r["p"].as_u64().unwrap(), r["dp"].as_u64().unwrap());
-        assert_eq!(p * dp, v["gpus"].as_u64().unwrap());
+        let axis = |k: &str| r[k].as_u64().unwrap();
+        assert_eq!(
+            axis("p") * axis("cp") * axis("pp") * axis("dp"),
+            v["gpus"].as_u64().unwrap()
+        );
         let mfu = r["mfu"].as_f64().unwrap();
         assert!(mfu > 0.0 && mfu < 1.0, "{r}");
         let exposed = r["exposed_communication_s"].as_f64().unwrap();
@@ -118,6 +121,7 @@ fn eight_nodes_rank_and_reject_invalid_degrees() {
         "1",
         "--max-rejected",
         "1000",
+        "--no-outer-axes",
         "--format",
         "json",
     ]);
@@ -226,6 +230,8 @@ fn sequence_granule_and_global_batch_reject_pairs_with_reasons() {
     );
     spec.global_batch = Some(4);
     spec.methods = vec![MethodId::Ring];
+    // Method × p × dp only: the pipeline splits are tested below.
+    spec.outer_axes = false;
     let (candidates, rejected, _) = plan::enumerate(&spec).unwrap();
     let reason = |p: u64| {
         rejected
@@ -341,4 +347,36 @@ fn the_best_configuration_matches_simulate() {
     assert_eq!(best["peak_bytes"], sim["peak_bytes"]);
     let e = sim["exposed_communication_s"].as_f64().unwrap();
     assert!((best["exposed_communication_s"].as_f64().unwrap() - e).abs() < 1e-4 * b);
+}
+
+/// The outer axes: on 16 GPUs with a 32-layer model, tp-sp is tried with context parallelism
+/// and every method with pipeline stages (pp dividing both 16/(p·cp) and the 32 layers) and
+/// interleaving v = 2 where pp·v divides the layers; the default global batch is one sequence
+/// per replica and stage (dp · pp), so m = pp micro-batches fill each pipeline; every
+/// candidate uses all 16 GPUs.
+#[test]
+fn outer_axes_are_enumerated_with_megatrons_rules() {
+    let spec = PlanSpec::new(
+        load_model("llama2-7b").unwrap(),
+        load_hardware("dgx-a100-80gb").unwrap(),
+        16,
+        32_768,
+    );
+    let (candidates, _, _) = plan::enumerate(&spec).unwrap();
+    assert!(candidates.iter().all(|c| {
+        let o = c.outer;
+        c.p * o.cp * o.pp * c.dp == 16
+            && (o.cp == 1 || c.method == MethodId::TpSp)
+            && 32 % (o.pp * o.interleave) == 0
+            && (o.interleave == 1 || (o.pp > 1 && c.micro_batches % o.pp == 0))
+            && c.micro_batch * c.micro_batches == o.pp
+    }));
+    let has = |m: MethodId, cp: u64, pp: u64, v: u64| {
+        candidates.iter().any(|c| {
+            c.method == m && c.outer.cp == cp && c.outer.pp == pp && c.outer.interleave == v
+        })
+    };
+    assert!(has(MethodId::TpSp, 2, 1, 1) && has(MethodId::TpSp, 16, 1, 1));
+    assert!(has(MethodId::Metp, 1, 16, 1) && has(MethodId::Ulysses, 1, 4, 2));
+    assert!(!has(MethodId::Metp, 2, 1, 1) && !has(MethodId::Ring, 1, 1, 2));
 }

@@ -318,7 +318,17 @@ impl<'g> Engine<'g> {
                 else {
                     unreachable!("collective ops start from a collective")
                 };
-                collective::step(cop, group, bytes, o.step, &mut self.transfers)
+                let rule = collective::step(cop, group, bytes, o.step, &mut self.transfers);
+                // Steps whose transfers run in parallel: a mirrored rank's transfer is an image
+                // of a canonical one over the same link class (graph module docs), so neither
+                // its flow nor its latency adds anything; dropping them here keeps a step's
+                // cost to the distinct ranks, not the group's size. A chain's latencies add up
+                // over every hop, so it keeps them all.
+                if matches!(rule, StepLatency::Parallel) && self.g.placement.is_some() {
+                    let g = self.g;
+                    self.transfers.retain(|x| g.is_canonical(x.src));
+                }
+                rule
             }
         };
         let lats = self
