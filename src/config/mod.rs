@@ -11,6 +11,7 @@ mod hardware;
 mod method;
 mod model;
 mod seq;
+mod topology;
 mod unit;
 mod workload;
 
@@ -23,6 +24,9 @@ pub use hardware::{
 pub use method::MethodId;
 pub use model::{Activation, Model, Norm};
 pub use seq::{parse_count, parse_list, parse_seq_spec};
+pub use topology::{
+    choose_algorithm, tree_runs, Algorithm, CollectiveKind, CollectiveRule, Scope, Spine, Wiring,
+};
 pub use unit::{ExecMethod, Unit, UnitShape, UnitSpec, UnitSupport};
 pub use workload::{
     MetpOptions, Options, Recompute, ValidWorkload, WeightExchange, Workload, ZeroStage,
