@@ -58,3 +58,52 @@ fn existing_profiles_sweep_exactly_as_before_the_topology() {
         );
     }
 }
+
+/// `--model` takes a Hugging Face config.json: LLaMA-2 7B (MHA) and two GQA models
+/// (Llama 3 8B, LLaMA-2 70B: 8 K/V heads) map onto the bundled model files' fields exactly.
+#[test]
+fn hf_configs_map_onto_the_bundled_models_exactly() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/hf");
+    for (dir, bundled) in [
+        ("Llama-2-7b-hf", "llama2-7b"),
+        ("Meta-Llama-3-8B", "llama3-8b"),
+        ("Llama-2-70b-hf", "llama2-70b"),
+    ] {
+        let path = root.join(dir).join("config.json");
+        let hf = load_model(path.to_str().unwrap()).unwrap();
+        let mut want = load_model(bundled).unwrap();
+        assert!(hf.source.contains("Hugging Face config.json"), "{}", hf.source);
+        want.name = hf.name.clone();
+        want.source = hf.source.clone();
+        assert_eq!(hf, want, "{dir}");
+    }
+    // The name comes from `_name_or_path`, else the folder.
+    let named = load_model(root.join("Llama-2-7b-hf/config.json").to_str().unwrap()).unwrap();
+    assert_eq!(named.name, "meta-llama/Llama-2-7b-hf");
+    let folder = load_model(root.join("Meta-Llama-3-8B/config.json").to_str().unwrap()).unwrap();
+    assert_eq!(folder.name, "Meta-Llama-3-8B");
+}
+
+/// An unmappable config is one line naming the file and the field, exit 1.
+#[test]
+fn an_unmappable_hf_config_is_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.json");
+    std::fs::write(
+        &path,
+        r#"{"model_type": "mixtral", "hidden_act": "silu", "hidden_size": 4096,
+           "num_attention_heads": 32, "num_hidden_layers": 32, "intermediate_size": 14336,
+           "vocab_size": 32000, "num_local_experts": 8}"#,
+    )
+    .unwrap();
+    let out = assert_cmd::Command::cargo_bin("metp-sim")
+        .unwrap()
+        .args(["memory", "--model"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("model_type") && err.contains("mixtral"), "{err}");
+}
