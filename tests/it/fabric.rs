@@ -72,7 +72,11 @@ fn hf_configs_map_onto_the_bundled_models_exactly() {
         let path = root.join(dir).join("config.json");
         let hf = load_model(path.to_str().unwrap()).unwrap();
         let mut want = load_model(bundled).unwrap();
-        assert!(hf.source.contains("Hugging Face config.json"), "{}", hf.source);
+        assert!(
+            hf.source.contains("Hugging Face config.json"),
+            "{}",
+            hf.source
+        );
         want.name = hf.name.clone();
         want.source = hf.source.clone();
         assert_eq!(hf, want, "{dir}");
@@ -105,5 +109,89 @@ fn an_unmappable_hf_config_is_one_clear_line() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
-    assert!(err.contains("model_type") && err.contains("mixtral"), "{err}");
+    assert!(
+        err.contains("model_type") && err.contains("mixtral"),
+        "{err}"
+    );
+}
+
+fn point(hw: metp_sim::config::Hardware, method: MethodId, p: u64, seq: u64) -> sweep::Point {
+    let spec = SweepSpec {
+        models: vec![load_model("llama2-7b").unwrap()],
+        hardware: vec![hw],
+        methods: vec![method],
+        degrees: vec![p],
+        seqs: vec![seq],
+        micro_batch: 1,
+        options: Options::default(),
+        timing: Timing::Simulated(LinkModel::MaxMin),
+    };
+    sweep::run(&spec, &|_| {}).points.remove(0)
+}
+
+/// The issue-11 profiles load and sweep: every method gives a finite step time and an MFU
+/// below 1 at p = 8, s = 16k, and METP fits where TP's full activations do not at 128k.
+#[test]
+fn the_new_fabric_profiles_load_and_sweep() {
+    for hw in [
+        "mi300x-8",
+        "mi325x-8",
+        "b200-8",
+        "gb200-nvl72",
+        "a100-cluster-2to1",
+    ] {
+        let hardware = load_hardware(hw).unwrap();
+        for m in MethodId::ALL {
+            let pt = point(hardware.clone(), m, 8, 16384);
+            if pt.reason.is_some() {
+                continue; // a method this degree cannot run (its reason is the sweep's)
+            }
+            let t = pt.step_time_s.unwrap();
+            let mfu = pt.mfu.unwrap();
+            assert!(t.is_finite() && t > 0.0, "{hw} {m:?}: {t}");
+            assert!(mfu > 0.0 && mfu < 1.0, "{hw} {m:?}: MFU {mfu}");
+        }
+        let metp = point(hardware.clone(), MethodId::Metp, 8, 131072);
+        let tp = point(hardware, MethodId::Tp, 8, 131072);
+        assert_eq!(metp.fits, Some(true), "{hw}: METP at 128k");
+        assert!(metp.peak_bytes < tp.peak_bytes, "{hw}");
+    }
+}
+
+/// On the xGMI mesh METP's ring gets one 48 GB/s link per hop while RCCL's collectives use all
+/// seven: the same METP step on the same GPUs behind a switch with the mesh's per-GPU total
+/// (7 × 48 = 336 GB/s) moves its rings 7× faster. Ring traffic is the K/V and weight blocks, so
+/// the mesh's communication time must be close to 7× the switch's (latencies and the MLP's
+/// weight broadcast, which is direct on the mesh, keep it from being exactly 7).
+#[test]
+fn a_ring_on_the_xgmi_mesh_uses_one_link_per_hop() {
+    let mesh = load_hardware("mi300x-8").unwrap();
+    let mut switch = mesh.clone();
+    switch.intra_node.kind = metp_sim::config::IntraNodeKind::Nvswitch;
+    switch.intra_node.link_bytes_per_s_per_direction = None;
+    let on_mesh = point(mesh, MethodId::Metp, 8, 131072);
+    let on_switch = point(switch, MethodId::Metp, 8, 131072);
+    let ratio = on_mesh.communication_s.unwrap() / on_switch.communication_s.unwrap();
+    assert!(
+        ratio > 4.0 && ratio < 7.5,
+        "mesh / switch communication: {ratio}"
+    );
+    assert!(on_mesh.exposed_communication_s > on_switch.exposed_communication_s);
+}
+
+/// A 2:1 spine slows a ring that crosses leaves: 32 GPUs over 4 nodes, two per leaf, against
+/// the same cluster with a non-blocking fabric.
+#[test]
+fn an_oversubscribed_spine_slows_rings_that_cross_leaves() {
+    let spine = load_hardware("a100-cluster-2to1").unwrap();
+    let mut flat = spine.clone();
+    flat.inter_node.spine = None;
+    let slow = point(spine, MethodId::Ring, 32, 131072);
+    let fast = point(flat, MethodId::Ring, 32, 131072);
+    assert!(
+        slow.communication_s.unwrap() > fast.communication_s.unwrap() * 1.2,
+        "{:?} vs {:?}",
+        slow.communication_s,
+        fast.communication_s
+    );
 }
