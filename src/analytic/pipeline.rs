@@ -213,8 +213,8 @@ pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Part
     }
     if plan.embedding_sync_bytes > 0 {
         let (a, b) = (0usize, pp as usize - 1);
-        let class = cost.link_class(stage_rank(0), stage_rank(pp - 1));
-        let d = pr.collective(CollectiveOp::AllReduce, 2, plan.embedding_sync_bytes, class);
+        let pair = [stage_rank(0), stage_rank(pp - 1)];
+        let d = pr.collective(CollectiveOp::AllReduce, &pair, plan.embedding_sync_bytes);
         let start = ends[a].max(ends[b]);
         // The collective starts when both stages have reached it; waiting for the other is
         // idle time, not communication.

@@ -21,9 +21,12 @@
 //!   over context ranks and replicas is not mapped onto itself either). Context rank 0
 //!   stays.
 //!
-//! Stages are never folded: their programs differ (embedding, head, pipeline position).
+//! Stages are never folded: their programs differ (embedding, head, pipeline position). Nothing
+//! is folded on a fabric whose links belong to pairs of devices rather than to one device (an
+//! intra-node mesh, a leaf-spine layer) or whose collectives are not all rings (a tree's
+//! ranks play different roles): there the mirror images above would not be exact.
 
-use crate::config::{Coord, ValidWorkload};
+use crate::config::{Algorithm, Coord, IntraNodeKind, ValidWorkload};
 use crate::schedule::graph::{DeviceId, Placement};
 use crate::schedule::stage::StepPlan;
 
@@ -71,6 +74,16 @@ fn gcd(a: u64, b: u64) -> u64 {
 /// The folds that are exact for `w` and `plan`: (replica period q, fold method ranks, fold
 /// context ranks). q = dp means no replica is folded.
 pub(crate) fn folds(w: &ValidWorkload, plan: &StepPlan) -> (u64, bool, bool) {
+    let hw = &w.hardware;
+    let plain_fabric = hw.intra_node.kind != IntraNodeKind::Mesh
+        && hw.inter_node.spine.is_none()
+        && hw
+            .collectives
+            .iter()
+            .all(|r| r.algorithm == Algorithm::Ring);
+    if !plain_fabric {
+        return (w.dp, false, false);
+    }
     let gpn = w.hardware.gpus_per_node.max(1);
     let own_nic = w.hardware.inter_node.nics_per_node == gpn;
     let (p, cp, dp) = (w.p, w.outer.cp, w.dp);
