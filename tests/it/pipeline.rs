@@ -337,3 +337,36 @@ fn pipelined_extrapolation_matches_the_whole_simulation() {
         }
     }
 }
+
+/// On a fabric where mirroring would not be exact — an intra-node xGMI mesh (a link per pair of
+/// GPUs) or a leaf-spine layer — nothing is folded, even replicas over whole nodes.
+#[test]
+fn fabrics_without_per_device_links_are_not_folded() {
+    for hw in ["mi300x-8", "a100-cluster-2to1"] {
+        let mut w = workload(
+            MethodId::TpSp,
+            4,
+            OuterAxes::default(),
+            4,
+            1,
+            2,
+            8192,
+            false,
+        );
+        w.hardware = load_hardware(hw).unwrap();
+        w.hardware.nodes = w.hardware.nodes.max(2);
+        let w = w.validate().unwrap();
+        let stages = stage_inventories(&w);
+        let plan = metp_sim::schedule::plan(&w);
+        let r = simulate_plan(
+            &w,
+            &plan,
+            &stages,
+            LinkModel::MaxMin,
+            false,
+            Devices::Distinct,
+        )
+        .unwrap();
+        assert_eq!(r.devices, r.cluster_devices, "{hw}");
+    }
+}
