@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 
 use crate::calibrate::cuda::check;
 use crate::calibrate::measurements::KernelMeasurements;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 #[derive(Debug, Args)]
 pub struct GpuCheckArgs {
@@ -46,15 +46,8 @@ enum GpuCheckCommand {
     },
 }
 
-fn read_json(path: &PathBuf) -> Result<serde_json::Value> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.clone(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|e| Error::Parse {
-        path: path.clone(),
-        message: e.to_string(),
-    })
+fn read_json(path: &std::path::Path) -> Result<serde_json::Value> {
+    crate::config::read_json(path)
 }
 
 pub fn run(a: GpuCheckArgs) -> Result<String> {

@@ -268,20 +268,39 @@ impl Hardware {
             field: field.to_string(),
             message,
         };
-        if self.gpus_per_node == 0 {
-            return Err(bad("gpus_per_node", "must be a positive integer".into()));
-        }
-        if self.nodes == 0 {
-            return Err(bad("nodes", "must be a positive integer".into()));
-        }
-        if self.inter_node.nics_per_node == 0 {
-            return Err(bad(
+        use super::limits::{
+            check_name, check_text, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE, MAX_NODES,
+            MAX_PROFILE_BYTES, MAX_PROFILE_LATENCY_S, MAX_TEXT_CHARS, PROFILE_RATE_RANGE,
+        };
+        check_name(&self.name).map_err(|m| bad("name", m))?;
+        check_name(&self.gpu.model).map_err(|m| bad("gpu.model", m))?;
+        check_text(&self.description, MAX_TEXT_CHARS).map_err(|m| bad("description", m))?;
+        for (field, value, max) in [
+            ("gpus_per_node", self.gpus_per_node, MAX_GPUS_PER_NODE),
+            ("nodes", self.nodes, MAX_NODES),
+            (
                 "inter_node.nics_per_node",
-                "must be a positive integer".into(),
+                self.inter_node.nics_per_node,
+                MAX_NICS_PER_NODE,
+            ),
+        ] {
+            if value == 0 || value > max {
+                return Err(bad(
+                    field,
+                    format!("must be a whole number from 1 to {max}, got {value}"),
+                ));
+            }
+        }
+        if self.gpus_per_node * self.nodes > MAX_GPUS {
+            return Err(bad(
+                "nodes",
+                format!(
+                    "{} nodes × {} GPUs is more than {MAX_GPUS} GPUs",
+                    self.nodes, self.gpus_per_node
+                ),
             ));
         }
         let positive = [
-            ("gpu.memory_bytes", &self.gpu.memory_bytes),
             ("gpu.peak_bf16_flops_per_s", &self.gpu.peak_bf16_flops_per_s),
             ("gpu.hbm_bytes_per_s", &self.gpu.hbm_bytes_per_s),
             (
@@ -293,42 +312,55 @@ impl Hardware {
                 &self.inter_node.bytes_per_s_per_nic,
             ),
         ];
+        let (lo, hi) = PROFILE_RATE_RANGE;
         for (field, fig) in positive {
-            if !(fig.value.is_finite() && fig.value > 0.0) {
+            if !(fig.value.is_finite() && fig.value >= lo && fig.value <= hi) {
                 return Err(bad(
                     &format!("{field}.value"),
-                    format!("must be a positive number, got {}", fig.value),
+                    format!(
+                        "must be a rate from {lo:e} to {hi:e} per second, got {:?}",
+                        fig.value
+                    ),
                 ));
             }
         }
-        if self.gpu.memory_bytes.value.fract() != 0.0 || self.gpu.memory_bytes.value > 2f64.powi(60)
-        {
+        for (field, fig) in [
+            ("gpu.memory_bytes", &self.gpu.memory_bytes),
+            (
+                "reserved.cuda_context_bytes",
+                &self.reserved.cuda_context_bytes,
+            ),
+            ("reserved.nccl_bytes", &self.reserved.nccl_bytes),
+        ] {
+            let v = fig.value;
+            if !(v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= MAX_PROFILE_BYTES) {
+                return Err(bad(
+                    &format!("{field}.value"),
+                    format!("must be a whole number of bytes from 0 to 2^60, got {v:?}"),
+                ));
+            }
+        }
+        if self.gpu.memory_bytes.value == 0.0 {
             return Err(bad(
                 "gpu.memory_bytes.value",
-                format!(
-                    "must be a whole number of bytes below 2^60, got {}",
-                    self.gpu.memory_bytes.value
-                ),
+                "must be a positive number of bytes".into(),
             ));
         }
-        let non_negative = [
+        for (field, fig) in [
             ("intra_node.p2p_latency_s", &self.intra_node.p2p_latency_s),
             (
                 "intra_node.collective_latency_s",
                 &self.intra_node.collective_latency_s,
             ),
             ("inter_node.latency_s", &self.inter_node.latency_s),
-            (
-                "reserved.cuda_context_bytes",
-                &self.reserved.cuda_context_bytes,
-            ),
-            ("reserved.nccl_bytes", &self.reserved.nccl_bytes),
-        ];
-        for (field, fig) in non_negative {
-            if !(fig.value.is_finite() && fig.value >= 0.0) {
+        ] {
+            if !(fig.value.is_finite() && fig.value >= 0.0 && fig.value <= MAX_PROFILE_LATENCY_S) {
                 return Err(bad(
                     &format!("{field}.value"),
-                    format!("must be a non-negative number, got {}", fig.value),
+                    format!(
+                        "must be a latency from 0 to {MAX_PROFILE_LATENCY_S} s, got {:?}",
+                        fig.value
+                    ),
                 ));
             }
         }
@@ -345,7 +377,7 @@ impl Hardware {
             if !(fig.value >= 0.0 && fig.value < 1.0) {
                 return Err(bad(
                     &format!("{field}.value"),
-                    format!("must be in [0, 1), got {}", fig.value),
+                    format!("must be in [0, 1), got {:?}", fig.value),
                 ));
             }
         }
@@ -357,7 +389,7 @@ impl Hardware {
             {
                 return Err(bad(
                     &format!("{field}.value"),
-                    format!("must be a whole number from 1 to 10^6, got {}", fig.value),
+                    format!("must be a whole number from 1 to 10^6, got {:?}", fig.value),
                 ));
             }
             Ok(())
@@ -372,7 +404,7 @@ impl Hardware {
                     if !(fig.value > 0.0 && fig.value <= 1.0) {
                         return Err(bad(
                             &format!("{field}.value"),
-                            format!("must be in (0, 1], got {}", fig.value),
+                            format!("must be in (0, 1], got {:?}", fig.value),
                         ));
                     }
                 }
@@ -383,7 +415,7 @@ impl Hardware {
                         return Err(bad(
                             &format!("{field}.value"),
                             format!(
-                                "must be a non-negative number below 86400, got {}",
+                                "must be a non-negative number below 86400, got {:?}",
                                 fig.value
                             ),
                         ));
@@ -394,9 +426,31 @@ impl Hardware {
         Ok(())
     }
 
-    /// Total GPUs described.
+    /// Total GPUs described (saturating: a validated profile is within
+    /// [`MAX_GPUS`](super::limits::MAX_GPUS), and `--nodes` is checked against it).
     pub fn total_gpus(&self) -> u64 {
-        self.gpus_per_node * self.nodes
+        self.gpus_per_node.saturating_mul(self.nodes)
+    }
+
+    /// Sets the node count (`--nodes`), refusing one that makes more GPUs than the tool
+    /// models.
+    pub fn set_nodes(&mut self, nodes: u64) -> Result<()> {
+        use super::limits::{MAX_GPUS, MAX_NODES};
+        let gpus = nodes.checked_mul(self.gpus_per_node);
+        match gpus {
+            Some(g) if (1..=MAX_NODES).contains(&nodes) && g <= MAX_GPUS => {
+                self.nodes = nodes;
+                Ok(())
+            }
+            _ => Err(Error::arg(
+                "--nodes",
+                format!(
+                    "{nodes} nodes of {} GPUs: the most is {} nodes and {MAX_GPUS} GPUs in all",
+                    self.gpus_per_node,
+                    (MAX_GPUS / self.gpus_per_node.max(1)).min(MAX_NODES)
+                ),
+            )),
+        }
     }
 
     /// Device memory in bytes.

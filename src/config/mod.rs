@@ -8,6 +8,7 @@
 mod dims;
 mod files;
 mod hardware;
+pub mod limits;
 mod method;
 mod model;
 mod seq;
@@ -15,7 +16,10 @@ mod unit;
 mod workload;
 
 pub use dims::{Dims, Size};
-pub use files::{data_dir, list_names, load_hardware, load_model, read_json, resolve, DataKind};
+pub use files::{
+    data_dir, list_names, load_hardware, load_model, parse_json, read_json, read_text, resolve,
+    DataKind,
+};
 pub use hardware::{
     AttentionModel, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode, InterNodeKind,
     IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,
