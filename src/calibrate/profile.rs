@@ -252,6 +252,7 @@ pub fn measurements_path(profile: &Path) -> PathBuf {
 /// Fails with [`Error::Exists`] when `path` exists and `force` is off (checked before any
 /// measurement, so that a long calibration does not end in a refusal).
 pub fn ensure_writable(path: &Path, force: bool) -> Result<()> {
+    crate::atomic::check_output_file(path)?;
     if path.exists() && !force {
         return Err(Error::Exists {
             path: path.to_path_buf(),
