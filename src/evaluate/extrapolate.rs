@@ -49,7 +49,7 @@ pub const EXTRAPOLATION_LAYERS: (u64, u64) = (2, 4);
 fn simulate_once(w: &ValidWorkload, link: LinkModel) -> Result<StepTimes> {
     let inventory = memory::inventory(w);
     let plan = schedule::plan(w);
-    Ok(sim::simulate_plan(w, &plan, &inventory, link, false)?.times())
+    Ok(sim::simulate_plan(w, &plan, &inventory, link, sim::TraceScope::Off)?.times())
 }
 
 /// Whether `depth` simulates a model of `layers` layers whole (it always does for four layers

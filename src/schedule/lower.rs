@@ -23,7 +23,10 @@ use super::stage::{Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan};
 use crate::memory::Inventory;
 
 mod ring;
+mod size;
 mod sync;
+
+pub use size::{graph_size, GraphSize, GRAPH_BYTES_PER_TASK};
 
 use sync::{grad_sync_collective, zero3_gather};
 
@@ -311,7 +314,7 @@ impl<'a> Lower<'a> {
 pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> TaskGraph {
     let n = (p * opts.dp) as usize;
     let mut l = Lower {
-        g: TaskGraph::with_capacity(p * opts.dp, estimate_tasks(plan, p * opts.dp)),
+        g: TaskGraph::with_capacity(p * opts.dp, graph_size(plan, p, opts).tasks as usize),
         p,
         dp: opts.dp,
         inv,
@@ -416,32 +419,11 @@ pub fn lower(plan: &StepPlan, p: u32, inv: &Inventory, opts: LowerOptions) -> Ta
             "static+reserved",
         );
     }
+    // The estimate the simulator's guard checks before building must bound what was built.
+    debug_assert!(
+        l.g.tasks.len() as u64 <= graph_size(plan, p, opts).tasks,
+        "graph_size underestimates: {} tasks built",
+        l.g.tasks.len()
+    );
     l.g
-}
-
-/// An upper estimate of the tasks `lower` creates, so the graph is allocated once (large graphs
-/// otherwise spend a noticeable share of their build time growing and copying the task list).
-fn estimate_tasks(plan: &StepPlan, devices: u32) -> usize {
-    fn stages(ss: &[Stage]) -> usize {
-        ss.iter()
-            .map(|s| match s {
-                Stage::Compute(k) => k.len(),
-                Stage::Collective { .. } => 1,
-                Stage::Ring(r) => r
-                    .steps
-                    .iter()
-                    .map(|st| st.kernels.len() + st.accumulate.len() + 4)
-                    .sum(),
-                Stage::Outer(o) => o.groups as usize * (stages(&o.body) + 4) + 2,
-            })
-            .sum()
-    }
-    let blocks = |bs: &[PhaseBlock]| bs.iter().map(|b| stages(&b.stages) + 2).sum::<usize>();
-    let layer = blocks(&plan.layer_fwd) + blocks(&plan.layer_bwd) + 6;
-    let step = plan.layers as usize * layer
-        + stages(&plan.head.stages)
-        + plan.embedding_fwd.len()
-        + plan.embedding_bwd.len()
-        + 8;
-    (plan.micro_batches as usize * step + plan.optimizer.len() + 4) * devices as usize
 }

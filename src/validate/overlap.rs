@@ -173,7 +173,7 @@ pub fn study(base: &Workload, local_seqs: &[u64], link: LinkModel) -> Result<Stu
         let e = Evaluation::new(w.validate()?).simulate(SimulateOptions {
             link,
             depth: SimDepth::Full,
-            trace: true,
+            trace: sim::TraceScope::AllDevices,
         })?;
         let Some(s) = e.simulation.and_then(|s| s.run) else {
             continue;

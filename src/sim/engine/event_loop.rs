@@ -210,8 +210,10 @@ impl<'g> Engine<'g> {
         let d = self.ts[ti].device as usize;
         self.dev[d].finish = self.now;
         let s = self.ts[ti].stream as usize;
-        if let Some(spans) = &mut self.spans {
-            let task = &self.g.tasks[ti];
+        let task = &self.g.tasks[ti];
+        // With SimOptions::trace_device, only that device's spans.
+        let traced = self.trace_device.is_none_or(|d| d == task.device);
+        if let (Some(spans), true) = (&mut self.spans, traced) {
             spans.push(Span {
                 track: Track::Stream {
                     device: task.device,
@@ -359,6 +361,23 @@ impl<'g> Engine<'g> {
         }
     }
 
+    /// Whether a message or collective's link spans go into the trace: always, unless the
+    /// trace is of one device that takes no part in it.
+    fn traces_op(&self, o: &Op) -> bool {
+        let Some(d) = self.trace_device else {
+            return true;
+        };
+        match o.kind {
+            OpKind::P2p { send, recv } => {
+                self.g.tasks[send as usize].device == d || self.g.tasks[recv as usize].device == d
+            }
+            OpKind::Coll { .. } => match &self.g.tasks[o.rep as usize].work {
+                Work::Collective { group, .. } => group.contains(&d),
+                _ => true,
+            },
+        }
+    }
+
     fn finish_flow(&mut self, slot: u32) {
         let (op, start, route) = {
             let f = self.flows.get(slot);
@@ -366,7 +385,8 @@ impl<'g> Engine<'g> {
         };
         self.flows.remove(slot);
         let o = self.ops[op as usize];
-        if let Some(spans) = &mut self.spans {
+        let traced = self.spans.is_some() && self.traces_op(&o);
+        if let (Some(spans), true) = (&mut self.spans, traced) {
             let label = self.g.tasks[o.rep as usize].label;
             let step = matches!(o.kind, OpKind::Coll { .. }).then_some(o.step);
             for &l in route.links() {

@@ -257,6 +257,7 @@ impl<'g> Engine<'g> {
             done: 0,
             events: 0,
             spans: opts.trace.then(Vec::new),
+            trace_device: opts.trace_device,
         })
     }
 
