@@ -9,6 +9,7 @@ mod cuda_emu;
 mod data;
 mod evaluate;
 mod gpu;
+mod hostile;
 mod kernels;
 mod korthikanti;
 mod layering;
