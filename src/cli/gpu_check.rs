@@ -58,6 +58,9 @@ pub fn run(a: GpuCheckArgs) -> Result<String> {
             fit,
             held_out,
         } => {
+            // Both outputs checked before either is written.
+            crate::atomic::check_output_file(&fit)?;
+            crate::atomic::check_output_file(&held_out)?;
             let m = KernelMeasurements::read(&input)?;
             let (f, h) = check::split(&m, every)?;
             crate::atomic::write_atomic(&fit, f.to_json().as_bytes())?;

@@ -251,6 +251,9 @@ struct Engine<'g> {
     events: u64,
     spans: Option<Vec<Span>>,
     trace_device: Option<DeviceId>,
+    /// With `trace_device`: per flow slot, whether the flow starts or ends at that device (a
+    /// collective's flows between other devices stay out of a one-device trace).
+    flow_traced: Vec<bool>,
 }
 
 /// Send/recv rendezvous key `(from, to, tag)` packed for fast sorting.

@@ -351,7 +351,13 @@ impl<'g> Engine<'g> {
         for i in 0..self.transfers.len() {
             let x = self.transfers[i];
             let route = self.net.route(x.src, x.dst);
-            self.flows.add(self.now, route, x.bytes, op);
+            let slot = self.flows.add(self.now, route, x.bytes, op) as usize;
+            if let Some(d) = self.trace_device {
+                if self.flow_traced.len() <= slot {
+                    self.flow_traced.resize(slot + 1, false);
+                }
+                self.flow_traced[slot] = x.src == d || x.dst == d;
+            }
             n += 1;
         }
         self.ops[op as usize].flows_left = n;
@@ -361,9 +367,10 @@ impl<'g> Engine<'g> {
         }
     }
 
-    /// Whether a message or collective's link spans go into the trace: always, unless the
-    /// trace is of one device that takes no part in it.
-    fn traces_op(&self, o: &Op) -> bool {
+    /// Whether flow `slot` of `o` goes into the trace: always, unless the trace is of one
+    /// device — then a message it sends or receives, and of a collective only the flows from or
+    /// to it (a ring collective's other flows would be most of the trace).
+    fn traces_flow(&self, o: &Op, slot: u32) -> bool {
         let Some(d) = self.trace_device else {
             return true;
         };
@@ -371,10 +378,11 @@ impl<'g> Engine<'g> {
             OpKind::P2p { send, recv } => {
                 self.g.tasks[send as usize].device == d || self.g.tasks[recv as usize].device == d
             }
-            OpKind::Coll { .. } => match &self.g.tasks[o.rep as usize].work {
-                Work::Collective { group, .. } => group.contains(&d),
-                _ => true,
-            },
+            OpKind::Coll { .. } => self
+                .flow_traced
+                .get(slot as usize)
+                .copied()
+                .unwrap_or(false),
         }
     }
 
@@ -385,7 +393,7 @@ impl<'g> Engine<'g> {
         };
         self.flows.remove(slot);
         let o = self.ops[op as usize];
-        let traced = self.spans.is_some() && self.traces_op(&o);
+        let traced = self.spans.is_some() && self.traces_flow(&o, slot);
         if let (Some(spans), true) = (&mut self.spans, traced) {
             let label = self.g.tasks[o.rep as usize].label;
             let step = matches!(o.kind, OpKind::Coll { .. }).then_some(o.step);

@@ -258,6 +258,7 @@ impl<'g> Engine<'g> {
             events: 0,
             spans: opts.trace.then(Vec::new),
             trace_device: opts.trace_device,
+            flow_traced: Vec::new(),
         })
     }
 

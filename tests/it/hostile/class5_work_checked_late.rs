@@ -64,4 +64,22 @@ fn outputs_are_checked_before_the_work() {
         1,
     );
     assert!(e.contains("is a directory"), "{e}");
+    // gpu-check split checks both outputs before writing either: no fit part is left behind
+    // when the held-out path cannot be written.
+    let fit = dir.path().join("fit.json");
+    let e = refuses(
+        &[
+            "gpu-check",
+            "split",
+            "--input",
+            "hardware-profiles/measurements/a100-sxm-published.json",
+            "--fit",
+            fit.to_str().unwrap(),
+            "--held-out",
+            &below("held.json"),
+        ],
+        1,
+    );
+    assert!(e.contains("afile is not a directory"), "{e}");
+    assert!(!fit.exists());
 }

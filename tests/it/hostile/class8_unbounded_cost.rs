@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use metp_sim::config::limits;
-use metp_sim::schedule::{Label, Pass, Stream, TaskGraph, Work};
+use metp_sim::schedule::{CollectiveOp, Label, Pass, Stream, TaskGraph, Work};
 use metp_sim::sim::{simulate, LinkModel, SimOptions, Track};
 
 use super::{refuses, succeeds};
@@ -123,6 +123,22 @@ fn a_one_device_trace_keeps_that_devices_spans() {
             label,
         );
     }
+    // A ring all-reduce over the four: device 1 sends only to 2 and receives only from 0, so a
+    // trace of device 1 keeps those flows and none of 2 -> 3 or 3 -> 0.
+    for d in 0..4 {
+        g.add(
+            d,
+            Stream::Comm(1),
+            Work::Collective {
+                op: CollectiveOp::AllReduce,
+                id: 7,
+                group: vec![0, 1, 2, 3],
+                bytes: 1 << 24,
+            },
+            vec![],
+            label,
+        );
+    }
     let hw = metp_sim::config::load_hardware("dgx-a100-80gb").unwrap();
     let all = simulate(
         &g,
@@ -148,9 +164,33 @@ fn a_one_device_trace_keeps_that_devices_spans() {
     let spans = &one.trace.unwrap().spans;
     let all_spans = &all.trace.unwrap().spans;
     assert!(spans.len() < all_spans.len());
+    // Links of one DGX node: 2·d is GPU d's egress, 2·d + 1 its ingress (sim::Network).
+    let collective_links = |spans: &[metp_sim::sim::Span]| -> std::collections::BTreeSet<u32> {
+        spans
+            .iter()
+            .filter(|s| s.collective_step.is_some())
+            .filter_map(|s| match s.track {
+                Track::Link { link } => Some(link),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(
+        collective_links(all_spans),
+        (0..8).collect::<std::collections::BTreeSet<u32>>()
+    );
+    // Device 1's egress and ingress, and the ends of its flows (0's egress, 2's ingress).
+    assert_eq!(
+        collective_links(spans),
+        [0, 2, 3, 5]
+            .into_iter()
+            .collect::<std::collections::BTreeSet<u32>>()
+    );
     assert!(spans.iter().all(|s| match s.track {
         Track::Stream { device, .. } => device == 1,
-        Track::Link { .. } => s.task == 0, // the send 0 -> 1
+        Track::Link { .. } => s.task == 0 || s.collective_step.is_some(), // the send 0 -> 1
     }));
-    assert!(spans.iter().any(|s| matches!(s.track, Track::Link { .. })));
+    assert!(spans
+        .iter()
+        .any(|s| matches!(s.track, Track::Link { .. }) && s.collective_step.is_none()));
 }
