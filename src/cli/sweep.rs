@@ -9,9 +9,7 @@ use clap::{Args, ValueEnum};
 use super::args::CommonArgs;
 use super::simulate::LinkModelArg;
 use crate::atomic::OutputFolder;
-use crate::config::{
-    limits, load_hardware, load_model, parse_count, parse_list, parse_seq_spec, MethodId,
-};
+use crate::config::{limits, load_model, parse_count, parse_list, parse_seq_spec, MethodId};
 use crate::error::{Error, Result};
 use crate::evaluate::Timing;
 use crate::report;
@@ -91,7 +89,7 @@ pub fn run(a: SweepArgs) -> Result<String> {
         .collect::<Result<Vec<_>>>()?;
     let mut hardware = hw_names
         .iter()
-        .map(|h| load_hardware(h))
+        .map(|h| a.common.hardware(h))
         .collect::<Result<Vec<_>>>()?;
     if let Some(n) = a.common.nodes {
         for hw in &mut hardware {
@@ -100,14 +98,17 @@ pub fn run(a: SweepArgs) -> Result<String> {
     }
     distinct("--model", models.iter().map(|m| m.name.as_str()))?;
     distinct("--hw", hardware.iter().map(|h| h.name.as_str()))?;
+    // Options and micro-batch only (the profiles and models are the lists above).
+    let micro_batch = parse_count("--micro-batch", &a.common.micro_batch)?;
+    let options = a.common.options();
     let spec = SweepSpec {
         models,
         hardware,
         methods,
         degrees,
         seqs,
-        micro_batch: parse_count("--micro-batch", &a.common.micro_batch)?,
-        options: a.common.options(),
+        micro_batch,
+        options,
         timing: match a.engine {
             EngineArg::Sim => Timing::Simulated(a.link_model.into()),
             EngineArg::Analytic => Timing::Analytic,
