@@ -57,6 +57,7 @@ run simulate --seq 1g
 run simulate --hw "$TMP/tiny.json"
 run sweep --hw "$TMP/tiny.json" --seq 4k --engine analytic --out "$TMP/s2"
 run memory --model "$TMP/layers32.json"
+run simulate --scale flops=1e-300
 # Class 3: wraparound.
 run memory --hw "$TMP/nccl.json"
 run simulate --nodes 2305843009213693952

@@ -306,9 +306,6 @@ impl Hardware {
             check_name, check_text, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE, MAX_NODES,
             MAX_PROFILE_BYTES, MAX_PROFILE_LATENCY_S, MAX_TEXT_CHARS, PROFILE_RATE_RANGE,
         };
-        check_name(&self.name).map_err(|m| bad("name", m))?;
-        check_name(&self.gpu.model).map_err(|m| bad("gpu.model", m))?;
-        check_text(&self.description, MAX_TEXT_CHARS).map_err(|m| bad("description", m))?;
         for (field, value, max) in [
             ("gpus_per_node", self.gpus_per_node, MAX_GPUS_PER_NODE),
             ("nodes", self.nodes, MAX_NODES),
@@ -429,6 +426,11 @@ impl Hardware {
             Ok(())
         };
         whole("gpu.sm_count", &self.gpu.sm_count)?;
+        // Names after the numbers: a `--scale` name carries the factors, so a factor that
+        // breaks a figure is reported as the figure it breaks.
+        check_name(&self.name).map_err(|m| bad("name", m))?;
+        check_name(&self.gpu.model).map_err(|m| bad("gpu.model", m))?;
+        check_text(&self.description, MAX_TEXT_CHARS).map_err(|m| bad("description", m))?;
         self.validate_topology(path)?;
         let k = &self.kernels;
         for (field, fig) in k.figures() {

@@ -35,6 +35,9 @@ fn rates_outside_the_physical_range_are_refused_at_load() {
         1,
     );
     assert!(e.contains("must be a rate"), "{e}");
+    // --scale goes through the same bounds after scaling.
+    let e = refuses(&["simulate", "--scale", "flops=1e-300"], 1);
+    assert!(e.contains("gpu.peak_bf16_flops_per_s.value"), "{e}");
 }
 
 /// The slowest profile the limits allow (10^6 FLOP/s, 10^6 bytes/s) still gives only finite
