@@ -17,8 +17,8 @@ mod workload;
 pub use dims::{Dims, Size};
 pub use files::{data_dir, list_names, load_hardware, load_model, read_json, resolve, DataKind};
 pub use hardware::{
-    AttentionModel, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode, InterNodeKind,
-    IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,
+    AttentionModel, AttentionTiles, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode,
+    InterNodeKind, IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,
 };
 pub use method::MethodId;
 pub use model::{Activation, Model, Norm};
