@@ -9,6 +9,7 @@ mod cuda_emu;
 mod data;
 mod evaluate;
 mod gpu;
+mod gpu_data;
 mod kernels;
 mod korthikanti;
 mod layering;
