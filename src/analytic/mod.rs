@@ -5,8 +5,9 @@
 //! Every devices of a group is assumed to follow the same timeline (the critical device's, for
 //! causal rings whose per-device work differs). Per stage:
 //! - compute: the sum of its kernels' times (the cost model's kernel model);
-//! - a blocking collective: `steps × (α + chunk / B)` (`cost::collective_steps`), B the
-//!   narrowest link the group crosses;
+//! - a blocking collective: the closed form of the algorithm the profile picks for it
+//!   (`cost::collective`: a ring is `steps × (α + chunk / B)`, B the narrowest link a transfer
+//!   of the group crosses; direct and tree steps are priced at their busiest link);
 //! - a ring with two receive buffers: the transfer for step k+1 starts with step k, so step k
 //!   lasts `D(C_k, M)` — M when the transfer is longer, else `C_k + σ·M` because compute runs
 //!   at (1 − σ) of its speed while a transfer is in flight (σ = the profile's overlap slowdown);
@@ -23,7 +24,7 @@ mod overlap;
 pub use overlap::{solve_thresholds, thresholds, SolvedThresholds, Thresholds};
 
 use crate::config::{ValidWorkload, Workload};
-use crate::cost::{collective_steps, CostModel, LinkClass};
+use crate::cost::{CostModel, PathFigures};
 use crate::schedule::{
     CollectiveOp, Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan, StepTimes,
 };
@@ -51,8 +52,10 @@ impl std::ops::AddAssign for T {
 struct Pricer<'a> {
     cost: CostModel<'a>,
     p: u64,
-    /// Link class a ring over the group crosses at its narrowest.
-    class: LinkClass,
+    /// The devices of the representative group, 0..p.
+    group: Vec<u32>,
+    /// The links a transfer between the group's members crosses, at their narrowest.
+    path: PathFigures,
     sigma: f64,
 }
 
@@ -60,10 +63,12 @@ impl<'a> Pricer<'a> {
     /// A pricer for the p devices of `w`'s group.
     fn new(w: &'a Workload) -> Self {
         let cost = CostModel::new(&w.hardware);
+        let group: Vec<u32> = (0..w.p as u32).collect();
         Pricer {
             cost,
             p: w.p,
-            class: cost.group_class(&(0..w.p as u32).collect::<Vec<_>>()),
+            path: cost.group_path(&group),
+            group,
             sigma: cost.overlap_slowdown(),
         }
     }
@@ -76,13 +81,12 @@ impl<'a> Pricer<'a> {
         if self.p <= 1 {
             return 0.0;
         }
-        self.cost.p2p_latency_s(self.class) + bytes as f64 / self.cost.link_bytes_per_s(self.class)
+        self.path.latency_s + bytes as f64 / self.path.flow_bytes_per_s
     }
 
-    fn collective(&self, op: CollectiveOp, n: u64, bytes: u64, class: LinkClass) -> f64 {
-        let (steps, chunk) = collective_steps(op, n, bytes);
-        steps as f64
-            * (self.cost.p2p_latency_s(class) + chunk as f64 / self.cost.link_bytes_per_s(class))
+    /// A collective over `devices` with the algorithm the profile picks.
+    fn collective(&self, op: CollectiveOp, devices: &[u32], bytes: u64) -> f64 {
+        self.cost.collective_s(op, devices, bytes)
     }
 
     fn stages(&self, stages: &[Stage]) -> T {
@@ -103,7 +107,7 @@ impl<'a> Pricer<'a> {
             }
             Stage::Collective { op, bytes, .. } => {
                 if self.p > 1 {
-                    let m = self.collective(*op, self.p, *bytes, self.class);
+                    let m = self.collective(*op, &self.group, *bytes);
                     c.transfer(c.t, m);
                     c.t += m;
                 }
@@ -190,12 +194,9 @@ impl<'a> Pricer<'a> {
         }
         match o.exchange {
             Exchange::Chain => (self.p - 1) as f64 * self.message(bytes),
-            Exchange::Broadcast => self.collective(
-                CollectiveOp::Broadcast { root: 0 },
-                self.p,
-                bytes,
-                self.class,
-            ),
+            Exchange::Broadcast => {
+                self.collective(CollectiveOp::Broadcast { root: 0 }, &self.group, bytes)
+            }
         }
     }
 
@@ -332,7 +333,6 @@ impl Clock {
 
 /// Prices a plan in closed form.
 pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
-    let cost = CostModel::new(&w.hardware);
     let pr = Pricer::new(w);
     let mut step = T::default();
     let emb_f = pr.kernels(&plan.embedding_fwd);
@@ -342,24 +342,19 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
     } else {
         w.dp
     };
-    let sync_class = cost.group_class(&w.replica_group(plan.grad_sync_over_p));
+    let sync_group = w.replica_group(plan.grad_sync_over_p);
+    debug_assert_eq!(sync_group.len() as u64, replicas);
     let gather = if plan.zero3_gather_bytes > 0 {
         pr.collective(
             CollectiveOp::AllGather,
-            replicas,
+            &sync_group,
             plan.zero3_gather_bytes,
-            sync_class,
         )
     } else {
         0.0
     };
     let sync = if plan.layer_grad_sync_bytes > 0 {
-        pr.collective(
-            plan.grad_sync_op,
-            replicas,
-            plan.layer_grad_sync_bytes,
-            sync_class,
-        )
+        pr.collective(plan.grad_sync_op, &sync_group, plan.layer_grad_sync_bytes)
     } else {
         0.0
     };

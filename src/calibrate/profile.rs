@@ -247,6 +247,7 @@ pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
                 meta.link.map_or(1e10, |l| l.bandwidth_bytes_per_s),
                 &placeholder,
             ),
+            link_bytes_per_s_per_direction: None,
             p2p_latency_s: fig(meta.link.map_or(1e-6, |l| l.latency_s), &placeholder),
             collective_latency_s: fig(
                 meta.link.map_or(1e-6, |l| l.latency_s),
@@ -265,6 +266,8 @@ pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
                 meta.link.map_or(1e-6, |l| l.latency_s),
                 "not applicable (one host): set to the intra-node latency's starting value",
             ),
+            wiring: Default::default(),
+            spine: None,
         },
         reserved: Reserved {
             cuda_context_bytes: fig(
@@ -278,6 +281,7 @@ pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
             0.0,
             "placeholder until the fit of the overlap samples",
         ),
+        collectives: Vec::new(),
     })
 }
 

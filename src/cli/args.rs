@@ -3,8 +3,8 @@
 use clap::{Args, ValueEnum};
 
 use crate::config::{
-    load_hardware, load_model, parse_count, parse_list, MethodId, MetpOptions, Options, Recompute,
-    WeightExchange, Workload, ZeroStage,
+    apply_scales, load_hardware, load_model, parse_count, parse_list, parse_scales, Hardware,
+    MethodId, MetpOptions, Options, Recompute, WeightExchange, Workload, ZeroStage,
 };
 use crate::error::{Error, Result};
 use crate::report::Format;
@@ -121,6 +121,12 @@ pub struct CommonArgs {
     /// Number of nodes (overrides the profile's `nodes`).
     #[arg(long)]
     pub nodes: Option<u64>,
+    /// What-if: multiply a profile figure when loading it, KEY=FACTOR (repeat or comma-separate):
+    /// flops, hbm, memory, nvlink|xgmi|intra, intra-latency, ib|inter, inter-latency, spine,
+    /// host, or a dotted figure path such as kernels.gemm.mma_fraction. Recorded in the
+    /// profile's name and sources in every output.
+    #[arg(long, value_name = "KEY=FACTOR")]
+    pub scale: Vec<String>,
     /// Micro-batch size b.
     #[arg(long, default_value = "1")]
     pub micro_batch: String,
@@ -184,10 +190,15 @@ impl CommonArgs {
         }
     }
 
+    /// Loads a hardware profile by name or path and applies `--scale`.
+    pub fn hardware(&self, name: &str) -> Result<Hardware> {
+        load_scaled(name, &self.scale)
+    }
+
     /// Loads the files and builds a workload template (method, p and seq filled by the caller).
     pub fn workload(&self, method: MethodId, p: u64, seq: u64) -> Result<Workload> {
         let model = load_model(&self.model)?;
-        let mut hardware = load_hardware(&self.hw)?;
+        let mut hardware = self.hardware(&self.hw)?;
         if let Some(n) = self.nodes {
             if n == 0 {
                 return Err(Error::arg("--nodes", "must be positive"));
@@ -206,6 +217,14 @@ impl CommonArgs {
             options: self.options(),
         })
     }
+}
+
+/// Loads a hardware profile by name or path and applies the `--scale` values.
+pub fn load_scaled(name: &str, scale: &[String]) -> Result<Hardware> {
+    let scales = parse_scales(scale)?;
+    let mut hw = load_hardware(name)?;
+    apply_scales(&mut hw, &scales)?;
+    Ok(hw)
 }
 
 /// Parses `--p` as a single degree.

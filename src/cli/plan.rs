@@ -4,7 +4,7 @@ use clap::Args;
 
 use super::args::{CausalOrderArg, FormatArg, OnOff};
 use super::simulate::LinkModelArg;
-use crate::config::{load_hardware, load_model, parse_count, MethodId, Options};
+use crate::config::{load_model, parse_count, MethodId, Options};
 use crate::error::Result;
 use crate::plan::{self, PlanSpec, SimDepth};
 use crate::report;
@@ -61,6 +61,9 @@ pub struct PlanArgs {
     /// Output format (csv: the ranked configurations only).
     #[arg(long, value_enum, default_value = "table")]
     format: FormatArg,
+    /// What-if: multiply a profile figure when loading it, KEY=FACTOR (as for simulate).
+    #[arg(long, value_name = "KEY=FACTOR")]
+    scale: Vec<String>,
 }
 
 fn spec(a: &PlanArgs) -> Result<PlanSpec> {
@@ -80,7 +83,7 @@ fn spec(a: &PlanArgs) -> Result<PlanSpec> {
         .map(|n| parse_count("--sim-candidates", n).map(|n| n as usize))
         .transpose()?;
     let model = load_model(&a.model)?;
-    let hardware = load_hardware(&a.hw)?;
+    let hardware = super::args::load_scaled(&a.hw, &a.scale)?;
     let mut s = PlanSpec::new(model, hardware, gpus, seq);
     s.global_batch = global_batch;
     s.methods = methods;

@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 
 use super::args::CommonArgs;
 use super::simulate::LinkModelArg;
-use crate::config::{load_hardware, load_model, parse_list, parse_seq_spec, MethodId};
+use crate::config::{load_model, parse_list, parse_seq_spec, MethodId};
 use crate::error::{Error, Result};
 use crate::evaluate::Timing;
 use crate::report;
@@ -61,7 +61,7 @@ pub fn run(a: SweepArgs) -> Result<String> {
         .collect::<Result<Vec<_>>>()?;
     let mut hardware = hw_names
         .iter()
-        .map(|h| load_hardware(h))
+        .map(|h| a.common.hardware(h))
         .collect::<Result<Vec<_>>>()?;
     if let Some(n) = a.common.nodes {
         if n == 0 {
@@ -71,15 +71,17 @@ pub fn run(a: SweepArgs) -> Result<String> {
             hw.nodes = n;
         }
     }
-    let template = a.common.workload(methods[0], degrees[0], seqs[0])?;
+    // Options and micro-batch only (the profiles and models are the lists above).
+    let micro_batch = crate::config::parse_count("--micro-batch", &a.common.micro_batch)?;
+    let options = a.common.options();
     let spec = SweepSpec {
         models,
         hardware,
         methods,
         degrees,
         seqs,
-        micro_batch: template.micro_batch,
-        options: template.options,
+        micro_batch,
+        options,
         timing: match a.engine {
             EngineArg::Sim => Timing::Simulated(a.link_model.into()),
             EngineArg::Analytic => Timing::Analytic,

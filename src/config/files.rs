@@ -103,9 +103,14 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
     })
 }
 
-/// Loads and validates a model by name or path.
+/// Loads and validates a model by name or path: a model file (`models/*.json`), or a Hugging
+/// Face `config.json` (a file with a `model_type`; see [`super::hf`]).
 pub fn load_model(name_or_path: &str) -> Result<Model> {
     let path = resolve(DataKind::Model, name_or_path)?;
+    let raw: serde_json::Value = read_json(&path)?;
+    if super::hf::is_hf_config(&raw) {
+        return super::hf::from_hf_config(&raw, &path);
+    }
     let model: Model = read_json(&path)?;
     model.validate(&path)?;
     Ok(model)

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::topology::{tree_runs, Algorithm, CollectiveRule, Spine, Wiring};
 use crate::error::{Error, Result};
 
 /// A number with the place it comes from.
@@ -267,14 +268,31 @@ impl AttentionTiles {
     }
 }
 
-/// How the GPUs of one node talk to each other.
+/// How the GPUs of one node (one scale-up domain: an NVLink domain of 72 GPUs is one "node")
+/// talk to each other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IntraNodeKind {
-    /// NVLink through NVSwitch: full bandwidth between any pair.
+    /// NVLink through NVSwitch: full bandwidth between any pair; only a GPU's own ports can
+    /// be a bottleneck.
     Nvswitch,
     /// PCIe only.
     Pcie,
+    /// A full mesh (AMD xGMI / Infinity Fabric): every pair of GPUs has a link of its own of
+    /// `link_bytes_per_s_per_direction`, so a ring hop gets one link while traffic to all peers
+    /// at once uses all of them.
+    Mesh,
+}
+
+impl IntraNodeKind {
+    /// The name in profiles and outputs.
+    pub fn id(self) -> &'static str {
+        match self {
+            IntraNodeKind::Nvswitch => "nvswitch",
+            IntraNodeKind::Pcie => "pcie",
+            IntraNodeKind::Mesh => "mesh",
+        }
+    }
 }
 
 /// Intra-node interconnect.
@@ -283,8 +301,12 @@ pub enum IntraNodeKind {
 pub struct IntraNode {
     /// Interconnect kind.
     pub kind: IntraNodeKind,
-    /// Effective bandwidth per GPU per direction.
+    /// Effective bandwidth per GPU per direction: everything one GPU sends (or receives)
+    /// inside the node at once.
     pub bytes_per_s_per_direction: Figure,
+    /// Mesh only: effective bandwidth of the one link between a pair of GPUs, per direction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_bytes_per_s_per_direction: Option<Figure>,
     /// Latency of one point-to-point message.
     pub p2p_latency_s: Figure,
     /// Latency of one small collective.
@@ -300,6 +322,9 @@ pub enum InterNodeKind {
     /// InfiniBand NDR (400 Gb/s per NIC).
     #[serde(rename = "ib-ndr")]
     IbNdr,
+    /// RDMA over Converged Ethernet.
+    #[serde(rename = "roce")]
+    Roce,
 }
 
 /// How nodes are joined.
@@ -314,6 +339,12 @@ pub struct InterNode {
     pub bytes_per_s_per_nic: Figure,
     /// Latency of one message across the fabric.
     pub latency_s: Figure,
+    /// How the NICs reach the leaf switches (default: rail-optimised).
+    #[serde(default, skip_serializing_if = "Wiring::is_default")]
+    pub wiring: Wiring,
+    /// The spine between leaf switches; none: one non-blocking switch layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spine: Option<Spine>,
 }
 
 /// Memory the runtime takes before any tensor is allocated.
@@ -352,6 +383,9 @@ pub struct Hardware {
     pub reserved: Reserved,
     /// Fraction by which compute slows while communication kernels run beside it.
     pub overlap_compute_slowdown_fraction: Figure,
+    /// The collective algorithm table (first matching rule wins; ring when none matches).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub collectives: Vec<CollectiveRule>,
 }
 
 impl Hardware {
@@ -457,6 +491,7 @@ impl Hardware {
             Ok(())
         };
         whole("gpu.sm_count", &self.gpu.sm_count)?;
+        self.validate_topology(path)?;
         let k = &self.kernels;
         if k.gemm.power_fraction.is_some() != k.gemm.power_time_s.is_some() {
             return Err(bad(
@@ -512,6 +547,85 @@ impl Hardware {
                         ));
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the mesh link, the spine and the collective rules.
+    fn validate_topology(&self, path: &Path) -> Result<()> {
+        let bad = |field: &str, message: String| Error::InvalidField {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            message,
+        };
+        let positive = |field: &str, fig: &Figure| -> Result<()> {
+            if fig.value.is_finite() && fig.value > 0.0 {
+                Ok(())
+            } else {
+                Err(bad(
+                    &format!("{field}.value"),
+                    format!("must be a positive number, got {}", fig.value),
+                ))
+            }
+        };
+        match (
+            self.intra_node.kind,
+            &self.intra_node.link_bytes_per_s_per_direction,
+        ) {
+            (IntraNodeKind::Mesh, None) => {
+                return Err(bad(
+                    "intra_node.link_bytes_per_s_per_direction",
+                    "a mesh needs the bandwidth of one GPU-to-GPU link".into(),
+                ))
+            }
+            (IntraNodeKind::Mesh, Some(f)) => {
+                positive("intra_node.link_bytes_per_s_per_direction", f)?
+            }
+            (kind, Some(_)) => {
+                return Err(bad(
+                    "intra_node.link_bytes_per_s_per_direction",
+                    format!(
+                        "only a mesh has per-pair links (intra_node.kind is '{}')",
+                        kind.id()
+                    ),
+                ))
+            }
+            (_, None) => {}
+        }
+        if let Some(sp) = &self.inter_node.spine {
+            if sp.nodes_per_leaf == 0 || sp.nodes_per_leaf > 1 << 20 {
+                return Err(bad(
+                    "inter_node.spine.nodes_per_leaf",
+                    format!(
+                        "must be a whole number from 1 to 2^20, got {}",
+                        sp.nodes_per_leaf
+                    ),
+                ));
+            }
+            let o = sp.oversubscription.value;
+            if !(o.is_finite() && (1.0..=1e6).contains(&o)) {
+                return Err(bad(
+                    "inter_node.spine.oversubscription.value",
+                    format!("must be from 1 (non-blocking) to 10^6, got {o}"),
+                ));
+            }
+        }
+        for (i, r) in self.collectives.iter().enumerate() {
+            if r.algorithm == Algorithm::Tree
+                && r.op != super::CollectiveKind::Any
+                && !tree_runs(r.op)
+            {
+                return Err(bad(
+                    &format!("collectives[{i}].algorithm"),
+                    "a tree runs all-reduce, broadcast and reduce only".into(),
+                ));
+            }
+            if r.max_bytes == Some(0) {
+                return Err(bad(
+                    &format!("collectives[{i}].max_bytes"),
+                    "must be positive (leave it out for any size)".into(),
+                ));
             }
         }
         Ok(())

@@ -8,9 +8,12 @@
 mod dims;
 mod files;
 mod hardware;
+mod hf;
 mod method;
 mod model;
+mod scale;
 mod seq;
+mod topology;
 mod unit;
 mod workload;
 
@@ -20,9 +23,14 @@ pub use hardware::{
     AttentionModel, AttentionTiles, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode,
     InterNodeKind, IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,
 };
+pub use hf::{from_hf_config, is_hf_config, FAMILIES as HF_FAMILIES};
 pub use method::MethodId;
 pub use model::{Activation, Model, Norm};
+pub use scale::{apply_scales, parse_scales, Scale, ALIASES as SCALE_ALIASES};
 pub use seq::{parse_count, parse_list, parse_seq_spec};
+pub use topology::{
+    choose_algorithm, tree_runs, Algorithm, CollectiveKind, CollectiveRule, Scope, Spine, Wiring,
+};
 pub use unit::{ExecMethod, Unit, UnitShape, UnitSpec, UnitSupport};
 pub use workload::{
     MetpOptions, Options, Recompute, ValidWorkload, WeightExchange, Workload, ZeroStage,

@@ -9,19 +9,26 @@
 //!   the host). A call timed alone, as benchmarks time it, sees its device time plus the launch
 //!   gap, and never less than the host floor ([`CostModel::isolated_s`], what `metp-sim
 //!   kernels` prints and what calibration fits).
-//! - Messages: `α + bytes / B` for the link class the two devices share (NVLink/NVSwitch or
-//!   PCIe inside a node, InfiniBand across nodes).
+//! - Messages: `α + bytes / B` for the link class the two devices share (NVLink/NVSwitch, an
+//!   xGMI mesh or PCIe inside a node, InfiniBand or Ethernet across nodes), B the narrowest
+//!   link of the route: a GPU's port through a switch, the pair's own link in a mesh, the NIC
+//!   (or a leaf's share of an oversubscribed spine) across nodes ([`CostModel::link_bytes_per_s`]).
+//! - Collectives: the profile's algorithm table picks ring, tree or direct by operation, scope
+//!   and size ([`CostModel::algorithm`]); [`collective`] prices each in closed form.
 //!
 //! Input: a [`Hardware`] profile. Used by the simulator and the analytic model alike, so both
 //! price the same work identically. Depends on `config` and `schedule`'s kernel shapes (plain
 //! data); never on calibration.
 
 pub mod attention;
+pub mod collective;
 pub mod gemm;
 pub mod memory_bound;
 
-use crate::config::Hardware;
-use crate::schedule::{AttnPass, KernelShape};
+pub use collective::{collective_steps, PathFigures};
+
+use crate::config::{choose_algorithm, Algorithm, Hardware, IntraNodeKind, Wiring};
+use crate::schedule::{AttnPass, CollectiveOp, KernelShape};
 
 /// Which links a message between two devices uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,14 +147,119 @@ impl<'a> CostModel<'a> {
         }
     }
 
-    /// Per-direction bandwidth of one device's port of a link class (bytes/s). Inter-node
-    /// traffic of a GPU goes through its rail's NIC.
+    /// Bandwidth one transfer of a link class gets alone, per direction (bytes/s): the
+    /// narrowest link of its route. Inside a node: the GPU's port through a switch or PCIe, the
+    /// pair's link (capped by the port) in a mesh. Across nodes: the rail's NIC, or less when an
+    /// oversubscribed spine gives a leaf less than one NIC's bandwidth (routes between leaves;
+    /// the class figure assumes the route crosses the spine when one is described).
     pub fn link_bytes_per_s(&self, class: LinkClass) -> f64 {
+        match class {
+            LinkClass::Local => f64::INFINITY,
+            LinkClass::IntraNode => {
+                let port = self.hw.intra_node.bytes_per_s_per_direction.value;
+                match (
+                    self.hw.intra_node.kind,
+                    &self.hw.intra_node.link_bytes_per_s_per_direction,
+                ) {
+                    (IntraNodeKind::Mesh, Some(l)) => l.value.min(port),
+                    _ => port,
+                }
+            }
+            LinkClass::InterNode => {
+                let nic = self.hw.inter_node.bytes_per_s_per_nic.value;
+                self.uplink_bytes_per_s().map_or(nic, |u| u.min(nic))
+            }
+        }
+    }
+
+    /// Bandwidth all of one GPU's concurrent transfers of a link class share, per direction:
+    /// its intra-node port total, or its rail's NIC.
+    pub fn port_bytes_per_s(&self, class: LinkClass) -> f64 {
         match class {
             LinkClass::Local => f64::INFINITY,
             LinkClass::IntraNode => self.hw.intra_node.bytes_per_s_per_direction.value,
             LinkClass::InterNode => self.hw.inter_node.bytes_per_s_per_nic.value,
         }
+    }
+
+    /// NICs wired to one leaf switch (`None` without a spine).
+    pub fn leaf_ports(&self) -> Option<u64> {
+        let sp = self.hw.inter_node.spine.as_ref()?;
+        Some(match self.hw.inter_node.wiring {
+            Wiring::Rail => sp.nodes_per_leaf,
+            Wiring::Node => sp.nodes_per_leaf * self.hw.inter_node.nics_per_node.max(1),
+        })
+    }
+
+    /// One leaf's spine capacity per direction: its NICs' bandwidth over the oversubscription
+    /// (`None` without a spine).
+    pub fn uplink_bytes_per_s(&self) -> Option<f64> {
+        let sp = self.hw.inter_node.spine.as_ref()?;
+        let ports = self.leaf_ports()? as f64;
+        Some(ports * self.hw.inter_node.bytes_per_s_per_nic.value / sp.oversubscription.value)
+    }
+
+    /// The NIC (rail) a device sends and receives inter-node traffic through, within its node.
+    pub fn rail_of(&self, device: u32) -> u64 {
+        (device as u64 % self.hw.gpus_per_node.max(1)) % self.hw.inter_node.nics_per_node.max(1)
+    }
+
+    /// The leaf switch a device's NIC hangs off (0 for every device without a spine).
+    pub fn leaf_of(&self, device: u32) -> u64 {
+        let Some(sp) = self.hw.inter_node.spine.as_ref() else {
+            return 0;
+        };
+        let group = self.node_of(device) / sp.nodes_per_leaf.max(1);
+        match self.hw.inter_node.wiring {
+            Wiring::Rail => group * self.hw.inter_node.nics_per_node.max(1) + self.rail_of(device),
+            Wiring::Node => group,
+        }
+    }
+
+    /// The link figures of a group's transfers at its narrowest class: α, one transfer's
+    /// bandwidth and the port a rank's transfers share. Across nodes without a spine crossing
+    /// (every member's NIC on one leaf) the NIC bounds a transfer.
+    pub fn group_path(&self, devices: &[u32]) -> PathFigures {
+        let class = self.group_class(devices);
+        let mut flow = self.link_bytes_per_s(class);
+        if class == LinkClass::InterNode {
+            let first = devices.first().map_or(0, |&d| self.leaf_of(d));
+            if devices.iter().all(|&d| self.leaf_of(d) == first) {
+                flow = self.hw.inter_node.bytes_per_s_per_nic.value;
+            }
+        }
+        PathFigures {
+            latency_s: self.p2p_latency_s(class),
+            flow_bytes_per_s: flow,
+            port_bytes_per_s: self.port_bytes_per_s(class),
+        }
+    }
+
+    /// The algorithm the profile's table picks for `op` over a group of link class `class`
+    /// with a buffer of `bytes` (ring when no rule matches).
+    pub fn algorithm(&self, op: CollectiveOp, class: LinkClass, bytes: u64) -> Algorithm {
+        collective::effective(
+            choose_algorithm(
+                &self.hw.collectives,
+                collective::kind(op),
+                class != LinkClass::InterNode,
+                bytes,
+            ),
+            op,
+        )
+    }
+
+    /// Seconds of `op` over the ranks `devices` (a group, in ring order) with a buffer of
+    /// `bytes`, uncontended, with the algorithm the profile picks ([`collective`]).
+    pub fn collective_s(&self, op: CollectiveOp, devices: &[u32], bytes: u64) -> f64 {
+        let class = self.group_class(devices);
+        collective::collective_s(
+            self.algorithm(op, class, bytes),
+            op,
+            devices.len() as u64,
+            bytes,
+            self.group_path(devices),
+        )
     }
 
     /// Latency α of one point-to-point message of a link class.
@@ -171,29 +283,5 @@ impl<'a> CostModel<'a> {
     /// Fraction by which compute slows while communication runs on the same device.
     pub fn overlap_slowdown(&self) -> f64 {
         self.hw.overlap_compute_slowdown_fraction.value
-    }
-}
-
-/// How a collective over `n` ranks is broken into steps, as NCCL's ring algorithms do: in every
-/// step each rank sends one chunk to its ring successor, and the step ends when all chunks have
-/// arrived. Returns (steps, bytes per chunk). The simulator sends these chunks as flows (so
-/// they share links with point-to-point traffic); the analytic model prices them as
-/// `steps × (α + chunk / B)`.
-///
-/// - all-reduce of M bytes: 2(n−1) steps of M/n (reduce-scatter, then all-gather);
-/// - all-gather (M = output), reduce-scatter (M = input): n−1 steps of M/n;
-/// - all-to-all (M = local buffer): n−1 steps of M/n, rank i sending to rank i+k at step k;
-/// - broadcast and reduce (M = buffer): NCCL pipelines the buffer through the ring so every
-///   link carries it once; n−1 steps of M/(n−1) give the same large-message time, M/B (nccl-tests
-///   report busbw = algbw for these), plus (n−1)α.
-pub fn collective_steps(op: crate::schedule::CollectiveOp, n: u64, bytes: u64) -> (u64, u64) {
-    use crate::schedule::CollectiveOp as C;
-    if n <= 1 {
-        return (0, 0);
-    }
-    match op {
-        C::AllReduce => (2 * (n - 1), bytes.div_ceil(n)),
-        C::AllGather | C::ReduceScatter | C::AllToAll => (n - 1, bytes.div_ceil(n)),
-        C::Broadcast { .. } | C::Reduce { .. } => (n - 1, bytes.div_ceil(n - 1)),
     }
 }

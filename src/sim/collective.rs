@@ -1,36 +1,46 @@
-//! Collectives as the ring steps NCCL runs, so their traffic shares links with point-to-point
-//! flows.
+//! Collectives as the steps NCCL/RCCL run, so their traffic shares links with point-to-point
+//! flows. The algorithm (ring, tree or direct) is the profile's choice for the operation, the
+//! group's scope and the buffer size ([`super::Network::algorithm`], the same table the cost
+//! model reads); `cost::collective` states every algorithm's steps and closed form.
 //!
 //! A collective over a group of `n` devices (in the group's ring order) is a sequence of
 //! *steps*. A step costs a latency, then starts all its transfers together; it ends when the
 //! last of them has arrived, and the next step starts. `bytes` is the buffer size as nccl-tests
 //! defines it (see [`crate::schedule::Work::Collective`]). With `M = bytes`:
 //!
-//! | op | steps | each step |
-//! |---|---|---|
-//! | all-reduce | `2(n-1)` (reduce-scatter then all-gather) | every rank sends `M/n` to its ring successor |
-//! | reduce-scatter, all-gather | `n-1` | every rank sends `M/n` to its ring successor |
-//! | all-to-all | `n-1`; step `k = 1..n-1` | rank `i` sends `M/n` to rank `i+k` (pairwise exchange) |
-//! | broadcast, reduce | 1 | a pipelined chain of `n-1` hops, each moving `M` |
+//! | algorithm | op | steps | each step |
+//! |---|---|---|---|
+//! | ring | all-reduce | `2(n-1)` (reduce-scatter then all-gather) | every rank sends `M/n` to its ring successor |
+//! | ring | reduce-scatter, all-gather | `n-1` | every rank sends `M/n` to its ring successor |
+//! | ring | all-to-all | `n-1`; step `k = 1..n-1` | rank `i` sends `M/n` to rank `i+k` (pairwise exchange) |
+//! | ring | broadcast, reduce | 1 | a pipelined chain of `n-1` hops, each moving `M` |
+//! | direct | reduce-scatter, all-gather, all-to-all | 1 | every rank sends `M/n` to every other rank |
+//! | direct | all-reduce | 2 | the same, twice |
+//! | direct | broadcast / reduce | 1 | the root sends `M` to every other rank / every other rank sends `M` to the root |
+//! | tree | broadcast | `⌈log2 n⌉`; step `k` | rank `r < 2^k` (counted from the root) sends `M` to `r + 2^k` |
+//! | tree | reduce | `⌈log2 n⌉`; step `k` | rank `r` with `r mod 2^(k+1) = 2^k` sends `M` to `r − 2^k` |
+//! | tree | all-reduce | `2⌈log2 n⌉` | a reduce to the group's first rank, then a broadcast from it |
 //!
 //! Latency of a step: the point-to-point α ([`super::Network::latency_ps`]: the profile's
 //! `intra_node.p2p_latency_s` or `inter_node.latency_s`) of the slowest hop in the step, since
-//! the hops of a ring step run in parallel. This is NCCL's per-step `hwLat` (tuning.cc: Simple
+//! the hops of a step run in parallel. This is NCCL's per-step `hwLat` (tuning.cc: Simple
 //! protocol, NVLink 3.4 µs, NET 14 µs per step, hardware.md §7.3); NCCL's one-off `baseLat`
 //! (≈8 µs) is not charged, and the profile's `collective_latency_s` (a whole small all-reduce)
 //! is not used. So with ideal links an `n`-rank ring all-reduce takes `2(n-1)(α + M/(nB))`, the
 //! ring formula of Thakur et al. (hardware.md §7.2).
 //!
-//! All-to-all is modelled as `n-1` pairwise steps rather than all pairs at once: it matches the
-//! `(n-1)α + (n-1)/n · M/B` closed form, and each step loads every egress and ingress port once,
-//! like a ring step.
+//! Ring all-to-all is modelled as `n-1` pairwise steps rather than all pairs at once: it matches
+//! the `(n-1)α + (n-1)/n · M/B` closed form, and each step loads every egress and ingress port
+//! once, like a ring step; direct all-to-all sends to every peer at once.
 //!
-//! Broadcast and reduce are a ring chain pipelined in infinitely many chunks (NCCL pipelines the
-//! chain in small slices): broadcast runs `root -> root+1 -> … -> root-1`, reduce runs
+//! Ring broadcast and reduce are a chain pipelined in infinitely many chunks (NCCL pipelines
+//! the chain in small slices): broadcast runs `root -> root+1 -> … -> root-1`, reduce runs
 //! `root+1 -> … -> root`. All `n-1` hops are in flight at once, each carrying `M`, after a
 //! latency equal to the sum of the hops' α (the time the first slice needs to reach the end of
 //! the chain). With ideal links: `(n-1)α + M/B`.
 
+use crate::config::Algorithm;
+use crate::cost::collective as closed;
 use crate::schedule::{CollectiveOp, DeviceId};
 
 /// One transfer of a step.
@@ -53,24 +63,17 @@ pub enum StepLatency {
     Chain,
 }
 
-/// Number of steps of `op` over `n` ranks.
-pub fn steps(op: CollectiveOp, n: usize) -> u32 {
-    let n = n as u32;
-    if n <= 1 {
-        return 0;
-    }
-    match op {
-        CollectiveOp::AllReduce => 2 * (n - 1),
-        CollectiveOp::AllGather | CollectiveOp::ReduceScatter | CollectiveOp::AllToAll => n - 1,
-        CollectiveOp::Broadcast { .. } | CollectiveOp::Reduce { .. } => 1,
-    }
+/// Number of steps of `op` over `n` ranks with `algorithm`.
+pub fn steps(algorithm: Algorithm, op: CollectiveOp, n: usize) -> u32 {
+    closed::steps(algorithm, op, n as u64) as u32
 }
 
-/// The transfers of step `k` (0-based) of `op` over `group` (ring order), written to `out`
-/// (cleared first). Returns how their latencies combine. A broadcast or reduce whose root is not
-/// in the group is rooted at the group's first device (the graph check rejects such graphs
-/// before they get here).
+/// The transfers of step `k` (0-based) of `op` over `group` (ring order) with `algorithm`,
+/// written to `out` (cleared first). Returns how their latencies combine. A broadcast or
+/// reduce whose root is not in the group is rooted at the group's first device (the graph check
+/// rejects such graphs before they get here).
 pub fn step(
+    algorithm: Algorithm,
     op: CollectiveOp,
     group: &[DeviceId],
     bytes: u64,
@@ -84,42 +87,91 @@ pub fn step(
     }
     let share = bytes as f64 / n as f64;
     let at = |i: usize| group[i % n];
-    match op {
-        CollectiveOp::AllReduce | CollectiveOp::AllGather | CollectiveOp::ReduceScatter => {
+    let root = match op {
+        CollectiveOp::Broadcast { root } | CollectiveOp::Reduce { root } => {
+            group.iter().position(|&d| d == root).unwrap_or(0)
+        }
+        _ => 0,
+    };
+    let mut push = |src: usize, dst: usize, bytes: f64| {
+        out.push(Transfer {
+            src: at(src),
+            dst: at(dst),
+            bytes,
+        })
+    };
+    match (closed::effective(algorithm, op), op) {
+        (
+            Algorithm::Ring,
+            CollectiveOp::AllReduce | CollectiveOp::AllGather | CollectiveOp::ReduceScatter,
+        ) => {
             for i in 0..n {
-                out.push(Transfer {
-                    src: at(i),
-                    dst: at(i + 1),
-                    bytes: share,
-                });
+                push(i, i + 1, share);
             }
             StepLatency::Parallel
         }
-        CollectiveOp::AllToAll => {
+        (Algorithm::Ring, CollectiveOp::AllToAll) => {
             let d = k as usize + 1;
             for i in 0..n {
-                out.push(Transfer {
-                    src: at(i),
-                    dst: at(i + d),
-                    bytes: share,
-                });
+                push(i, i + d, share);
             }
             StepLatency::Parallel
         }
-        CollectiveOp::Broadcast { root } | CollectiveOp::Reduce { root } => {
-            let r = group.iter().position(|&d| d == root).unwrap_or(0);
+        (Algorithm::Ring, CollectiveOp::Broadcast { .. } | CollectiveOp::Reduce { .. }) => {
             let first = match op {
-                CollectiveOp::Broadcast { .. } => r,
-                _ => r + 1,
+                CollectiveOp::Broadcast { .. } => root,
+                _ => root + 1,
             };
             for h in 0..n - 1 {
-                out.push(Transfer {
-                    src: at(first + h),
-                    dst: at(first + h + 1),
-                    bytes: bytes as f64,
-                });
+                push(first + h, first + h + 1, bytes as f64);
             }
             StepLatency::Chain
+        }
+        (Algorithm::Direct, CollectiveOp::Broadcast { .. }) => {
+            for j in 1..n {
+                push(root, root + j, bytes as f64);
+            }
+            StepLatency::Parallel
+        }
+        (Algorithm::Direct, CollectiveOp::Reduce { .. }) => {
+            for j in 1..n {
+                push(root + j, root, bytes as f64);
+            }
+            StepLatency::Parallel
+        }
+        (Algorithm::Direct, _) => {
+            for i in 0..n {
+                for j in 1..n {
+                    push(i, i + j, share);
+                }
+            }
+            StepLatency::Parallel
+        }
+        (Algorithm::Tree, _) => {
+            // All-reduce: a reduce to rank 0 (steps 0..L), then a broadcast from it.
+            let levels = closed::log2_ceil(n as u64) as u32;
+            let (reduce, level) = match op {
+                CollectiveOp::Reduce { .. } => (true, k),
+                CollectiveOp::AllReduce if k < levels => (true, k),
+                CollectiveOp::AllReduce => (false, k - levels),
+                _ => (false, k),
+            };
+            let base = if matches!(op, CollectiveOp::AllReduce) {
+                0
+            } else {
+                root
+            };
+            let half = 1usize << level;
+            for r in 0..n {
+                if reduce {
+                    if r % (2 * half) == half {
+                        push(base + r, base + r - half, bytes as f64);
+                    }
+                } else if r < half && r + half < n {
+                    push(base + r, base + r + half, bytes as f64);
+                }
+            }
+            StepLatency::Parallel
         }
     }
 }
@@ -143,14 +195,24 @@ mod tests {
 
     #[test]
     fn step_counts_and_shapes() {
-        assert_eq!(steps(CollectiveOp::AllReduce, 8), 14);
-        assert_eq!(steps(CollectiveOp::AllGather, 8), 7);
-        assert_eq!(steps(CollectiveOp::AllToAll, 4), 3);
-        assert_eq!(steps(CollectiveOp::Broadcast { root: 0 }, 4), 1);
-        assert_eq!(steps(CollectiveOp::AllReduce, 1), 0);
+        assert_eq!(steps(Algorithm::Ring, CollectiveOp::AllReduce, 8), 14);
+        assert_eq!(steps(Algorithm::Ring, CollectiveOp::AllGather, 8), 7);
+        assert_eq!(steps(Algorithm::Ring, CollectiveOp::AllToAll, 4), 3);
+        assert_eq!(
+            steps(Algorithm::Ring, CollectiveOp::Broadcast { root: 0 }, 4),
+            1
+        );
+        assert_eq!(steps(Algorithm::Ring, CollectiveOp::AllReduce, 1), 0);
         let mut out = Vec::new();
         // All-to-all step k=1 (second step): rank i sends to i+2.
-        step(CollectiveOp::AllToAll, &[10, 11, 12, 13], 400, 1, &mut out);
+        step(
+            Algorithm::Ring,
+            CollectiveOp::AllToAll,
+            &[10, 11, 12, 13],
+            400,
+            1,
+            &mut out,
+        );
         let pairs: Vec<_> = out.iter().map(|t| (t.src, t.dst, t.bytes)).collect();
         assert_eq!(
             pairs,
@@ -163,6 +225,7 @@ mod tests {
         );
         // Reduce to root 12 over [10, 11, 12, 13]: chain 13 -> 10 -> 11 -> 12, full size.
         let lat = step(
+            Algorithm::Ring,
             CollectiveOp::Reduce { root: 12 },
             &[10, 11, 12, 13],
             400,
@@ -267,6 +330,191 @@ mod tests {
         let want = 30.0 * (14e-6 + m as f64 / (16.0 * 24e9));
         for model in [LinkModel::Ideal, LinkModel::MaxMin] {
             assert_close_ps(run(&hw, CollectiveOp::AllReduce, n, m, model), want, 60);
+        }
+    }
+
+    /// The switch of `test_hardware` (230 GB/s per port and direction, α = 3 µs) with 4 GPUs
+    /// per node, or a 4-GPU full mesh: 50 GB/s per pair link, the port driving all three
+    /// links at once (150 GB/s), the same α. `rules` set the algorithm table.
+    fn fabric(mesh: bool, rules: Vec<crate::config::CollectiveRule>) -> Hardware {
+        let mut hw = crate::sim::test_hardware();
+        hw.gpus_per_node = 4;
+        if mesh {
+            hw.intra_node.kind = crate::config::IntraNodeKind::Mesh;
+            hw.intra_node.bytes_per_s_per_direction.value = 150e9;
+            hw.intra_node.link_bytes_per_s_per_direction = Some(crate::config::Figure {
+                value: 50e9,
+                source: "test".into(),
+            });
+        }
+        hw.collectives = rules;
+        hw
+    }
+
+    fn every(a: Algorithm) -> Vec<crate::config::CollectiveRule> {
+        vec![crate::config::CollectiveRule {
+            op: crate::config::CollectiveKind::Any,
+            scope: crate::config::Scope::Any,
+            max_bytes: None,
+            algorithm: a,
+            source: "test".into(),
+        }]
+    }
+
+    /// Ring, all-to-all and broadcast on a 4-GPU full mesh and on a switch, each time derived
+    /// by hand (M = 120 MB, α = 3 µs), simulated with both link models, and the analytic
+    /// closed form (cost::collective) beside it.
+    #[test]
+    fn hand_derived_times_on_a_four_gpu_mesh_and_a_switch() {
+        let m = 120_000_000u64;
+        let (a, l, b) = (3e-6, 50e9, 230e9);
+        let q = m as f64 / 4.0; // one rank's share, 30 MB
+        let bc = CollectiveOp::Broadcast { root: 1 };
+        let ag = CollectiveOp::AllGather;
+        let a2a = CollectiveOp::AllToAll;
+        // (mesh?, algorithm, op, ideal-link time, max-min time)
+        let cases: Vec<(bool, Algorithm, CollectiveOp, f64, f64)> = vec![
+            // Mesh. A ring step's hops each use their own 50 GB/s link: 3 × (α + q/L).
+            (
+                true,
+                Algorithm::Ring,
+                ag,
+                3.0 * (a + q / l),
+                3.0 * (a + q / l),
+            ),
+            // Pairwise all-to-all: the same three steps, each pair on its own link.
+            (
+                true,
+                Algorithm::Ring,
+                a2a,
+                3.0 * (a + q / l),
+                3.0 * (a + q / l),
+            ),
+            // Direct all-to-all: all three links at once, one step: α + q/L (the port carries
+            // 3 × 50 = 150 GB/s, exactly its capacity).
+            (true, Algorithm::Direct, a2a, a + q / l, a + q / l),
+            (true, Algorithm::Direct, ag, a + q / l, a + q / l),
+            // Broadcast: the ring is a chain, 3α + M/L; direct sends M on the root's three
+            // links at once, α + M/L; a binomial tree takes 2 steps of α + M/L.
+            (
+                true,
+                Algorithm::Ring,
+                bc,
+                3.0 * a + m as f64 / l,
+                3.0 * a + m as f64 / l,
+            ),
+            (
+                true,
+                Algorithm::Direct,
+                bc,
+                a + m as f64 / l,
+                a + m as f64 / l,
+            ),
+            (
+                true,
+                Algorithm::Tree,
+                bc,
+                2.0 * (a + m as f64 / l),
+                2.0 * (a + m as f64 / l),
+            ),
+            // Switch. Ring all-gather: 3 × (α + q/B).
+            (
+                false,
+                Algorithm::Ring,
+                ag,
+                3.0 * (a + q / b),
+                3.0 * (a + q / b),
+            ),
+            (
+                false,
+                Algorithm::Ring,
+                a2a,
+                3.0 * (a + q / b),
+                3.0 * (a + q / b),
+            ),
+            // Direct all-to-all through a switch: each port carries three chunks at once. With
+            // ideal links every flow still gets the whole port (α + q/B, optimistic); max-min
+            // shares it: α + 3q/B — the ring's bandwidth term with one α.
+            (false, Algorithm::Direct, a2a, a + q / b, a + 3.0 * q / b),
+            // Broadcast through a switch: chain 3α + M/B; direct, the root's port carries
+            // three copies (max-min: α + 3M/B); tree 2(α + M/B).
+            (
+                false,
+                Algorithm::Ring,
+                bc,
+                3.0 * a + m as f64 / b,
+                3.0 * a + m as f64 / b,
+            ),
+            (
+                false,
+                Algorithm::Direct,
+                bc,
+                a + m as f64 / b,
+                a + 3.0 * m as f64 / b,
+            ),
+            (
+                false,
+                Algorithm::Tree,
+                bc,
+                2.0 * (a + m as f64 / b),
+                2.0 * (a + m as f64 / b),
+            ),
+        ];
+        for (mesh, alg, op, ideal, maxmin) in cases {
+            let hw = fabric(mesh, every(alg));
+            let what = format!("{} {alg:?} {op:?}", if mesh { "mesh" } else { "switch" });
+            // Each step rounds α and the transfer once each (≤ 1 ps).
+            assert_close_ps(run(&hw, op, 4, m, LinkModel::Ideal), ideal, 8);
+            assert_close_ps(run(&hw, op, 4, m, LinkModel::MaxMin), maxmin, 8);
+            // The analytic twin prices a step at its busiest link: the max-min time.
+            let cost = crate::cost::CostModel::new(&hw);
+            let closed = cost.collective_s(op, &[0, 1, 2, 3], m);
+            assert!(
+                (closed - maxmin).abs() < 1e-12,
+                "{what}: closed form {closed} vs {maxmin}"
+            );
+        }
+    }
+
+    /// Point-to-point rings (METP's traffic): on a mesh two messages to the same neighbour
+    /// share their pair's link while messages to two different peers do not; through a switch
+    /// both share the sender's port.
+    #[test]
+    fn point_to_point_on_a_mesh_uses_the_pair_link() {
+        let m = 100_000_000u64;
+        for (mesh, same_peer, want) in [
+            // Mesh: 0→1 twice: the 50 GB/s link shared, 2M/L.
+            (true, true, 3e-6 + 2.0 * m as f64 / 50e9),
+            // Mesh: 0→1 and 0→2: two links, M/L each (the 150 GB/s port is not reached).
+            (true, false, 3e-6 + m as f64 / 50e9),
+            // Switch: either way gpu0's 230 GB/s egress is shared: 2M/B.
+            (false, true, 3e-6 + 2.0 * m as f64 / 230e9),
+            (false, false, 3e-6 + 2.0 * m as f64 / 230e9),
+        ] {
+            let hw = fabric(mesh, Vec::new());
+            let mut g = TaskGraph::new(4);
+            for (tag, to) in [(0u64, 1u32), (1, if same_peer { 1 } else { 2 })] {
+                g.add(
+                    0,
+                    Stream::Comm(tag as u8),
+                    Work::Send { to, bytes: m, tag },
+                    vec![],
+                    LABEL,
+                );
+                g.add(
+                    to,
+                    Stream::Comm(tag as u8),
+                    Work::Recv {
+                        from: 0,
+                        bytes: m,
+                        tag,
+                    },
+                    vec![],
+                    LABEL,
+                );
+            }
+            let r = simulate(&g, &hw, LinkModel::MaxMin, SimOptions::default()).unwrap();
+            assert_close_ps(r.makespan_ps, want, 4);
         }
     }
 }

@@ -1,16 +1,25 @@
 //! The network of a hardware profile and the set of flows crossing it.
 //!
-//! Topology (`N` devices, numbered node by node, `gpus_per_node` per node):
-//! - per GPU an egress and an ingress port on the intra-node fabric. Any intra-node message goes
-//!   `src egress -> dst ingress`; each port carries `intra_node.bytes_per_s_per_direction`. This
-//!   is an NVSwitch (full bisection, so only the end ports can be bottlenecks); a PCIe profile is
-//!   modelled the same way with its own per-direction figure (shared PCIe switches and root
-//!   complexes are not modelled);
+//! Topology (`N` devices, numbered node by node, `gpus_per_node` per node; a "node" is one
+//! scale-up domain: an NVL72 rack is one node of 72 GPUs):
+//! - per GPU an egress and an ingress port on the intra-node fabric, each carrying
+//!   `intra_node.bytes_per_s_per_direction`. Through a switch (NVSwitch; PCIe is modelled the
+//!   same way with its own figure, shared PCIe switches and root complexes are not) an
+//!   intra-node message goes `src egress -> dst ingress`: full bisection, only the end ports can
+//!   be bottlenecks;
+//! - in a full mesh (`intra_node.kind = mesh`, xGMI) every ordered pair of GPUs of a node also
+//!   has a link of `intra_node.link_bytes_per_s_per_direction`, and a message goes
+//!   `src egress -> pair link -> dst ingress`: a ring hop gets its one link, traffic to all
+//!   peers at once spreads over all of them (the ports bound the total);
 //! - per node `nics_per_node` NICs, each with an egress and an ingress of
-//!   `inter_node.bytes_per_s_per_nic`. Rail-optimised: the GPU with local rank `r` sends and
-//!   receives inter-node traffic through NIC `r % nics_per_node` of its node, directly over
-//!   GPUDirect RDMA (it does not cross the NVLink ports); the switch fabric between NICs is
-//!   non-blocking. An inter-node message goes `src NIC egress -> dst NIC ingress`.
+//!   `inter_node.bytes_per_s_per_nic`. The GPU with local rank `r` sends and receives
+//!   inter-node traffic through NIC `r % nics_per_node` of its node, directly over GPUDirect RDMA
+//!   (it does not cross the intra-node ports). Without `inter_node.spine` the switches between
+//!   NICs are non-blocking and a message goes `src NIC egress -> dst NIC ingress`. With a
+//!   spine, NICs hang off leaf switches (`inter_node.wiring`: rail — NIC r of `nodes_per_leaf`
+//!   nodes per leaf — or node — all NICs of `nodes_per_leaf` nodes per leaf) and a message
+//!   between two leaves also crosses `src leaf uplink -> dst leaf downlink`, each carrying the
+//!   leaf's NIC bandwidth divided by the oversubscription (`cost::CostModel::uplink_bytes_per_s`).
 //!
 //! A message costs α (the point-to-point latency of its link class, [`CostModel::p2p_latency_s`])
 //! and then moves its bytes at the rate the [`LinkModel`] gives it. `FlowSet` (crate-internal) holds the flows
@@ -24,9 +33,9 @@ use serde::Serialize;
 
 use super::maxmin::MaxMinSolver;
 use super::queue::{secs_to_ps, SimTime, PS_PER_S};
-use crate::config::Hardware;
-use crate::cost::CostModel;
-use crate::schedule::DeviceId;
+use crate::config::{Algorithm, CollectiveRule, Hardware, IntraNodeKind};
+use crate::cost::{CostModel, LinkClass};
+use crate::schedule::{CollectiveOp, DeviceId};
 
 /// How concurrent flows share links.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -76,6 +85,23 @@ pub enum LinkKind {
         /// NIC index within the node.
         nic: u32,
     },
+    /// The link of a mesh from one GPU to another.
+    MeshLink {
+        /// Sender.
+        src: DeviceId,
+        /// Receiver.
+        dst: DeviceId,
+    },
+    /// A leaf switch's share of the spine, towards the spine.
+    LeafUplink {
+        /// Leaf index.
+        leaf: u32,
+    },
+    /// A leaf switch's share of the spine, from the spine.
+    LeafDownlink {
+        /// Leaf index.
+        leaf: u32,
+    },
 }
 
 /// One direction of one port.
@@ -95,6 +121,9 @@ impl Link {
             LinkKind::GpuIngress { device } => format!("gpu{device} ingress"),
             LinkKind::NicEgress { node, nic } => format!("node{node} nic{nic} egress"),
             LinkKind::NicIngress { node, nic } => format!("node{node} nic{nic} ingress"),
+            LinkKind::MeshLink { src, dst } => format!("gpu{src}->gpu{dst} link"),
+            LinkKind::LeafUplink { leaf } => format!("leaf{leaf} uplink"),
+            LinkKind::LeafDownlink { leaf } => format!("leaf{leaf} downlink"),
         }
     }
 }
@@ -102,7 +131,7 @@ impl Link {
 /// The links a message crosses (none for a device talking to itself).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Route {
-    links: [u32; 2],
+    links: [u32; 4],
     len: u8,
 }
 
@@ -110,6 +139,15 @@ impl Route {
     /// Link indices, in order.
     pub fn links(&self) -> &[u32] {
         &self.links[..self.len as usize]
+    }
+
+    fn of(links: &[u32]) -> Route {
+        let mut r = Route {
+            links: [0; 4],
+            len: links.len() as u8,
+        };
+        r.links[..links.len()].copy_from_slice(links);
+        r
     }
 }
 
@@ -119,9 +157,19 @@ pub struct Network {
     links: Vec<Link>,
     devices: u32,
     gpus_per_node: u32,
+    mesh: bool,
+    /// First mesh link, first NIC link, first leaf link.
+    mesh_base: u32,
+    nic_base: u32,
+    leaf_base: u32,
+    /// Per device: (rail, leaf).
+    rail: Vec<u32>,
+    leaf: Vec<u32>,
+    spine: bool,
     nics_per_node: u32,
     intra_latency_ps: SimTime,
     inter_latency_ps: SimTime,
+    rules: Vec<CollectiveRule>,
 }
 
 impl Network {
@@ -132,40 +180,89 @@ impl Network {
         let gpn = hw.gpus_per_node.clamp(1, u32::MAX as u64) as u32;
         let nics = hw.inter_node.nics_per_node.clamp(1, u32::MAX as u64) as u32;
         let nodes = devices.div_ceil(gpn);
-        let intra = cost.link_bytes_per_s(crate::cost::LinkClass::IntraNode);
-        let inter = cost.link_bytes_per_s(crate::cost::LinkClass::InterNode);
+        let port = cost.port_bytes_per_s(LinkClass::IntraNode);
+        let nic_bw = cost.port_bytes_per_s(LinkClass::InterNode);
+        let mesh_link = match (
+            hw.intra_node.kind,
+            &hw.intra_node.link_bytes_per_s_per_direction,
+        ) {
+            (IntraNodeKind::Mesh, Some(l)) => Some(l.value),
+            _ => None,
+        };
         let mut links = Vec::with_capacity(2 * devices as usize + 2 * (nodes * nics) as usize);
         for device in 0..devices {
             links.push(Link {
                 kind: LinkKind::GpuEgress { device },
-                bytes_per_s: intra,
+                bytes_per_s: port,
             });
             links.push(Link {
                 kind: LinkKind::GpuIngress { device },
-                bytes_per_s: intra,
+                bytes_per_s: port,
             });
         }
+        let mesh_base = links.len() as u32;
+        if let Some(bw) = mesh_link {
+            for node in 0..nodes {
+                for a in 0..gpn {
+                    for b in (0..gpn).filter(|&b| b != a) {
+                        links.push(Link {
+                            kind: LinkKind::MeshLink {
+                                src: node * gpn + a,
+                                dst: node * gpn + b,
+                            },
+                            bytes_per_s: bw,
+                        });
+                    }
+                }
+            }
+        }
+        let nic_base = links.len() as u32;
         if nodes > 1 {
             for node in 0..nodes {
                 for nic in 0..nics {
                     links.push(Link {
                         kind: LinkKind::NicEgress { node, nic },
-                        bytes_per_s: inter,
+                        bytes_per_s: nic_bw,
                     });
                     links.push(Link {
                         kind: LinkKind::NicIngress { node, nic },
-                        bytes_per_s: inter,
+                        bytes_per_s: nic_bw,
                     });
                 }
+            }
+        }
+        let leaf_base = links.len() as u32;
+        let leaf: Vec<u32> = (0..devices).map(|d| cost.leaf_of(d) as u32).collect();
+        let spine = nodes > 1 && hw.inter_node.spine.is_some();
+        if spine {
+            let up = cost.uplink_bytes_per_s().unwrap_or(f64::INFINITY);
+            let leaves = leaf.iter().copied().max().map_or(0, |m| m + 1);
+            for l in 0..leaves {
+                links.push(Link {
+                    kind: LinkKind::LeafUplink { leaf: l },
+                    bytes_per_s: up,
+                });
+                links.push(Link {
+                    kind: LinkKind::LeafDownlink { leaf: l },
+                    bytes_per_s: up,
+                });
             }
         }
         Network {
             links,
             devices,
             gpus_per_node: gpn,
+            mesh: mesh_link.is_some(),
+            mesh_base,
+            nic_base,
+            leaf_base,
+            rail: (0..devices).map(|d| cost.rail_of(d) as u32).collect(),
+            leaf,
+            spine,
             nics_per_node: nics,
-            intra_latency_ps: secs_to_ps(cost.p2p_latency_s(crate::cost::LinkClass::IntraNode)),
-            inter_latency_ps: secs_to_ps(cost.p2p_latency_s(crate::cost::LinkClass::InterNode)),
+            intra_latency_ps: secs_to_ps(cost.p2p_latency_s(LinkClass::IntraNode)),
+            inter_latency_ps: secs_to_ps(cost.p2p_latency_s(LinkClass::InterNode)),
+            rules: hw.collectives.clone(),
         }
     }
 
@@ -181,26 +278,37 @@ impl Network {
 
     fn nic_link(&self, device: DeviceId, ingress: bool) -> u32 {
         let node = device / self.gpus_per_node;
-        let nic = (device % self.gpus_per_node) % self.nics_per_node;
-        2 * self.devices + 2 * (node * self.nics_per_node + nic) + ingress as u32
+        let nic = self.rail[device as usize];
+        self.nic_base + 2 * (node * self.nics_per_node + nic) + ingress as u32
+    }
+
+    fn mesh_link(&self, src: DeviceId, dst: DeviceId) -> u32 {
+        let g = self.gpus_per_node;
+        let (node, a, b) = (src / g, src % g, dst % g);
+        self.mesh_base + node * g * (g - 1) + a * (g - 1) + if b < a { b } else { b - 1 }
     }
 
     /// The route of a message from `src` to `dst`.
     pub fn route(&self, src: DeviceId, dst: DeviceId) -> Route {
         if src == dst {
-            Route {
-                links: [0, 0],
-                len: 0,
-            }
+            Route::of(&[])
         } else if src / self.gpus_per_node == dst / self.gpus_per_node {
-            Route {
-                links: [2 * src, 2 * dst + 1],
-                len: 2,
+            if self.mesh {
+                Route::of(&[2 * src, self.mesh_link(src, dst), 2 * dst + 1])
+            } else {
+                Route::of(&[2 * src, 2 * dst + 1])
             }
         } else {
-            Route {
-                links: [self.nic_link(src, false), self.nic_link(dst, true)],
-                len: 2,
+            let (ls, ld) = (self.leaf[src as usize], self.leaf[dst as usize]);
+            if self.spine && ls != ld {
+                Route::of(&[
+                    self.nic_link(src, false),
+                    self.leaf_base + 2 * ls,
+                    self.leaf_base + 2 * ld + 1,
+                    self.nic_link(dst, true),
+                ])
+            } else {
+                Route::of(&[self.nic_link(src, false), self.nic_link(dst, true)])
             }
         }
     }
@@ -224,6 +332,28 @@ impl Network {
             .iter()
             .map(|&l| self.links[l as usize].bytes_per_s)
             .fold(f64::INFINITY, f64::min)
+    }
+
+    /// The algorithm the profile's table picks for `op` over `group` with a buffer of `bytes`
+    /// (the same choice as [`CostModel::algorithm`]).
+    pub fn algorithm(&self, op: CollectiveOp, group: &[DeviceId], bytes: u64) -> Algorithm {
+        if self.rules.is_empty() {
+            return Algorithm::Ring;
+        }
+        let intra = group.first().is_none_or(|&f| {
+            group
+                .iter()
+                .all(|&d| d / self.gpus_per_node == f / self.gpus_per_node)
+        });
+        crate::cost::collective::effective(
+            crate::config::choose_algorithm(
+                &self.rules,
+                crate::cost::collective::kind(op),
+                intra,
+                bytes,
+            ),
+            op,
+        )
     }
 }
 
@@ -569,5 +699,101 @@ mod tests {
         assert_eq!(changed, vec![b]);
         let t_b = fs.finish_time(b).unwrap();
         assert!(t_b.abs_diff(1_500_000_000) <= 1, "{t_b}");
+    }
+
+    fn names(net: &Network, r: Route) -> Vec<String> {
+        r.links()
+            .iter()
+            .map(|&l| net.links()[l as usize].name())
+            .collect()
+    }
+
+    #[test]
+    fn mesh_routes_cross_the_pair_link_and_agree_with_the_cost_model() {
+        let mut hw = crate::sim::test_hardware();
+        hw.intra_node.kind = IntraNodeKind::Mesh;
+        hw.intra_node.bytes_per_s_per_direction.value = 336e9;
+        hw.intra_node.link_bytes_per_s_per_direction = Some(crate::config::Figure {
+            value: 48e9,
+            source: "test".into(),
+        });
+        let net = Network::new(&hw, 16);
+        // 16 ports x 2, 2 nodes x 8 x 7 pair links, 2 nodes x 8 NICs x 2.
+        assert_eq!(net.links().len(), 32 + 112 + 32);
+        assert_eq!(
+            names(&net, net.route(2, 5)),
+            ["gpu2 egress", "gpu2->gpu5 link", "gpu5 ingress"]
+        );
+        assert_eq!(
+            names(&net, net.route(13, 9)),
+            ["gpu13 egress", "gpu13->gpu9 link", "gpu9 ingress"]
+        );
+        // Every intra-node pair has its own link; the narrowest is the cost model's figure.
+        let cost = CostModel::new(&hw);
+        let mut seen = std::collections::BTreeSet::new();
+        for a in 0..16 {
+            for b in 0..16 {
+                let r = net.route(a, b);
+                match cost.link_class(a, b) {
+                    LinkClass::IntraNode => {
+                        assert!(seen.insert(r.links()[1]), "pair link reused");
+                        assert_eq!(net.narrowest(&r), 48e9);
+                    }
+                    LinkClass::InterNode => assert_eq!(net.narrowest(&r), 24e9),
+                    LinkClass::Local => assert!(r.links().is_empty()),
+                }
+                if a != b {
+                    assert_eq!(
+                        net.narrowest(&r),
+                        cost.link_bytes_per_s(cost.link_class(a, b))
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn routes_between_leaves_cross_the_oversubscribed_spine() {
+        // Four DGX nodes, every NIC of a node on one leaf (node wiring), two nodes per leaf,
+        // 2:1: a leaf has 16 NICs x 24 GB/s = 384 GB/s down and 192 GB/s up.
+        let mut hw = crate::sim::test_hardware();
+        hw.inter_node.wiring = crate::config::Wiring::Node;
+        hw.inter_node.spine = Some(crate::config::Spine {
+            nodes_per_leaf: 2,
+            oversubscription: crate::config::Figure {
+                value: 2.0,
+                source: "test".into(),
+            },
+        });
+        let net = Network::new(&hw, 32);
+        assert_eq!(
+            names(&net, net.route(3, 8 + 3)),
+            ["node0 nic3 egress", "node1 nic3 ingress"]
+        );
+        let r = net.route(3, 16 + 5);
+        assert_eq!(
+            names(&net, r),
+            [
+                "node0 nic3 egress",
+                "leaf0 uplink",
+                "leaf1 downlink",
+                "node2 nic5 ingress"
+            ]
+        );
+        let up = net.links()[r.links()[1] as usize].bytes_per_s;
+        assert_eq!(up, 16.0 * 24e9 / 2.0);
+        // Rail wiring: a leaf per rail and pair of nodes; same rail on the same leaf stays on
+        // it, a different rail crosses the spine (NCCL's PXN, which would move the data to the
+        // right rail over NVLink first, is not modelled).
+        hw.inter_node.wiring = crate::config::Wiring::Rail;
+        let net = Network::new(&hw, 32);
+        assert_eq!(net.route(3, 8 + 3).links().len(), 2);
+        let r = net.route(3, 8 + 4);
+        assert_eq!(names(&net, r)[1], "leaf3 uplink");
+        assert_eq!(names(&net, r)[2], "leaf4 downlink");
+        assert_eq!(
+            net.links()[r.links()[1] as usize].bytes_per_s,
+            2.0 * 24e9 / 2.0
+        );
     }
 }

@@ -39,6 +39,11 @@ fn every_bundled_profile_loads_and_cites_each_figure() {
         "a100-80gb-pcie",
         "dgx-h100",
         "hgx-h200",
+        "mi300x-8",
+        "mi325x-8",
+        "b200-8",
+        "gb200-nvl72",
+        "a100-cluster-2to1",
     ] {
         assert!(
             names.iter().any(|n| n == expected),
@@ -47,18 +52,24 @@ fn every_bundled_profile_loads_and_cites_each_figure() {
     }
     for n in &names {
         let hw = load_hardware(n).unwrap_or_else(|e| panic!("{n}: {e}"));
-        assert_eq!(hw.gpus_per_node, 8, "{n}");
+        // 8-GPU nodes, and one 72-GPU NVLink domain (GB200 NVL72) as a node.
+        let want_gpus = if n == "gb200-nvl72" { 72 } else { 8 };
+        assert_eq!(hw.gpus_per_node, want_gpus, "{n}");
         let json = serde_json::to_value(&hw).unwrap();
         let mut figures = 0;
         check_sources(&json, n, &mut figures);
         // Every figure of the schema, each with its source: 4 GPU, 26 kernel model (host 3,
-        // memory 2, GEMM 5, attention 2 × 8), 3 intra-node, 2 inter-node, 3 reserved, slowdown
-        // — plus the kernel model's optional figures (power plateau, stream-K, lone-block
-        // share, split-KV, per-head-dimension kernels) where the profile has them.
-        let optional = hw.kernels.figures().len() - 26;
+        // memory 2, GEMM 5, attention 2 × 8), 3 intra-node, 2 inter-node, 3 reserved, slowdown;
+        // plus the optional topology figures (a mesh's per-pair link, a spine's
+        // oversubscription) and the kernel model's optional figures (power plateau, stream-K,
+        // lone-block share, split-KV, per-head-dimension kernels) where the profile has them.
+        let want = 39
+            + usize::from(hw.intra_node.link_bytes_per_s_per_direction.is_some())
+            + usize::from(hw.inter_node.spine.is_some())
+            + (hw.kernels.figures().len() - 26);
         assert!(
-            figures == 39 + optional,
-            "{n}: {figures} figures, not the schema's 39 + {optional} optional"
+            figures == want,
+            "{n}: {figures} figures, not the schema's {want}"
         );
         // Reserved bytes are explicit and below the device memory.
         assert!(hw.reserved_bytes() > 0 && hw.reserved_bytes() < hw.memory_bytes());

@@ -8,6 +8,7 @@ mod common;
 mod cuda_emu;
 mod data;
 mod evaluate;
+mod fabric;
 mod gpu;
 mod gpu_data;
 mod kernels;

@@ -115,14 +115,21 @@ impl<'g> Engine<'g> {
                 }
             }
             Kind::Collective => {
-                let Work::Collective { op, ref group, .. } = self.g.tasks[ti].work else {
+                let Work::Collective {
+                    op,
+                    ref group,
+                    bytes,
+                    ..
+                } = self.g.tasks[ti].work
+                else {
                     unreachable!("kind follows work")
                 };
                 let c = self.ts[ti].peer;
                 let coll = &mut self.colls[c as usize];
                 coll.started += 1;
                 if coll.started == coll.members.end - coll.members.start {
-                    let steps = collective::steps(op, group.len());
+                    let algorithm = self.net.algorithm(op, group, bytes);
+                    let steps = collective::steps(algorithm, op, group.len());
                     let rep = self.coll_tasks[coll.members.start as usize];
                     self.begin_op(OpKind::Coll { coll: c }, steps, rep);
                 }
@@ -315,7 +322,8 @@ impl<'g> Engine<'g> {
                 else {
                     unreachable!("collective ops start from a collective")
                 };
-                collective::step(cop, group, bytes, o.step, &mut self.transfers)
+                let algorithm = self.net.algorithm(cop, group, bytes);
+                collective::step(algorithm, cop, group, bytes, o.step, &mut self.transfers)
             }
         };
         let lats = self
