@@ -213,6 +213,21 @@ pack() {
     fi
 }
 
+# the closing table over the given `gpu-check table` arguments, the summary, the archive; exits
+finish() {
+    if ! "$BIN" gpu-check table "$@" >"$OUT/table.txt" 2>&1; then
+        echo "(gpu-check table failed: $(tail -n 1 "$OUT/table.txt"))" >>"$OUT/table.txt"
+        FAILED=1
+    fi
+    say "done in $((SECONDS - START))s; results in $OUT"
+    {
+        echo
+        cat "$OUT/table.txt"
+    } | tee -a "$SUMMARY"
+    pack
+    exit "$FAILED"
+}
+
 # ---- GPU_CHECK_ONLY=units: the units with a committed profile, the table, nothing else --------
 if [ "$ONLY" = units ]; then
     UPROFILE="${GPU_CHECK_PROFILE:-reports/gpu/nvidia-h200-2026-11-30/profile-units.json}"
@@ -235,17 +250,7 @@ if [ "$ONLY" = units ]; then
     done
     UNITS=()
     for f in "$OUT"/run-*.json; do [ -s "$f" ] && UNITS+=(--units "$f"); done
-    "$BIN" gpu-check table "${UNITS[@]}" >"$OUT/table.txt" 2>&1 || {
-        echo "(gpu-check table failed: $(tail -n 1 "$OUT/table.txt"))" >>"$OUT/table.txt"
-        FAILED=1
-    }
-    say "done in $((SECONDS - START))s; results in $OUT"
-    {
-        echo
-        cat "$OUT/table.txt"
-    } | tee -a "$SUMMARY"
-    pack
-    exit "$FAILED"
+    finish "${UNITS[@]}"
 fi
 
 [ -x "$TESTBIN" ] || die "$TESTBIN is not an executable"
@@ -346,17 +351,5 @@ fi
 # ---- 9. The table ---------------------------------------------------------------------------
 UNITS=()
 for f in "$OUT/calibrate.json" "$OUT"/run-*.json; do [ -s "$f" ] && UNITS+=(--units "$f"); done
-if "$BIN" gpu-check table --compare "$OUT/kernels-compare.json" "${UNITS[@]}" >"$OUT/table.txt" 2>&1; then
-    :
-else
-    echo "(gpu-check table failed: $(tail -n 1 "$OUT/table.txt"))" >>"$OUT/table.txt"
-    FAILED=1
-fi
-say "done in $((SECONDS - START))s; results in $OUT"
-{
-    echo
-    cat "$OUT/table.txt"
-} | tee -a "$SUMMARY"
-# ---- 10. One archive (GPU_CHECK_PACK=1) ------------------------------------------------------
-pack
-exit "$FAILED"
+# ---- 10. The summary and one archive (GPU_CHECK_PACK=1) --------------------------------------
+finish --compare "$OUT/kernels-compare.json" "${UNITS[@]}"

@@ -11,6 +11,7 @@ mod evaluate;
 mod fabric;
 mod gpu;
 mod gpu_data;
+mod gpu_script;
 mod kernels;
 mod korthikanti;
 mod layering;
