@@ -1,6 +1,6 @@
-//! `metp-sim gpu-check`: the two steps of `scripts/gpu-check.sh` that are not measurements —
+//! `metp-sim gpu-check`: the steps of `scripts/gpu-check.sh` that are not measurements —
 //! `split` (a measurement file into a fit part and a held-out part, every n-th entry of each
-//! kind held out) and `table` (the closing table: held-out kernel errors per kind, units
+//! kind held out), `merge` (files of one device as one) and `table` (the closing table: held-out kernel errors per kind, units
 //! predicted against measured).
 
 use std::path::PathBuf;
@@ -33,6 +33,16 @@ enum GpuCheckCommand {
         /// Where the held-out part goes.
         #[arg(long)]
         held_out: PathBuf,
+    },
+    /// Merge measurement files of one device (e.g. the shared H200 file and a PyTorch run)
+    /// into one, their entries in order.
+    Merge {
+        /// The files, in order.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Where the merged file goes.
+        #[arg(long)]
+        out: PathBuf,
     },
     /// The closing table from `kernels --compare --format json` and `calibrate`/`run --format
     /// json` outputs (missing files are reported as such).
@@ -79,6 +89,22 @@ pub fn run(a: GpuCheckArgs) -> Result<String> {
                 fit.display(),
                 count(&h),
                 held_out.display()
+            ))
+        }
+        GpuCheckCommand::Merge { inputs, out } => {
+            let files = inputs
+                .iter()
+                .map(|p| KernelMeasurements::read(p))
+                .collect::<Result<Vec<_>>>()?;
+            let m = KernelMeasurements::merge(&files)?;
+            crate::atomic::write_atomic(&out, m.to_json().as_bytes())?;
+            Ok(format!(
+                "{} GEMMs, {} attention calls, {} copy sizes from {} files to {}\n",
+                m.gemm.len(),
+                m.attention.len(),
+                m.copy.len(),
+                files.len(),
+                out.display()
             ))
         }
         GpuCheckCommand::Table { compare, units } => {

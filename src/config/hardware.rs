@@ -77,6 +77,44 @@ pub struct GemmModel {
     pub tile_s: Figure,
     /// Fixed device time per call.
     pub call_s: Figure,
+    /// The sustained fraction of `gpu.peak_bf16_flops_per_s` a long GEMM keeps once the GPU
+    /// holds its power cap by lowering its clock; absent: no cap (`src/cost/gemm.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_fraction: Option<Figure>,
+    /// How long a GEMM runs at its tile rate before the power cap takes over (the time
+    /// constant of the clock's response); required with `power_fraction`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_time_s: Option<Figure>,
+    /// 1: the library may run stream-K (every tile's k-steps spread evenly over the SMs, with
+    /// fp32 partial tiles fixed up) when tiles quantize badly; 0 or absent: it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_k: Option<Figure>,
+}
+
+/// One head dimension's fused-attention kernel: its tiles, occupancy and rates (the
+/// pass-level `block_q`, `block_k`, `ctas_per_sm`, `mma_fraction` and `solo_fraction` are the
+/// kernel for head dimensions no entry covers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionTiles {
+    /// The kernel's head dimension: it runs calls of head dimension up to this one (padded).
+    pub head_dim: u64,
+    /// Query rows of one block.
+    pub block_q: Figure,
+    /// Key rows of one block.
+    pub block_k: Figure,
+    /// Thread blocks resident on one SM at once.
+    pub ctas_per_sm: Figure,
+    /// Fraction of one SM's peak FLOP rate the SM reaches inside the block loop.
+    pub mma_fraction: Figure,
+    /// Share of that rate one thread block reaches alone on an SM.
+    pub solo_fraction: Figure,
+    /// Query rows of one block of the split-KV kernel (forward, `max_splits` > 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_block_q: Option<Figure>,
+    /// Key rows of one block of the split-KV kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_block_k: Option<Figure>,
 }
 
 /// Fused attention, one pass (FlashAttention-2-like): thread blocks of `block_q` queries
@@ -101,9 +139,21 @@ pub struct AttentionModel {
     /// Bytes of extra memory-bound passes per query element (batch × q_tokens × heads ×
     /// head_dim), e.g. the backward's pre- and post-processing; 0 for none.
     pub extra_bytes_per_element: Figure,
-    /// Host time an isolated call adds beyond `host.isolated_gap_s` (e.g. autograd around a
-    /// backward call); charged only when pricing an isolated call, never in a step.
+    /// Host time an isolated call spends around its kernels beyond `host.isolated_floor_s`
+    /// (a framework's ops, autograd): it raises the isolated call's floor; charged only when
+    /// pricing an isolated call, never in a step.
     pub isolated_extra_s: Figure,
+    /// Share of the SM's rate one thread block reaches alone (absent: `1 / ctas_per_sm`, a
+    /// lone block no faster than a shared one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solo_fraction: Option<Figure>,
+    /// Forward only: the most key/value splits FlashAttention-2's split-KV heuristic may
+    /// choose when the grid under-fills the GPU (absent or 1: the kernel never splits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_splits: Option<Figure>,
+    /// Per head dimension: the kernel that runs it (empty: the fields above for every one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiles: Vec<AttentionTiles>,
 }
 
 /// The kernel model's parameters (DESIGN §4; formulas in `src/cost`).
@@ -146,12 +196,34 @@ impl KernelModel {
             ("kernels.gemm.tile_s".into(), &self.gemm.tile_s),
             ("kernels.gemm.call_s".into(), &self.gemm.call_s),
         ];
+        for (name, f) in [
+            ("power_fraction", &self.gemm.power_fraction),
+            ("power_time_s", &self.gemm.power_time_s),
+            ("stream_k", &self.gemm.stream_k),
+        ] {
+            if let Some(f) = f {
+                v.push((format!("kernels.gemm.{name}"), f));
+            }
+        }
         for (pass, a) in [
             ("attention_fwd", &self.attention_fwd),
             ("attention_bwd", &self.attention_bwd),
         ] {
             for (f, fig) in a.figures() {
                 v.push((format!("kernels.{pass}.{f}"), fig));
+            }
+            for (f, fig) in [
+                ("solo_fraction", &a.solo_fraction),
+                ("max_splits", &a.max_splits),
+            ] {
+                if let Some(fig) = fig {
+                    v.push((format!("kernels.{pass}.{f}"), fig));
+                }
+            }
+            for t in &a.tiles {
+                for (f, fig) in t.figures() {
+                    v.push((format!("kernels.{pass}.tiles[d={}].{f}", t.head_dim), fig));
+                }
             }
         }
         v
@@ -171,6 +243,28 @@ impl AttentionModel {
             ("extra_bytes_per_element", &self.extra_bytes_per_element),
             ("isolated_extra_s", &self.isolated_extra_s),
         ]
+    }
+}
+
+impl AttentionTiles {
+    /// The figures with their field names.
+    pub fn figures(&self) -> Vec<(&'static str, &Figure)> {
+        let mut v = vec![
+            ("block_q", &self.block_q),
+            ("block_k", &self.block_k),
+            ("ctas_per_sm", &self.ctas_per_sm),
+            ("mma_fraction", &self.mma_fraction),
+            ("solo_fraction", &self.solo_fraction),
+        ];
+        for (f, fig) in [
+            ("split_block_q", &self.split_block_q),
+            ("split_block_k", &self.split_block_k),
+        ] {
+            if let Some(fig) = fig {
+                v.push((f, fig));
+            }
+        }
+        v
     }
 }
 
@@ -433,11 +527,40 @@ impl Hardware {
         check_text(&self.description, MAX_TEXT_CHARS).map_err(|m| bad("description", m))?;
         self.validate_topology(path)?;
         let k = &self.kernels;
+        if k.gemm.power_fraction.is_some() != k.gemm.power_time_s.is_some() {
+            return Err(bad(
+                "kernels.gemm.power_time_s",
+                "power_fraction and power_time_s come together (or neither)".into(),
+            ));
+        }
+        for (pass, a) in [
+            ("attention_fwd", &k.attention_fwd),
+            ("attention_bwd", &k.attention_bwd),
+        ] {
+            let mut dims: Vec<u64> = a.tiles.iter().map(|t| t.head_dim).collect();
+            dims.sort_unstable();
+            if dims.iter().any(|&d| d == 0 || d > 1 << 20) || dims.windows(2).any(|w| w[0] == w[1])
+            {
+                return Err(bad(
+                    &format!("kernels.{pass}.tiles"),
+                    "head_dim must be positive, at most 2^20, and appear once".into(),
+                ));
+            }
+        }
         for (field, fig) in k.figures() {
             let name = field.rsplit('.').next().unwrap_or("");
             match name {
-                "tile" | "k_step" | "block_q" | "block_k" | "ctas_per_sm" => whole(&field, fig)?,
-                "mma_fraction" | "elementwise_fraction" => {
+                "tile" | "k_step" | "block_q" | "block_k" | "ctas_per_sm" | "max_splits"
+                | "split_block_q" | "split_block_k" => whole(&field, fig)?,
+                "stream_k" => {
+                    if !(fig.value == 0.0 || fig.value == 1.0) {
+                        return Err(bad(
+                            &format!("{field}.value"),
+                            format!("must be 0 or 1, got {}", fig.value),
+                        ));
+                    }
+                }
+                "mma_fraction" | "elementwise_fraction" | "power_fraction" | "solo_fraction" => {
                     if !(fig.value > 0.0 && fig.value <= 1.0) {
                         return Err(bad(
                             &format!("{field}.value"),

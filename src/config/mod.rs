@@ -24,8 +24,8 @@ pub use files::{
     DataKind,
 };
 pub use hardware::{
-    AttentionModel, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode, InterNodeKind,
-    IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,
+    AttentionModel, AttentionTiles, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode,
+    InterNodeKind, IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,
 };
 pub use hf::{from_hf_config, is_hf_config, FAMILIES as HF_FAMILIES};
 pub use method::MethodId;

@@ -109,7 +109,13 @@ pub fn idealise(w: &mut Workload) {
     set(&mut k.gemm.tile, 1.0);
     set(&mut k.gemm.k_step, 1.0);
     set(&mut k.gemm.call_s, 0.0);
+    k.gemm.power_fraction = None;
+    k.gemm.power_time_s = None;
+    k.gemm.stream_k = None;
     for a in [&mut k.attention_fwd, &mut k.attention_bwd] {
+        a.solo_fraction = None;
+        a.max_splits = None;
+        a.tiles.clear();
         set(&mut a.mma_fraction, best);
         set(&mut a.block_q, 1.0);
         set(&mut a.block_k, 1.0);

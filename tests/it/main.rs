@@ -10,6 +10,8 @@ mod data;
 mod evaluate;
 mod fabric;
 mod gpu;
+mod gpu_data;
+mod gpu_script;
 mod hostile;
 mod kernels;
 mod korthikanti;
