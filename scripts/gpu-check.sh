@@ -30,6 +30,14 @@
 #   10. with GPU_CHECK_PACK=1, packs every output into gpu-check.tgz (for harnesses that bring
 #      back only a few files).
 #
+# GPU_CHECK_ONLY=units (about 2 minutes, only METP_SIM_BIN needed): steps 1-3, then only the
+# units — METP and TP, attention and MLP, forward and backward, LLaMA-2 7B (s/p = 2048) and METP
+# attention and MLP of LLaMA-2 13B (s/p = 1024), 4 virtual devices on GPU 0 (or the GPUs when
+# there are 2, 4 or 8) — each predicted with the committed profile GPU_CHECK_PROFILE (default
+# reports/gpu/nvidia-h200-2026-11-30/profile-units.json: the kernel model fitted to run 2's
+# CUDA measurements, fit part), then the table and the packing. Outputs go to $OUT if set, else
+# reports/gpu/<gpu>-<date>/units/.
+#
 # GPU_CHECK_HARD_S (default 285) sets the hard stop. Outputs go to $OUT if set, else
 # reports/gpu/<gpu>-<date>/. Exit status: 0 when every step
 # that ran passed, 1 otherwise (summary.txt says which).
@@ -59,7 +67,15 @@ fi
 NGPU=$(grep -c '^GPU ' <<<"$GPUS")
 GPUNAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
 SLUG=$(tr '[:upper:] ' '[:lower:]-' <<<"${GPUNAME:-gpu}" | tr -cd 'a-z0-9-')
-OUT="${OUT:-reports/gpu/${SLUG}-$(date -u +%Y-%m-%d)}"
+ONLY="${GPU_CHECK_ONLY:-}"
+case "$ONLY" in
+"") OUT="${OUT:-reports/gpu/${SLUG}-$(date -u +%Y-%m-%d)}" ;;
+units) OUT="${OUT:-reports/gpu/${SLUG}-$(date -u +%Y-%m-%d)/units}" ;;
+*)
+    echo "gpu-check: FAILED: GPU_CHECK_ONLY='$ONLY': the only mode is 'units' (unset: the whole check)" >&2
+    exit 2
+    ;;
+esac
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 SUMMARY="$OUT/summary.txt"
@@ -171,7 +187,11 @@ done
 # ---- 3. Binaries ----------------------------------------------------------------------------
 BIN="${METP_SIM_BIN:-}"
 TESTBIN="${METP_SIM_TEST_BIN:-}"
-if [ -z "$BIN" ] || [ -z "$TESTBIN" ]; then
+if [ "$ONLY" = units ] && [ -z "$BIN" ]; then
+    command -v cargo >/dev/null 2>&1 || die "no cargo, and METP_SIM_BIN not given"
+    step build 240 cargo build --release --features cuda || die "build failed (see build.log)"
+    BIN=target/release/metp-sim
+elif [ "$ONLY" != units ] && { [ -z "$BIN" ] || [ -z "$TESTBIN" ]; }; then
     command -v cargo >/dev/null 2>&1 || die "no cargo, and METP_SIM_BIN / METP_SIM_TEST_BIN not both given"
     step build 240 cargo build --release --features cuda || die "build failed (see build.log)"
     BIN=target/release/metp-sim
@@ -179,8 +199,61 @@ if [ -z "$BIN" ] || [ -z "$TESTBIN" ]; then
     TESTBIN=$(ls -t target/release/deps/it-* 2>/dev/null | grep -v '\.d$' | head -n 1)
 fi
 [ -x "$BIN" ] || die "$BIN is not an executable"
-[ -x "$TESTBIN" ] || die "$TESTBIN is not an executable"
 "$BIN" --version >>"$SUMMARY" 2>&1
+# Virtual devices of the units: the GPUs when there are 2, 4 or 8 (NCCL), else 4 on GPU 0.
+case "$NGPU" in 2 | 4 | 8) DEVICES=$NGPU ;; *) DEVICES=4 ;; esac
+
+# packs every output into gpu-check.tgz (GPU_CHECK_PACK=1: a harness that brings back only a
+# few files gets everything there, beside summary.txt and table.txt)
+pack() {
+    if [ "${GPU_CHECK_PACK:-0}" = 1 ]; then
+        (cd "$OUT" && tar czf "$LIBTMP/gpu-check.tgz" --exclude=gpu-check.tgz . &&
+            find . -maxdepth 1 -type f ! -name summary.txt ! -name table.txt -delete &&
+            mv "$LIBTMP/gpu-check.tgz" gpu-check.tgz) || echo "gpu-check: packing failed" >&2
+    fi
+}
+
+# the closing table over the given `gpu-check table` arguments, the summary, the archive; exits
+finish() {
+    if ! "$BIN" gpu-check table "$@" >"$OUT/table.txt" 2>&1; then
+        echo "(gpu-check table failed: $(tail -n 1 "$OUT/table.txt"))" >>"$OUT/table.txt"
+        FAILED=1
+    fi
+    say "done in $((SECONDS - START))s; results in $OUT"
+    {
+        echo
+        cat "$OUT/table.txt"
+    } | tee -a "$SUMMARY"
+    pack
+    exit "$FAILED"
+}
+
+# ---- GPU_CHECK_ONLY=units: the units with a committed profile, the table, nothing else --------
+if [ "$ONLY" = units ]; then
+    UPROFILE="${GPU_CHECK_PROFILE:-reports/gpu/nvidia-h200-2026-11-30/profile-units.json}"
+    [ -s "$UPROFILE" ] || die "GPU_CHECK_PROFILE: $UPROFILE is not a file"
+    cp "$UPROFILE" "$OUT/profile-units.json"
+    say "units only, $DEVICES devices, predicted with $UPROFILE"
+    # unit NAME METHOD UNIT SEQ HIDDEN HEADS FFN
+    unit() {
+        step "run-$1" 45 sh -c "\"$BIN\" run --backend cuda --unit $3 --method $2 --p $DEVICES \
+            --seq $4 --hidden $5 --heads $6 --ffn $7 --runs 2 --hw \"$UPROFILE\" \
+            --format json >\"$OUT/run-$1.json\""
+    }
+    for spec in "metp attention" "metp mlp" "tp attention" "tp mlp"; do
+        set -- $spec
+        unit "$1-$2-7b" "$1" "$2" $((2048 * DEVICES)) 4096 32 11008
+    done
+    for spec in "metp attention" "metp mlp"; do
+        set -- $spec
+        unit "$1-$2-13b" "$1" "$2" $((1024 * DEVICES)) 5120 40 13824
+    done
+    UNITS=()
+    for f in "$OUT"/run-*.json; do [ -s "$f" ] && UNITS+=(--units "$f"); done
+    finish "${UNITS[@]}"
+fi
+
+[ -x "$TESTBIN" ] || die "$TESTBIN is not an executable"
 PROBE=$("$TESTBIN" gpu_kernels_time --list 2>&1 | head -n 1)
 say "test binary: $TESTBIN ($PROBE)"
 
@@ -224,8 +297,6 @@ else
 fi
 
 # ---- 5. Calibrate ---------------------------------------------------------------------------
-# Virtual devices of the units: the GPUs when there are 2, 4 or 8 (NCCL), else 4 on GPU 0.
-case "$NGPU" in 2 | 4 | 8) DEVICES=$NGPU ;; *) DEVICES=4 ;; esac
 # What must remain after calibrating: refit and comparison, the table, PyTorch's kernels.
 RESERVE=$((25 + 70))
 BUDGET=$(($(left) - RESERVE - 25))
@@ -280,22 +351,5 @@ fi
 # ---- 9. The table ---------------------------------------------------------------------------
 UNITS=()
 for f in "$OUT/calibrate.json" "$OUT"/run-*.json; do [ -s "$f" ] && UNITS+=(--units "$f"); done
-if "$BIN" gpu-check table --compare "$OUT/kernels-compare.json" "${UNITS[@]}" >"$OUT/table.txt" 2>&1; then
-    :
-else
-    echo "(gpu-check table failed: $(tail -n 1 "$OUT/table.txt"))" >>"$OUT/table.txt"
-    FAILED=1
-fi
-say "done in $((SECONDS - START))s; results in $OUT"
-{
-    echo
-    cat "$OUT/table.txt"
-} | tee -a "$SUMMARY"
-# ---- 10. One archive (GPU_CHECK_PACK=1: a harness that brings back only a few files gets
-# everything in gpu-check.tgz, beside summary.txt and table.txt) ------------------------------
-if [ "${GPU_CHECK_PACK:-0}" = 1 ]; then
-    (cd "$OUT" && tar czf "$LIBTMP/gpu-check.tgz" --exclude=gpu-check.tgz . &&
-        find . -maxdepth 1 -type f ! -name summary.txt ! -name table.txt -delete &&
-        mv "$LIBTMP/gpu-check.tgz" gpu-check.tgz) || echo "gpu-check: packing failed" >&2
-fi
-exit "$FAILED"
+# ---- 10. The summary and one archive (GPU_CHECK_PACK=1) --------------------------------------
+finish --compare "$OUT/kernels-compare.json" "${UNITS[@]}"

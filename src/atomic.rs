@@ -1,16 +1,121 @@
-//! Writing output files so that a failed or interrupted run never leaves a half-written one:
-//! write a temporary file beside the target, flush it, then rename it into place; and the JSON
-//! form every output uses. Used by every module that writes outputs (reports, plots, calibrated
-//! profiles). Depends only on `error`.
+//! Writing outputs so that a failed, interrupted or concurrent run never leaves a half-written
+//! or mixed result: every file is written to a temporary beside the target, flushed and renamed
+//! into place; output paths are checked before any work; temporaries are removed on SIGINT and
+//! SIGTERM ([`install_interrupt_cleanup`]); and a command that writes a folder holds a lock on
+//! it and writes a manifest last ([`OutputFolder`]). Also the JSON form every output uses.
+//! Used by every module that writes outputs (reports, plots, calibrated profiles). Depends
+//! only on `error`.
+
+mod folder;
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::error::{Error, Result};
 
+pub use folder::{Manifest, OutputFolder, LOCK_NAME, MANIFEST_NAME};
+
+/// Files to remove if the process is interrupted: temporaries being written, and the locks of
+/// output folders (with their manifests, marked interrupted).
+static TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn temporaries() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    TEMPORARIES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Registers `path` for removal on interrupt.
+pub(crate) fn register_temporary(path: &Path) {
+    temporaries().push(path.to_path_buf());
+}
+
+/// Forgets `path` (it was renamed into place or removed).
+pub(crate) fn unregister_temporary(path: &Path) {
+    let mut t = temporaries();
+    if let Some(i) = t.iter().rposition(|p| p == path) {
+        t.swap_remove(i);
+    }
+}
+
+/// Removes every registered temporary and releases every output folder this process holds
+/// (its manifest marked `interrupted`); returns how many files were removed. Called by the
+/// interrupt handler; safe to call at any time.
+pub fn remove_temporaries() -> usize {
+    folder::interrupt_all();
+    let paths = std::mem::take(&mut *temporaries());
+    paths
+        .iter()
+        .filter(|p| std::fs::remove_file(p).is_ok())
+        .count()
+}
+
+/// Installs, once, a handler for SIGINT and SIGTERM (and SIGHUP) that removes the temporaries
+/// and releases the output folders of this process ([`remove_temporaries`]), says so on stderr
+/// in one line and exits with status 130. Without it, an interrupted run leaves
+/// `.NAME.tmp-PID` files and a lock behind.
+pub fn install_interrupt_cleanup() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // A second handler (a library user's own) wins; then cleanup is theirs to call.
+        let _ = ctrlc::set_handler(|| {
+            let n = remove_temporaries();
+            eprintln!("interrupted: removed {n} temporary file(s); outputs written so far are complete files, and an output folder's manifest says `interrupted`");
+            std::process::exit(130);
+        });
+    });
+}
+
+/// Checks, before any work, that `path` can be written as a file: it is not a folder, and no
+/// part of the way to it that exists is a file ("not a directory" rather than the system's
+/// "File exists" from creating the folders later).
+pub fn check_output_file(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        return Err(Error::Output {
+            path: path.to_path_buf(),
+            message: "is a directory; give a file name".into(),
+        });
+    }
+    check_parents(path)
+}
+
+/// Checks, before any work, that `dir` can be an output folder: it is a folder or does not
+/// exist, and no part of the way to it that exists is a file.
+pub fn check_output_dir(dir: &Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::Output {
+            path: dir.to_path_buf(),
+            message: "is not a directory (an output folder is expected here)".into(),
+        });
+    }
+    check_parents(dir)
+}
+
+fn check_parents(path: &Path) -> Result<()> {
+    for anc in path.ancestors().skip(1) {
+        if anc.as_os_str().is_empty() {
+            continue;
+        }
+        match std::fs::metadata(anc) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => {
+                return Err(Error::Output {
+                    path: path.to_path_buf(),
+                    message: format!("{} is not a directory", anc.display()),
+                })
+            }
+            // Missing, or below a file (ENOTDIR): look further up. Any other trouble (no
+            // permission) the write itself reports.
+            Err(_) => continue,
+        }
+    }
+    Ok(())
+}
+
 /// Writes `contents` to `path` through a temporary file in the same folder and a rename, so a
-/// failed or interrupted run never leaves a half-written file.
+/// failed or interrupted run never leaves a half-written file (the temporary is removed on
+/// failure and, with [`install_interrupt_cleanup`], on SIGINT or SIGTERM).
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    check_output_file(path)?;
     let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -25,17 +130,18 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "out".into());
     let tmp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
+    register_temporary(&tmp);
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(contents)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
-    if let Err(e) = result {
+    if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        return Err(io(e));
     }
-    Ok(())
+    unregister_temporary(&tmp);
+    result.map_err(io)
 }
 
 /// Serialises to pretty JSON with a trailing newline. Serialisation of our own types cannot fail
@@ -47,5 +153,37 @@ pub fn to_json<T: serde::Serialize>(value: &T) -> String {
             s
         }
         Err(e) => format!("{{\"error\": \"{e}\"}}\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A parent that is a file is named as "not a directory", before anything is written.
+    #[test]
+    fn a_file_in_the_way_is_not_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("afile");
+        std::fs::write(&file, b"x").unwrap();
+        let e = check_output_file(&file.join("sub/x.svg")).unwrap_err();
+        assert!(e.to_string().contains("afile is not a directory"), "{e}");
+        let e = write_atomic(&file.join("x.json"), b"{}").unwrap_err();
+        assert!(e.to_string().contains("is not a directory"), "{e}");
+        assert!(check_output_dir(&file).is_err());
+        assert!(check_output_file(dir.path()).is_err());
+        assert!(check_output_file(&dir.path().join("new/deeper/x.json")).is_ok());
+    }
+
+    /// Temporaries are registered while written and gone after.
+    #[test]
+    fn temporaries_are_forgotten_once_renamed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.txt");
+        write_atomic(&path, b"hello").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"hello");
+        let tmp_name = format!(".a.txt.tmp-{}", std::process::id());
+        assert!(!temporaries().iter().any(|p| p.ends_with(&tmp_name)));
+        assert!(!dir.path().join(tmp_name).exists());
     }
 }

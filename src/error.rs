@@ -108,6 +108,36 @@ pub enum Error {
         /// What is wrong, naming the task(s).
         message: String,
     },
+    /// The work an input implies is beyond one of the tool's limits (`config::limits`): what is
+    /// too large, the limit, and what to change — refused before the work starts.
+    #[error("too large: {message}")]
+    TooLarge {
+        /// What, the estimate, the limit and the advice.
+        message: String,
+    },
+    /// A result is not a number the tool may report (an MFU above 1, an infinity, a NaN): the
+    /// inputs are outside what the model describes.
+    #[error("impossible result: {message}")]
+    Impossible {
+        /// Which number, its value and the likely cause.
+        message: String,
+    },
+    /// An output path cannot be written (a parent is a file, the path is a folder).
+    #[error("{}: {message}", path.display())]
+    Output {
+        /// The output path.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An output folder is in use by another run (its lock file names the process).
+    #[error("{}: {message}", path.display())]
+    Busy {
+        /// The folder.
+        path: PathBuf,
+        /// Who holds it and what to do.
+        message: String,
+    },
     /// A task graph deadlocked in the simulator: tasks remained but nothing could progress.
     #[error("deadlock: {message}")]
     Deadlock {

@@ -210,4 +210,8 @@ pub trait Backend {
     fn transfer_scale(&self, _p: usize) -> f64 {
         1.0
     }
+    /// Whose unit programs this backend runs (what its predictions follow).
+    fn runtime(&self) -> super::predict::Runtime {
+        super::predict::Runtime::Cpu
+    }
 }

@@ -48,6 +48,12 @@ pub const PRIOR_WEIGHT: f64 = 1e-3;
 /// square GEMMs whose k grows with their tiles).
 pub const DETERMINED_RESIDUAL: f64 = 0.2;
 
+/// Step of the fit's finite differences, on the parameters' log (or logit) scale.
+const LM_STEP: f64 = 1e-3;
+
+/// Most Levenberg–Marquardt iterations per stage.
+const LM_ITERATIONS: usize = 200;
+
 /// How a parameter came out of the fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -119,9 +125,13 @@ impl Scale {
     }
 }
 
-/// The profile figure behind a dotted field name.
+/// The profile figure behind a dotted field name (only names [`groups`] lists: an optional
+/// figure is asked for only when the profile has it).
 fn figure_mut<'a>(hw: &'a mut Hardware, field: &str) -> &'a mut Figure {
     let k = &mut hw.kernels;
+    let present = |f: Option<&'a mut Figure>| {
+        f.unwrap_or_else(|| unreachable!("{field} is listed only when the profile has it"))
+    };
     match field {
         "gpu.hbm_bytes_per_s" => &mut hw.gpu.hbm_bytes_per_s,
         "kernels.host.isolated_gap_s" => &mut k.host.isolated_gap_s,
@@ -131,6 +141,8 @@ fn figure_mut<'a>(hw: &'a mut Hardware, field: &str) -> &'a mut Figure {
         "kernels.gemm.mma_fraction" => &mut k.gemm.mma_fraction,
         "kernels.gemm.tile_s" => &mut k.gemm.tile_s,
         "kernels.gemm.call_s" => &mut k.gemm.call_s,
+        "kernels.gemm.power_fraction" => present(k.gemm.power_fraction.as_mut()),
+        "kernels.gemm.power_time_s" => present(k.gemm.power_time_s.as_mut()),
         other => {
             let (pass, name) = other
                 .strip_prefix("kernels.attention_fwd.")
@@ -141,8 +153,25 @@ fn figure_mut<'a>(hw: &'a mut Hardware, field: &str) -> &'a mut Figure {
                         .map(|n| (&mut k.attention_bwd, n))
                 })
                 .unwrap_or_else(|| unreachable!("no profile field {other}"));
+            if let Some(rest) = name.strip_prefix("tiles[d=") {
+                let (d, f) = rest
+                    .split_once("].")
+                    .unwrap_or_else(|| unreachable!("no profile field {other}"));
+                let d: u64 = d.parse().unwrap_or(0);
+                let t = pass
+                    .tiles
+                    .iter_mut()
+                    .find(|t| t.head_dim == d)
+                    .unwrap_or_else(|| unreachable!("no profile field {other}"));
+                return match f {
+                    "mma_fraction" => &mut t.mma_fraction,
+                    "solo_fraction" => &mut t.solo_fraction,
+                    _ => unreachable!("no profile field {other}"),
+                };
+            }
             match name {
                 "mma_fraction" => &mut pass.mma_fraction,
+                "solo_fraction" => present(pass.solo_fraction.as_mut()),
                 "tile_s" => &mut pass.tile_s,
                 "call_s" => &mut pass.call_s,
                 "extra_bytes_per_element" => &mut pass.extra_bytes_per_element,
@@ -153,53 +182,70 @@ fn figure_mut<'a>(hw: &'a mut Hardware, field: &str) -> &'a mut Figure {
     }
 }
 
-const ATTENTION_FWD: [&str; 5] = [
-    "kernels.attention_fwd.mma_fraction",
-    "kernels.attention_fwd.tile_s",
-    "kernels.attention_fwd.call_s",
-    "kernels.attention_fwd.extra_bytes_per_element",
-    "kernels.attention_fwd.isolated_extra_s",
-];
-const ATTENTION_BWD: [&str; 5] = [
-    "kernels.attention_bwd.mma_fraction",
-    "kernels.attention_bwd.tile_s",
-    "kernels.attention_bwd.call_s",
-    "kernels.attention_bwd.extra_bytes_per_element",
-    "kernels.attention_bwd.isolated_extra_s",
-];
-
 /// A group fitted together: the kinds whose samples fit it, and its parameters.
-type Group = (&'static [KernelKind], Vec<(&'static str, Scale)>);
+type Group = (&'static [KernelKind], Vec<(String, Scale)>);
 
-/// The groups fitted one after the other.
-fn groups(timing: Timing) -> Vec<Group> {
+/// The groups fitted one after the other, with the parameters `hw` has: per attention kernel
+/// (head dimension) its rate and its lone block's share of it.
+fn groups(timing: Timing, hw: &Hardware) -> Vec<Group> {
     let iso = timing == Timing::Isolated;
-    let mut memory = vec![
+    let named = |v: &[(&str, Scale)]| -> Vec<(String, Scale)> {
+        v.iter().map(|&(n, s)| (n.to_string(), s)).collect()
+    };
+    let mut memory = named(&[
         ("gpu.hbm_bytes_per_s", Scale::Log),
         ("kernels.memory.latency_s", Scale::Log),
         ("kernels.memory.elementwise_fraction", Scale::Logit),
-    ];
+    ]);
     if iso {
-        memory.push(("kernels.host.isolated_gap_s", Scale::Log));
-        memory.push(("kernels.host.isolated_floor_s", Scale::Log));
+        memory.push(("kernels.host.isolated_gap_s".into(), Scale::Log));
+        memory.push(("kernels.host.isolated_floor_s".into(), Scale::Log));
     }
-    let attention = |names: [&'static str; 5]| {
-        let scales = [Scale::Logit, Scale::Log, Scale::Log, Scale::Log, Scale::Log];
-        let n = if iso { 5 } else { 4 };
-        names[..n].iter().copied().zip(scales).collect::<Vec<_>>()
+    let mut gemm = named(&[
+        ("kernels.gemm.mma_fraction", Scale::Logit),
+        ("kernels.gemm.tile_s", Scale::Log),
+        ("kernels.gemm.call_s", Scale::Log),
+    ]);
+    if hw.kernels.gemm.power_fraction.is_some() {
+        gemm.push(("kernels.gemm.power_fraction".into(), Scale::Logit));
+        gemm.push(("kernels.gemm.power_time_s".into(), Scale::Log));
+    }
+    let attention = |pass: &str, a: &crate::config::AttentionModel| {
+        let mut v: Vec<(String, Scale)> = Vec::new();
+        if a.tiles.is_empty() {
+            v.push((format!("kernels.{pass}.mma_fraction"), Scale::Logit));
+            if a.solo_fraction.is_some() {
+                v.push((format!("kernels.{pass}.solo_fraction"), Scale::Logit));
+            }
+        }
+        for t in &a.tiles {
+            for f in ["mma_fraction", "solo_fraction"] {
+                v.push((
+                    format!("kernels.{pass}.tiles[d={}].{f}", t.head_dim),
+                    Scale::Logit,
+                ));
+            }
+        }
+        let mut rest = vec!["tile_s", "call_s", "extra_bytes_per_element"];
+        if iso {
+            rest.push("isolated_extra_s");
+        }
+        for f in rest {
+            v.push((format!("kernels.{pass}.{f}"), Scale::Log));
+        }
+        v
     };
     vec![
         (&[KernelKind::Copy, KernelKind::Elementwise][..], memory),
+        (&[KernelKind::Gemm][..], gemm),
         (
-            &[KernelKind::Gemm][..],
-            vec![
-                ("kernels.gemm.mma_fraction", Scale::Logit),
-                ("kernels.gemm.tile_s", Scale::Log),
-                ("kernels.gemm.call_s", Scale::Log),
-            ],
+            &[KernelKind::AttentionFwd][..],
+            attention("attention_fwd", &hw.kernels.attention_fwd),
         ),
-        (&[KernelKind::AttentionFwd][..], attention(ATTENTION_FWD)),
-        (&[KernelKind::AttentionBwd][..], attention(ATTENTION_BWD)),
+        (
+            &[KernelKind::AttentionBwd][..],
+            attention("attention_bwd", &hw.kernels.attention_bwd),
+        ),
     ]
 }
 
@@ -231,33 +277,35 @@ fn fit_group(
     hw: &mut Hardware,
     timing: Timing,
     samples: &[Sample],
-    params: &[(&'static str, Scale)],
+    params: &[(String, Scale)],
 ) -> Vec<Status> {
     let scales: Vec<Scale> = params.iter().map(|p| p.1).collect();
     let x0: Vec<f64> = params
         .iter()
-        .map(|&(f, sc)| sc.to_x(figure_mut(hw, f).value))
+        .map(|(f, sc)| sc.to_x(figure_mut(hw, f).value))
         .collect();
     let set = |hw: &mut Hardware, x: &[f64], which: &[usize]| {
         for &j in which {
-            figure_mut(hw, params[j].0).value = scales[j].value(x[j]);
+            figure_mut(hw, &params[j].0).value = scales[j].value(x[j]);
         }
     };
     let all: Vec<usize> = (0..params.len()).collect();
-    let data_loss = |x: &[f64]| -> f64 {
+    let data_res = |x: &[f64]| -> Vec<f64> {
         let mut h = hw.clone();
         set(&mut h, x, &all);
         log_residuals(&h, timing, samples)
-            .iter()
-            .map(|r| r * r)
-            .sum()
     };
     // Stage 1: every parameter, pulled weakly towards the base.
-    let loss1 = |x: &[f64]| -> f64 {
-        let prior: f64 = x.iter().zip(&x0).map(|(a, b)| (a - b).powi(2)).sum();
-        data_loss(x) + PRIOR_WEIGHT * prior
+    let res1 = |x: &[f64]| -> Vec<f64> {
+        let mut r = data_res(x);
+        r.extend(
+            x.iter()
+                .zip(&x0)
+                .map(|(a, b)| PRIOR_WEIGHT.sqrt() * (a - b)),
+        );
+        r
     };
-    let (x1, _) = nelder_mead(&loss1, &x0, 0.3, 1e-16, 4000 * params.len());
+    let (x1, _) = fit::levenberg_marquardt(&res1, &x0, LM_STEP, LM_ITERATIONS);
     // Which parameters the data determines alone: the Jacobian of the log residuals.
     let h = 1e-4;
     let cols: Vec<Vec<f64>> = (0..params.len())
@@ -282,7 +330,14 @@ fn fit_group(
         .map(|j| {
             let norm2: f64 = cols[j].iter().map(|v| v * v).sum();
             if norm2 < 1e-10 * n {
-                return Status::Kept;
+                // No effect here: either it never had one (kept from the base), or the data
+                // drove it to where it has none (a floor below every sample, a term at its
+                // lower bound) — then the first stage's value is the fit.
+                return if (x1[j] - x0[j]).abs() > 1e-3 {
+                    Status::Fitted
+                } else {
+                    Status::Kept
+                };
             }
             let others: Vec<&Vec<f64>> = (0..params.len())
                 .filter(|&i| i != j)
@@ -348,8 +403,8 @@ fn fit_group(
     let x = if y0.is_empty() {
         start
     } else {
-        let loss2 = |y: &[f64]| data_loss(&assemble(y, &start));
-        let (y, _) = nelder_mead(&loss2, &y0, 0.05, 1e-20, 4000 * y0.len());
+        let res2 = |y: &[f64]| data_res(&assemble(y, &start));
+        let (y, _) = fit::levenberg_marquardt(&res2, &y0, LM_STEP, LM_ITERATIONS);
         assemble(&y, &start)
     };
     set(hw, &x, &all);
@@ -486,6 +541,18 @@ pub fn fit_profile(
     let timing = m.timing();
     let samples = m.samples();
     let mut hw = base.clone();
+    // This crate's own CUDA flash kernels have their own tiles and occupancy.
+    let own;
+    let base = if m.own_attention_kernels() {
+        use crate::schedule::AttnPass;
+        let k = &mut hw.kernels;
+        k.attention_fwd = super::cuda::sources::attention_model(&k.attention_fwd, AttnPass::Fwd);
+        k.attention_bwd = super::cuda::sources::attention_model(&k.attention_bwd, AttnPass::Bwd);
+        own = hw.clone();
+        &own
+    } else {
+        base
+    };
     if let Some(sm) = m.sm_count {
         hw.gpu.sm_count = Figure {
             value: sm as f64,
@@ -509,17 +576,17 @@ pub fn fit_profile(
             )),
         };
     }
-    for (kinds, group) in groups(timing) {
+    for (kinds, group) in groups(timing, base) {
         let ss: Vec<Sample> = samples
             .iter()
             .filter(|s| kinds.contains(&s.shape.kind()))
             .copied()
             .collect();
         // Terms the base leaves out (0) stay out.
-        let active: Vec<(&'static str, Scale)> = group
+        let active: Vec<(String, Scale)> = group
             .iter()
-            .copied()
-            .filter(|&(f, _)| figure_mut(&mut hw, f).value > 0.0)
+            .filter(|(f, _)| figure_mut(&mut hw, f).value > 0.0)
+            .cloned()
             .collect();
         let status = if ss.is_empty() || active.is_empty() {
             vec![Status::Kept; active.len()]
@@ -531,14 +598,14 @@ pub fn fit_profile(
             .map(|k| k.name())
             .collect::<Vec<_>>()
             .join(" and ");
-        for (j, &(field, _)) in active.iter().enumerate() {
+        for (j, (field, _)) in active.iter().enumerate() {
             let base_fig = figure_mut(&mut base.clone(), field).clone();
             let fig = figure_mut(&mut hw, field);
             let joint: Vec<&str> = active
                 .iter()
                 .enumerate()
                 .filter(|&(i, _)| i != j && status[i] == Status::Joint)
-                .map(|(_, p)| p.0)
+                .map(|(_, p)| p.0.as_str())
                 .collect();
             match status[j] {
                 Status::Fitted => {
@@ -561,7 +628,7 @@ pub fn fit_profile(
                 Status::Kept | Status::Measured => {}
             }
             params.push(ParamFit {
-                field: field.to_string(),
+                field: field.clone(),
                 base: base_fig.value,
                 value: fig.value,
                 status: status[j],

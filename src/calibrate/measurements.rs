@@ -408,6 +408,112 @@ impl KernelMeasurements {
         v
     }
 
+    /// Splits the file: entry i of each kind (GEMMs, attention calls, copy sizes, messages,
+    /// collectives, slowdown samples) is held out when `i % every == every − 1` — every
+    /// `every`-th, starting with the `every`-th, so held-out entries are spread over the sizes —
+    /// and kept for the fit otherwise. Both parts keep the host overhead. Returns (fit, held
+    /// out). Deterministic.
+    pub fn split(&self, every: usize) -> Result<(KernelMeasurements, KernelMeasurements)> {
+        if every < 2 {
+            return Err(Error::arg("--every", "must be at least 2"));
+        }
+        fn part<T: Clone>(v: &[T], every: usize, held: bool) -> Vec<T> {
+            v.iter()
+                .enumerate()
+                .filter(|(i, _)| (i % every == every - 1) == held)
+                .map(|(_, x)| x.clone())
+                .collect()
+        }
+        let make = |held: bool| KernelMeasurements {
+            what: format!(
+                "{} [{}: every {every}th entry of each kind {} (metp-sim gpu-check split)]",
+                self.what,
+                if held { "held-out part" } else { "fit part" },
+                if held { "kept" } else { "removed" }
+            ),
+            gemm: part(&self.gemm, every, held),
+            attention: part(&self.attention, every, held),
+            copy: part(&self.copy, every, held),
+            p2p: part(&self.p2p, every, held),
+            collectives: part(&self.collectives, every, held),
+            overlap: part(&self.overlap, every, held),
+            ..self.clone()
+        };
+        Ok((make(false), make(true)))
+    }
+
+    /// Several files of one device and one timing as one: their entries in file order, the
+    /// host time per eager op the mean of theirs (each file's is stated in `what`).
+    pub fn merge(files: &[KernelMeasurements]) -> Result<KernelMeasurements> {
+        let Some(first) = files.first() else {
+            return Err(Error::arg("--input", "give at least one measurement file"));
+        };
+        for (i, f) in files.iter().enumerate().skip(1) {
+            if f.timing() != first.timing()
+                || f.sm_count.is_some() && first.sm_count.is_some() && f.sm_count != first.sm_count
+                || f.device != first.device
+            {
+                return Err(Error::Calibration {
+                    message: format!(
+                        "measurement file {} is of another device, SM count or timing than the \
+                         first ({} vs {}); only files of one device merge",
+                        i + 1,
+                        f.device,
+                        first.device
+                    ),
+                });
+            }
+        }
+        let ops: Vec<f64> = files.iter().filter_map(|f| f.eager_op_s).collect();
+        let what = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                format!(
+                    "[file {} of {}, {} {}{}] {}",
+                    i + 1,
+                    files.len(),
+                    f.date,
+                    f.software,
+                    f.eager_op_s
+                        .map_or(String::new(), |t| format!(", eager op {t:.3e} s")),
+                    f.what
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut dates: Vec<&str> = files.iter().map(|f| f.date.as_str()).collect();
+        dates.dedup();
+        let mut software: Vec<&str> = files.iter().map(|f| f.software.as_str()).collect();
+        software.dedup();
+        Ok(KernelMeasurements {
+            what: format!(
+                "merged by metp-sim gpu-check merge ({} files; eager op time: the mean of \
+                 theirs): {what}",
+                files.len()
+            ),
+            date: dates.join(", "),
+            device: first.device.clone(),
+            software: software.join(", "),
+            sm_count: files.iter().find_map(|f| f.sm_count),
+            timing: first.timing,
+            gemm: files.iter().flat_map(|f| f.gemm.clone()).collect(),
+            attention: files.iter().flat_map(|f| f.attention.clone()).collect(),
+            copy: files.iter().flat_map(|f| f.copy.clone()).collect(),
+            eager_op_s: (!ops.is_empty()).then(|| ops.iter().sum::<f64>() / ops.len() as f64),
+            p2p: files.iter().flat_map(|f| f.p2p.clone()).collect(),
+            collectives: files.iter().flat_map(|f| f.collectives.clone()).collect(),
+            overlap: files.iter().flat_map(|f| f.overlap.clone()).collect(),
+        })
+    }
+
+    /// Whether the attention calls were this crate's own CUDA kernels (`calibrate --backend
+    /// cuda`, software "metp-sim … cuda backend"), not a library's FlashAttention-2: the fit
+    /// then prices them with those kernels' tiles (`cuda::sources::attention_model`).
+    pub fn own_attention_kernels(&self) -> bool {
+        self.software.starts_with("metp-sim") && self.software.contains("cuda")
+    }
+
     /// The file as pretty JSON (what `write` stores).
     pub fn to_json(&self) -> String {
         let mut s = serde_json::to_string_pretty(self).expect("measurements serialize");

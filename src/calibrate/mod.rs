@@ -20,10 +20,13 @@
 //! - [`busbw`]: nccl-tests' collective sizes and bus bandwidth;
 //! - [`measurements`]: kernel and link measurements as a file (the shared H200 format, extended);
 //! - [`kernel_fit`]: the fit of the kernel model (and links, slowdown) to a measurement file;
-//! - [`fit`]: least-squares tools (link line, slowdown, the simplex search);
+//! - [`fit`]: least-squares tools (link line, slowdown, the simplex search, Levenberg–Marquardt);
 //! - [`price`]: a list of kernels priced with a profile, against measured times (`kernels`);
 //! - [`profile`]: a backend's base profile (a source on every figure), written atomically;
-//! - [`predict`]: a unit's time from a profile, ring step by ring step;
+//! - [`predict`]: a unit's time from a profile, ring step by ring step, following the program
+//!   of the runtime that runs it (`predict::Runtime`: the CPU runtime's or the CUDA units');
+//! - [`repredict`]: a committed CUDA unit run (or `calibrate`'s units) predicted again from a
+//!   profile, on a CPU;
 //! - [`compare`]: predicted against measured, per unit, ring and step;
 //! - [`threshold`]: the overlap-threshold experiment (exposed communication below c* = F/B);
 //! - [`unit_run`]: one unit run and compared with its prediction (`metp-sim run`).
@@ -46,6 +49,7 @@ pub mod mock;
 pub mod predict;
 pub mod price;
 pub mod profile;
+pub mod repredict;
 pub mod threshold;
 pub mod unit_run;
 
@@ -207,6 +211,7 @@ pub fn calibrate(
         let popts = PredictOptions {
             compute_scale: backend.compute_scale(spec.shape.p, backend.devices()),
             transfer_scale: backend.transfer_scale(spec.shape.p),
+            runtime: backend.runtime(),
             ..PredictOptions::default()
         };
         if let Some(total) = opts.budget_s {

@@ -131,6 +131,22 @@ pub struct PredictOptions {
     pub forward_only: bool,
     /// Multiplies every message time (emulated devices sharing one copy stream).
     pub transfer_scale: f64,
+    /// Whose program the devices run (the kernels differ where the runtimes differ).
+    pub runtime: Runtime,
+}
+
+/// Whose unit programs a prediction follows. The CPU runtime (`crate::exec`) copies a buffer
+/// into the channel when it sends it and adds gradient products with an element-wise pass; the
+/// CUDA backend's units send by a copy on a second stream or NCCL (the message itself: no
+/// compute-stream kernel) and accumulate weight gradients in the GEMM (β = 1, fp32 output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    /// `crate::exec`'s programs.
+    #[default]
+    Cpu,
+    /// `calibrate::cuda`'s units.
+    Cuda,
 }
 
 impl Default for PredictOptions {
@@ -140,6 +156,7 @@ impl Default for PredictOptions {
             compute_scale: 1.0,
             forward_only: false,
             transfer_scale: 1.0,
+            runtime: Runtime::Cpu,
         }
     }
 }
@@ -171,8 +188,12 @@ fn visible(causal: bool, i: usize, j: usize) -> bool {
 
 /// Device `i`'s timeline for a spec, forward and backward; [`predict`] drops the backward
 /// segments (those after `Seg::EndForward`) for forward-only backends.
-fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
+fn timeline(spec: &RunSpec, i: usize, runtime: Runtime) -> Vec<Seg> {
     let sh = spec.shape;
+    // Kernels only the CPU runtime runs: its sends' copies into the channel and its gradient
+    // adds (the CUDA units send on another stream and accumulate in the GEMM).
+    let cpu = runtime == Runtime::Cpu;
+    let cpu_only = |w: Work| if cpu { vec![w] } else { vec![] };
     let (b, s, h, p) = (sh.b, sh.s, sh.h, sh.p);
     let rb = spec.metp.recv_buffers as usize;
     let mut v = Vec::new();
@@ -218,7 +239,7 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
                         let mut work = vec![];
                         let mut before = vec![];
                         if t + 1 < p {
-                            work.push(ew(2 * r * hg));
+                            work.extend(cpu_only(ew(2 * r * hg)));
                             before.push(kv_bytes);
                         }
                         if visible(spec.causal, i, j) {
@@ -227,7 +248,7 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
                         }
                         let mut after = vec![];
                         if bwd && p > 1 {
-                            work.push(cp(2 * r * hg));
+                            work.extend(cpu_only(cp(2 * r * hg)));
                             after.push(dkv_bytes);
                         }
                         v.push(Seg::Step {
@@ -285,21 +306,21 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
                     let mut before = vec![];
                     let mut after = vec![];
                     if t + 1 < p {
-                        work.push(cp(2 * h * fp));
+                        work.extend(cpu_only(cp(2 * h * fp)));
                         before.push(ws);
                     }
                     work.push(Work::Gemm(GemmShape::new(r, fp, h)));
                     work.push(ew(r * fp));
                     if bwd {
-                        work.push(ew(h * fp));
+                        work.extend(cpu_only(ew(h * fp)));
                         work.push(Work::Gemm(GemmShape::new(r, fp, h)));
                         work.push(ew(r * fp));
                         work.push(Work::Gemm(GemmShape::new(fp, h, r)));
                         work.push(Work::Gemm(GemmShape::new(h, fp, r)));
-                        work.push(ew(h * fp));
+                        work.extend(cpu_only(ew(h * fp)));
                         work.push(Work::Gemm(GemmShape::new(r, h, fp)));
                         if p > 1 {
-                            work.push(cp(2 * h * fp));
+                            work.extend(cpu_only(cp(2 * h * fp)));
                             after.push(gsb);
                         }
                     } else {
@@ -325,15 +346,21 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
             let (hg, ag, d) = (sh.hg(), sh.ag(), sh.d());
             let r = b * s;
             let blk = AttnCall::block(b, s, ag, d);
-            v.push(serial(vec![
-                cp(r * h),
-                ew(4 * h * hg),
-                Work::Gemm(GemmShape::new(r, 3 * hg, h)),
-                cp(r * hg + r * ag),
-                Work::Attention(blk, Pass::Forward),
-                ew(r * hg),
-                Work::Gemm(GemmShape::new(r, h, hg)),
-            ]));
+            let mut first = cpu_only(cp(r * h));
+            first.extend(cpu_only(ew(4 * h * hg)));
+            first.push(Work::Gemm(GemmShape::new(r, 3 * hg, h)));
+            v.push(serial(
+                [
+                    first,
+                    vec![
+                        cp(r * hg + r * ag),
+                        Work::Attention(blk, Pass::Forward),
+                        ew(r * hg),
+                        Work::Gemm(GemmShape::new(r, h, hg)),
+                    ],
+                ]
+                .concat(),
+            ));
             v.push(Seg::AllReduce {
                 bytes: (2 * r * h) as u64,
                 elements: r * h,
@@ -358,13 +385,11 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
         (Unit::Mlp, ExecMethod::Tp) => {
             let fp = sh.fp();
             let r = b * s;
-            v.push(serial(vec![
-                cp(r * h),
-                ew(2 * h * fp),
-                Work::Gemm(GemmShape::new(r, fp, h)),
-                ew(r * fp),
-                Work::Gemm(GemmShape::new(r, h, fp)),
-            ]));
+            let mut first = cpu_only(cp(r * h));
+            first.extend(cpu_only(ew(2 * h * fp)));
+            first.push(Work::Gemm(GemmShape::new(r, fp, h)));
+            first.extend([ew(r * fp), Work::Gemm(GemmShape::new(r, h, fp))]);
+            v.push(serial(first));
             v.push(Seg::AllReduce {
                 bytes: (2 * r * h) as u64,
                 elements: r * h,
@@ -392,7 +417,7 @@ fn timeline(spec: &RunSpec, i: usize) -> Vec<Seg> {
 pub fn unit_work(spec: &RunSpec) -> Vec<Work> {
     let mut all = std::collections::BTreeSet::new();
     for i in 0..spec.shape.p {
-        for seg in timeline(spec, i) {
+        for seg in timeline(spec, i, Runtime::Cpu) {
             let work = match seg {
                 Seg::Serial { work, .. } | Seg::Step { work, .. } => work,
                 Seg::AllReduce { elements, .. } => vec![ew(elements / spec.shape.p.max(1))],
@@ -451,7 +476,7 @@ pub fn predict(spec: &RunSpec, hw: &Hardware, opts: PredictOptions) -> Predictio
     for i in 0..p {
         let (mut total, mut compute) = (0.0, 0.0);
         let mut steps = Vec::new();
-        for seg in timeline(spec, i) {
+        for seg in timeline(spec, i, opts.runtime) {
             match seg {
                 Seg::EndForward if opts.forward_only => break,
                 Seg::EndForward => {}
@@ -500,9 +525,28 @@ pub fn predict(spec: &RunSpec, hw: &Hardware, opts: PredictOptions) -> Predictio
                 }
                 Seg::AllReduce { bytes, elements } => {
                     let chunk = bytes / p.max(1) as u64;
-                    let work =
-                        pr.work_s(cp(elements / p.max(1))) + pr.work_s(ew(elements / p.max(1)));
-                    let per = pr.message_s(chunk) + work;
+                    let e = elements / p.max(1);
+                    // Each of the p − 1 reduce-scatter steps adds a received chunk, each of
+                    // the p − 1 all-gather steps copies one in: the CPU runtime prices both
+                    // per step; the CUDA units run one add (two bf16 read, one written) or one
+                    // copy.
+                    let work = match opts.runtime {
+                        Runtime::Cpu => pr.work_s(cp(e)) + pr.work_s(ew(e)),
+                        Runtime::Cuda => {
+                            0.5 * (pr.work_s(Work::Elementwise(6 * e as u64)) + pr.work_s(cp(e)))
+                        }
+                    };
+                    // Devices sharing one GPU (CUDA, one after the other): the p chunks of a
+                    // step travel one after the other on the copy stream while the compute
+                    // stream adds each as soon as it has arrived, so a step lasts the longer of
+                    // the p copies and the first copy plus the p adds.
+                    let per = match opts.runtime {
+                        Runtime::Cpu => pr.message_s(chunk) + work,
+                        Runtime::Cuda => {
+                            let m = pr.message_s(chunk);
+                            m.max(m / opts.transfer_scale.max(1.0) + work)
+                        }
+                    };
                     let n = 2.0 * (p as f64 - 1.0);
                     compute += n * work;
                     total += n * per;

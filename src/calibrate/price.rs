@@ -256,14 +256,7 @@ pub fn shape_object(shape: &KernelShape) -> Map<String, Value> {
 /// Reads a kernel list or a measurement file; returns the items and how their measured times
 /// were taken.
 pub fn read_input(path: &Path) -> Result<(Vec<Item>, Timing)> {
-    let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
-        path: path.to_path_buf(),
-        source: e,
-    })?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| Error::Parse {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    })?;
+    let v: Value = crate::config::read_json(path)?;
     match v {
         Value::Array(items) => Ok((
             items

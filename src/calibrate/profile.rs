@@ -59,6 +59,9 @@ fn cpu_kernels(fig: &dyn Fn(f64, &str) -> Figure) -> KernelModel {
             0.0,
             "CPU: times are the kernels' own (no host/device split)",
         ),
+        solo_fraction: None,
+        max_splits: None,
+        tiles: vec![],
     };
     KernelModel {
         host: HostModel {
@@ -79,6 +82,9 @@ fn cpu_kernels(fig: &dyn Fn(f64, &str) -> Figure) -> KernelModel {
             mma_fraction: fig(0.5, start),
             tile_s: fig(1e-7, start),
             call_s: fig(1e-6, start),
+            power_fraction: None,
+            power_time_s: None,
+            stream_k: None,
         },
         attention_fwd: attention(0.3),
         attention_bwd: attention(0.3),
@@ -128,6 +134,41 @@ pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
             &mut k.gemm.call_s,
         ] {
             prior(f);
+        }
+        for f in [
+            &mut k.gemm.power_fraction,
+            &mut k.gemm.power_time_s,
+            &mut k.gemm.stream_k,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            prior(f);
+        }
+        for a in [&mut k.attention_fwd, &mut k.attention_bwd] {
+            for f in [&mut a.solo_fraction, &mut a.max_splits]
+                .into_iter()
+                .flatten()
+            {
+                prior(f);
+            }
+            for t in &mut a.tiles {
+                for f in [
+                    &mut t.block_q,
+                    &mut t.block_k,
+                    &mut t.ctas_per_sm,
+                    &mut t.mma_fraction,
+                    &mut t.solo_fraction,
+                ] {
+                    prior(f);
+                }
+                for f in [&mut t.split_block_q, &mut t.split_block_k]
+                    .into_iter()
+                    .flatten()
+                {
+                    prior(f);
+                }
+            }
         }
         for a in [&mut k.attention_fwd, &mut k.attention_bwd] {
             for f in [
@@ -256,6 +297,7 @@ pub fn measurements_path(profile: &Path) -> PathBuf {
 /// Fails with [`Error::Exists`] when `path` exists and `force` is off (checked before any
 /// measurement, so that a long calibration does not end in a refusal).
 pub fn ensure_writable(path: &Path, force: bool) -> Result<()> {
+    crate::atomic::check_output_file(path)?;
     if path.exists() && !force {
         return Err(Error::Exists {
             path: path.to_path_buf(),

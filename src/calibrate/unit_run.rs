@@ -121,6 +121,7 @@ pub fn run_unit(
                 link: spec.link,
                 compute_scale: backend.compute_scale(p, hardware.gpus_per_node as usize),
                 transfer_scale: backend.transfer_scale(p),
+                runtime: backend.runtime(),
                 ..Default::default()
             };
             if opts.compute_scale != 1.0 {
@@ -155,6 +156,7 @@ pub fn run_unit(
             let opts = PredictOptions {
                 compute_scale: backend.compute_scale(p, backend.devices()),
                 transfer_scale: backend.transfer_scale(p),
+                runtime: backend.runtime(),
                 ..Default::default()
             };
             (hw, opts, from)

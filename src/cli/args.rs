@@ -220,10 +220,7 @@ impl CommonArgs {
         let model = load_model(&self.model)?;
         let mut hardware = self.hardware(&self.hw)?;
         if let Some(n) = self.nodes {
-            if n == 0 {
-                return Err(Error::arg("--nodes", "must be positive"));
-            }
-            hardware.nodes = n;
+            hardware.set_nodes(n)?;
         }
         Ok(Workload {
             model,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::link::{BackendArg, LinkArgs, OutFormat};
+use super::link::{check_devices, check_runs, BackendArg, LinkArgs, OutFormat};
 use crate::calibrate::cpu::CpuBackend;
 use crate::calibrate::profile::{default_path, host_name, today};
 use crate::calibrate::{self, Backend, Options, Plan};
@@ -62,9 +62,8 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
             OutFormat::Table => report::fit_table(&r, out),
         });
     }
-    if a.devices == 0 {
-        return Err(Error::arg("--devices", "must be positive"));
-    }
+    check_devices("--devices", a.devices)?;
+    let runs = a.runs.map(check_runs).transpose()?;
     let budget_s =
         match (a.backend, a.budget_s) {
             (BackendArg::Cpu, Some(_)) => return Err(Error::arg(
@@ -120,7 +119,7 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
         force: a.force,
         host,
         date: today(),
-        unit_runs: a.runs.unwrap_or(if a.quick { 1 } else { 3 }).max(1),
+        unit_runs: runs.unwrap_or(if a.quick { 1 } else { 3 }),
         base: a
             .base
             .as_deref()

@@ -1,6 +1,6 @@
-//! `metp-sim gpu-check`: the two steps of `scripts/gpu-check.sh` that are not measurements —
+//! `metp-sim gpu-check`: the steps of `scripts/gpu-check.sh` that are not measurements —
 //! `split` (a measurement file into a fit part and a held-out part, every n-th entry of each
-//! kind held out) and `table` (the closing table: held-out kernel errors per kind, units
+//! kind held out), `merge` (files of one device as one) and `table` (the closing table: held-out kernel errors per kind, units
 //! predicted against measured).
 
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use clap::{Args, Subcommand};
 
 use crate::calibrate::cuda::check;
 use crate::calibrate::measurements::KernelMeasurements;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 #[derive(Debug, Args)]
 pub struct GpuCheckArgs {
@@ -34,6 +34,16 @@ enum GpuCheckCommand {
         #[arg(long)]
         held_out: PathBuf,
     },
+    /// Merge measurement files of one device (e.g. the shared H200 file and a PyTorch run)
+    /// into one, their entries in order.
+    Merge {
+        /// The files, in order.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+        /// Where the merged file goes.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// The closing table from `kernels --compare --format json` and `calibrate`/`run --format
     /// json` outputs (missing files are reported as such).
     Table {
@@ -46,15 +56,8 @@ enum GpuCheckCommand {
     },
 }
 
-fn read_json(path: &PathBuf) -> Result<serde_json::Value> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: path.clone(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|e| Error::Parse {
-        path: path.clone(),
-        message: e.to_string(),
-    })
+fn read_json(path: &std::path::Path) -> Result<serde_json::Value> {
+    crate::config::read_json(path)
 }
 
 pub fn run(a: GpuCheckArgs) -> Result<String> {
@@ -65,6 +68,9 @@ pub fn run(a: GpuCheckArgs) -> Result<String> {
             fit,
             held_out,
         } => {
+            // Both outputs checked before either is written.
+            crate::atomic::check_output_file(&fit)?;
+            crate::atomic::check_output_file(&held_out)?;
             let m = KernelMeasurements::read(&input)?;
             let (f, h) = check::split(&m, every)?;
             crate::atomic::write_atomic(&fit, f.to_json().as_bytes())?;
@@ -83,6 +89,22 @@ pub fn run(a: GpuCheckArgs) -> Result<String> {
                 fit.display(),
                 count(&h),
                 held_out.display()
+            ))
+        }
+        GpuCheckCommand::Merge { inputs, out } => {
+            let files = inputs
+                .iter()
+                .map(|p| KernelMeasurements::read(p))
+                .collect::<Result<Vec<_>>>()?;
+            let m = KernelMeasurements::merge(&files)?;
+            crate::atomic::write_atomic(&out, m.to_json().as_bytes())?;
+            Ok(format!(
+                "{} GEMMs, {} attention calls, {} copy sizes from {} files to {}\n",
+                m.gemm.len(),
+                m.attention.len(),
+                m.copy.len(),
+                files.len(),
+                out.display()
             ))
         }
         GpuCheckCommand::Table { compare, units } => {

@@ -2,6 +2,7 @@
 
 use clap::{Args, ValueEnum};
 
+use crate::config::limits::{LINK_THROTTLE, MAX_RUNS, MAX_VIRTUAL_DEVICES};
 use crate::error::{Error, Result};
 use crate::exec::device::Link;
 
@@ -38,17 +39,21 @@ impl LinkArgs {
                 "needs --link-bandwidth (the throttle has both)",
             )),
             (Some(bw), lat) => {
-                if !(bw.is_finite() && bw > 0.0) {
+                let (min_bw, max_lat) = LINK_THROTTLE;
+                if !(bw.is_finite() && bw >= min_bw) {
                     return Err(Error::arg(
                         "--link-bandwidth",
-                        format!("must be a positive number of bytes per second, got {bw}"),
+                        format!(
+                            "must be at least {min_bw:e} bytes per second (slower links never \
+                             finish a unit), got {bw}"
+                        ),
                     ));
                 }
                 let lat = lat.unwrap_or(0.0);
-                if !(lat.is_finite() && lat >= 0.0) {
+                if !(lat.is_finite() && (0.0..=max_lat).contains(&lat)) {
                     return Err(Error::arg(
                         "--link-latency",
-                        format!("must be a non-negative number of seconds, got {lat}"),
+                        format!("must be from 0 to {max_lat} s, got {lat}"),
                     ));
                 }
                 Ok(Some(Link {
@@ -58,4 +63,27 @@ impl LinkArgs {
             }
         }
     }
+}
+
+/// Checks `--runs`: 1 to [`MAX_RUNS`] (the same rule for `run` and `calibrate`).
+pub fn check_runs(runs: usize) -> Result<usize> {
+    if runs == 0 || runs as u64 > MAX_RUNS {
+        return Err(Error::arg(
+            "--runs",
+            format!("must be from 1 to {MAX_RUNS}, got {runs}"),
+        ));
+    }
+    Ok(runs)
+}
+
+/// Checks a count of virtual devices (`run --p`, `calibrate --devices`): 1 to
+/// [`MAX_VIRTUAL_DEVICES`], one thread each.
+pub fn check_devices(flag: &str, devices: usize) -> Result<usize> {
+    if devices == 0 || devices as u64 > MAX_VIRTUAL_DEVICES {
+        return Err(Error::arg(
+            flag,
+            format!("must be from 1 to {MAX_VIRTUAL_DEVICES} virtual devices, got {devices}"),
+        ));
+    }
+    Ok(devices)
 }

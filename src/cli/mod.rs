@@ -18,6 +18,7 @@ mod validate;
 
 use clap::{Parser, Subcommand};
 
+use crate::config::limits::help;
 use crate::error::Result;
 
 /// How long a sequence fits, how fast a step runs, and where memory and time go — for METP and
@@ -32,30 +33,41 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Per-device memory of one workload, tensor by tensor.
+    #[command(after_help = help("memory"))]
     Memory(memory::MemoryArgs),
     /// Longest sequence that fits, per method and degree.
+    #[command(after_help = help("maxseq"))]
     Maxseq(maxseq::MaxseqArgs),
     /// Simulate one training step: time, overlap, memory high-water; trace and timeline.
+    #[command(after_help = help("simulate"))]
     Simulate(simulate::SimulateArgs),
     /// Every method × degree × sequence length: CSV, JSON and plots.
+    #[command(after_help = help("sweep"))]
     Sweep(sweep::SweepArgs),
     /// METP's full-overlap condition and the simulated exposed communication around it.
+    #[command(after_help = help("overlap"))]
     Overlap(overlap::OverlapArgs),
     /// Check METP's published claims C1–C4; writes reports/claims/.
+    #[command(after_help = help("validate"))]
     Validate(validate::ValidateArgs),
     /// Rank the configurations that fit N GPUs by simulated throughput, with memory headroom.
+    #[command(after_help = help("plan"))]
     Plan(plan::PlanArgs),
     /// Execute one unit (attention or MLP, METP or TP) on a backend: error against an f64
     /// reference, measured and predicted memory and time.
+    #[command(after_help = help("run"))]
     Run(run::RunArgs),
     /// Measure this machine (CPU or CUDA), fit and write a hardware profile, and compare METP
     /// units' predicted and measured times.
+    #[command(after_help = help("calibrate"))]
     Calibrate(calibrate::CalibrateArgs),
     /// Price a list of kernels (or a measurement file's) with a profile's kernel model;
     /// --compare reports the error against measured times.
+    #[command(after_help = help("kernels"))]
     Kernels(kernels::KernelsArgs),
     /// The GPU check's held-out split of a measurement file and its closing table
     /// (scripts/gpu-check.sh).
+    #[command(after_help = help("gpu-check"))]
     GpuCheck(gpu_check::GpuCheckArgs),
     /// List the bundled models and hardware profiles.
     List,
@@ -63,6 +75,8 @@ enum Command {
 
 /// Runs the CLI with the process arguments and returns the exit status.
 pub fn main() -> i32 {
+    // An interrupted run removes its temporaries and releases its output folders.
+    crate::atomic::install_interrupt_cleanup();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

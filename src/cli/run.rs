@@ -3,7 +3,7 @@
 use clap::{Args, ValueEnum};
 
 use super::args::MetpArgs;
-use super::link::{BackendArg, LinkArgs, OutFormat};
+use super::link::{check_devices, check_runs, BackendArg, LinkArgs, OutFormat};
 use crate::calibrate::cpu::CpuBackend;
 use crate::calibrate::unit_run::{self, ProfileSource};
 use crate::calibrate::{self, Backend};
@@ -133,10 +133,9 @@ fn spec(a: &RunArgs) -> Result<RunSpec> {
 }
 
 pub fn run(a: RunArgs) -> Result<String> {
+    check_runs(a.runs)?;
+    check_devices("--p", super::args::single_degree(&a.p)? as usize)?;
     let spec = spec(&a)?;
-    if a.runs == 0 {
-        return Err(Error::arg("--runs", "must be positive"));
-    }
     let mut backend: Box<dyn Backend> = match a.backend {
         BackendArg::Cpu => Box::new(CpuBackend::new(spec.shape.p, spec.link, true)?),
         BackendArg::Cuda => {

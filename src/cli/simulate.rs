@@ -9,7 +9,7 @@ use crate::config::{parse_count, MethodId, Workload};
 use crate::error::{Error, Result};
 use crate::evaluate::{Evaluation, SimDepth, SimulateOptions};
 use crate::report::{self, Format};
-use crate::sim::LinkModel;
+use crate::sim::{LinkModel, TraceScope};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum LinkModelArg {
@@ -54,6 +54,14 @@ pub struct SimulateArgs {
     /// Limit the timeline to the first this-many milliseconds.
     #[arg(long)]
     timeline_ms: Option<f64>,
+    /// Record every device in --trace and --timeline even when the step is large (by default
+    /// a step of more than 2^20 spans records device 0 alone).
+    #[arg(long)]
+    trace_all_devices: bool,
+    /// Simulate 2 and 4 layers (and at most 2 micro-batches) and extrapolate the step time, as
+    /// plan does (exact to ~1e-5): for models too large to simulate whole. No trace.
+    #[arg(long, conflicts_with_all = ["trace", "timeline"])]
+    extrapolate: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -69,7 +77,15 @@ pub fn workload(
     let mut w = common.workload(method, p, seq)?;
     if let Some(g) = global_batch {
         let g = parse_count("--global-batch", g)?;
-        let per = w.dp * w.micro_batch;
+        let Some(per) = w.dp.checked_mul(w.micro_batch) else {
+            return Err(Error::arg(
+                "--global-batch",
+                format!(
+                    "dp × micro-batch = {} × {} is too large",
+                    w.dp, w.micro_batch
+                ),
+            ));
+        };
         if g % per != 0 {
             return Err(Error::arg(
                 "--global-batch",
@@ -85,13 +101,38 @@ pub fn run(a: SimulateArgs) -> Result<String> {
     let method = MethodId::parse("--method", &a.method)?;
     let p = single_degree(&a.p)?;
     let seq = parse_count("--seq", &a.seq)?;
+    if let Some(ms) = a.timeline_ms {
+        if !(ms.is_finite() && ms > 0.0) {
+            return Err(Error::arg(
+                "--timeline-ms",
+                format!("must be a positive number of milliseconds, got {ms}"),
+            ));
+        }
+    }
+    // Outputs are checked before the simulation, not after it.
+    for path in a.trace.iter().chain(&a.timeline) {
+        crate::atomic::check_output_file(path)?;
+    }
     let w = workload(&a.common, method, p, seq, a.global_batch.as_deref())?.validate()?;
+    let trace = match (
+        a.trace.is_some() || a.timeline.is_some(),
+        a.trace_all_devices,
+    ) {
+        (false, _) => TraceScope::Off,
+        (true, false) => TraceScope::Auto,
+        (true, true) => TraceScope::AllDevices,
+    };
     let e = Evaluation::new(w).simulate(SimulateOptions {
         link: a.link_model.into(),
-        depth: SimDepth::Full,
-        trace: a.trace.is_some() || a.timeline.is_some(),
+        depth: if a.extrapolate {
+            SimDepth::Extrapolate
+        } else {
+            SimDepth::Full
+        },
+        trace,
         devices: crate::schedule::Devices::Distinct,
     })?;
+    e.check()?;
     if let Some(path) = &a.trace {
         report::write_trace(path, &e)?;
     }

@@ -8,7 +8,8 @@ use clap::{Args, ValueEnum};
 
 use super::args::CommonArgs;
 use super::simulate::LinkModelArg;
-use crate::config::{load_model, parse_list, parse_seq_spec, MethodId};
+use crate::atomic::OutputFolder;
+use crate::config::{limits, load_model, parse_count, parse_list, parse_seq_spec, MethodId};
 use crate::error::{Error, Result};
 use crate::evaluate::Timing;
 use crate::report;
@@ -53,8 +54,35 @@ pub fn run(a: SweepArgs) -> Result<String> {
     let methods = MethodId::parse_list("--methods", &a.methods)?;
     let degrees = parse_list("--p", &a.p)?;
     let seqs = parse_seq_spec("--seq", &a.seq)?;
-    let model_names: Vec<&str> = a.common.model.split(',').map(str::trim).collect();
-    let hw_names: Vec<&str> = a.common.hw.split(',').map(str::trim).collect();
+    let model_names = names("--model", &a.common.model)?;
+    let hw_names = names("--hw", &a.common.hw)?;
+    if a.common.dp.trim() != "1" {
+        return Err(Error::arg(
+            "--dp",
+            "sweep runs one data-parallel replica (dp = 1); use simulate or plan for dp > 1",
+        ));
+    }
+    // Counted before anything is loaded or evaluated.
+    let total = [
+        model_names.len(),
+        hw_names.len(),
+        methods.len(),
+        degrees.len(),
+        seqs.len(),
+    ]
+    .iter()
+    .try_fold(1u64, |acc, &n| acc.checked_mul(n as u64))
+    .unwrap_or(u64::MAX);
+    if total > limits::MAX_SWEEP_POINTS {
+        return Err(Error::arg(
+            "--seq",
+            format!(
+                "the sweep has {total} points (models × profiles × methods × degrees × \
+                 lengths), more than {}; sweep fewer lengths or degrees",
+                limits::MAX_SWEEP_POINTS
+            ),
+        ));
+    }
     let models = model_names
         .iter()
         .map(|m| load_model(m))
@@ -64,15 +92,14 @@ pub fn run(a: SweepArgs) -> Result<String> {
         .map(|h| a.common.hardware(h))
         .collect::<Result<Vec<_>>>()?;
     if let Some(n) = a.common.nodes {
-        if n == 0 {
-            return Err(Error::arg("--nodes", "must be positive"));
-        }
         for hw in &mut hardware {
-            hw.nodes = n;
+            hw.set_nodes(n)?;
         }
     }
+    distinct("--model", models.iter().map(|m| m.name.as_str()))?;
+    distinct("--hw", hardware.iter().map(|h| h.name.as_str()))?;
     // Options and micro-batch only (the profiles and models are the lists above).
-    let micro_batch = crate::config::parse_count("--micro-batch", &a.common.micro_batch)?;
+    let micro_batch = parse_count("--micro-batch", &a.common.micro_batch)?;
     let options = a.common.options();
     let spec = SweepSpec {
         models,
@@ -99,10 +126,9 @@ pub fn run(a: SweepArgs) -> Result<String> {
         };
         PathBuf::from("reports").join(name)
     });
-    std::fs::create_dir_all(&out).map_err(|source| Error::Io {
-        path: out.clone(),
-        source,
-    })?;
+    // The folder is this run's until it finishes: a second sweep into it is refused, and its
+    // manifest says `running` until the last file is written (atomic::OutputFolder).
+    let mut folder = OutputFolder::open(&out)?;
 
     // Rows are appended to a partial file as they complete, so an interrupted sweep keeps what
     // it computed; the final files are written atomically in spec order.
@@ -115,13 +141,8 @@ pub fn run(a: SweepArgs) -> Result<String> {
     if let Ok(mut f) = partial.lock() {
         let _ = f.write_all(report::sweep_csv_header().as_bytes());
     }
-    let total = spec.models.len()
-        * spec.hardware.len()
-        * spec.methods.len()
-        * spec.degrees.len()
-        * spec.seqs.len();
     let bar = if std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::new(total as u64)
+        indicatif::ProgressBar::new(total)
     } else {
         indicatif::ProgressBar::hidden()
     };
@@ -149,5 +170,35 @@ pub fn run(a: SweepArgs) -> Result<String> {
     };
     let plots = report::write_sweep(&out, &result, &spec, exts)?;
     let _ = std::fs::remove_file(&partial_path);
+    for f in ["sweep.csv", "sweep.json"] {
+        folder.wrote(&out.join(f));
+    }
+    for p in &plots {
+        folder.wrote(p);
+    }
+    folder.finish()?;
     Ok(report::sweep_table(&result, &spec, &out, &plots))
+}
+
+/// A comma-separated list of model or profile names, each non-empty.
+fn names<'a>(flag: &str, text: &'a str) -> Result<Vec<&'a str>> {
+    let v: Vec<&str> = text.split(',').map(str::trim).collect();
+    if v.iter().any(|n| n.is_empty()) {
+        return Err(Error::arg(
+            flag,
+            format!("'{text}': an empty name in the list"),
+        ));
+    }
+    Ok(v)
+}
+
+/// Refuses a list that names one model (or profile) twice: their points and plots would mix.
+fn distinct<'a>(flag: &str, names: impl Iterator<Item = &'a str>) -> Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for n in names {
+        if !seen.insert(report::file_slug(n)) {
+            return Err(Error::arg(flag, format!("'{n}' is listed twice")));
+        }
+    }
+    Ok(())
 }

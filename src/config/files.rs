@@ -81,26 +81,66 @@ pub fn resolve(kind: DataKind, name_or_path: &str) -> Result<PathBuf> {
     })
 }
 
-/// Reads a JSON file into `T`, naming the field a type error is in.
-pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+/// Reads a text file of at most [`MAX_INPUT_FILE_BYTES`](super::limits::MAX_INPUT_FILE_BYTES):
+/// a larger file — or one without end, such as `/dev/zero` — is refused after reading one byte
+/// past the limit, never read whole.
+pub fn read_text(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let max = super::limits::MAX_INPUT_FILE_BYTES;
+    let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+        return Err(Error::Parse {
+            path: path.to_path_buf(),
+            message: "is a directory, not a file".into(),
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > max {
+        return Err(Error::Parse {
+            path: path.to_path_buf(),
+            message: format!(
+                "larger than {} MiB, the most an input file may hold (config::limits)",
+                max >> 20
+            ),
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| Error::Parse {
+        path: path.to_path_buf(),
+        message: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
+    })
+}
+
+/// Parses JSON text into `T`, naming the field a type error is in, and refusing anything after
+/// the value (a second object, trailing words).
+pub fn parse_json<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
+    let parse = |message: String| Error::Parse {
+        path: path.to_path_buf(),
+        message,
+    };
     // serde_path_to_error names the field a type error is in ("hidden: invalid value …").
-    let de = &mut serde_json::Deserializer::from_str(&text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
         let inner = e.into_inner();
-        Error::Parse {
-            path: path.to_path_buf(),
-            message: if field.is_empty() || field == "." {
-                inner.to_string()
-            } else {
-                format!("field '{field}': {inner}")
-            },
-        }
-    })
+        parse(if field.is_empty() || field == "." {
+            inner.to_string()
+        } else {
+            format!("field '{field}': {inner}")
+        })
+    })?;
+    de.end()
+        .map_err(|e| parse(format!("content after the JSON value: {e}")))?;
+    Ok(value)
+}
+
+/// Reads a JSON file into `T` ([`read_text`], then [`parse_json`]).
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
+    parse_json(path, &read_text(path)?)
 }
 
 /// Loads and validates a model by name or path: a model file (`models/*.json`), or a Hugging

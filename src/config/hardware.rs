@@ -77,6 +77,44 @@ pub struct GemmModel {
     pub tile_s: Figure,
     /// Fixed device time per call.
     pub call_s: Figure,
+    /// The sustained fraction of `gpu.peak_bf16_flops_per_s` a long GEMM keeps once the GPU
+    /// holds its power cap by lowering its clock; absent: no cap (`src/cost/gemm.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_fraction: Option<Figure>,
+    /// How long a GEMM runs at its tile rate before the power cap takes over (the time
+    /// constant of the clock's response); required with `power_fraction`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_time_s: Option<Figure>,
+    /// 1: the library may run stream-K (every tile's k-steps spread evenly over the SMs, with
+    /// fp32 partial tiles fixed up) when tiles quantize badly; 0 or absent: it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_k: Option<Figure>,
+}
+
+/// One head dimension's fused-attention kernel: its tiles, occupancy and rates (the
+/// pass-level `block_q`, `block_k`, `ctas_per_sm`, `mma_fraction` and `solo_fraction` are the
+/// kernel for head dimensions no entry covers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttentionTiles {
+    /// The kernel's head dimension: it runs calls of head dimension up to this one (padded).
+    pub head_dim: u64,
+    /// Query rows of one block.
+    pub block_q: Figure,
+    /// Key rows of one block.
+    pub block_k: Figure,
+    /// Thread blocks resident on one SM at once.
+    pub ctas_per_sm: Figure,
+    /// Fraction of one SM's peak FLOP rate the SM reaches inside the block loop.
+    pub mma_fraction: Figure,
+    /// Share of that rate one thread block reaches alone on an SM.
+    pub solo_fraction: Figure,
+    /// Query rows of one block of the split-KV kernel (forward, `max_splits` > 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_block_q: Option<Figure>,
+    /// Key rows of one block of the split-KV kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_block_k: Option<Figure>,
 }
 
 /// Fused attention, one pass (FlashAttention-2-like): thread blocks of `block_q` queries
@@ -101,9 +139,21 @@ pub struct AttentionModel {
     /// Bytes of extra memory-bound passes per query element (batch × q_tokens × heads ×
     /// head_dim), e.g. the backward's pre- and post-processing; 0 for none.
     pub extra_bytes_per_element: Figure,
-    /// Host time an isolated call adds beyond `host.isolated_gap_s` (e.g. autograd around a
-    /// backward call); charged only when pricing an isolated call, never in a step.
+    /// Host time an isolated call spends around its kernels beyond `host.isolated_floor_s`
+    /// (a framework's ops, autograd): it raises the isolated call's floor; charged only when
+    /// pricing an isolated call, never in a step.
     pub isolated_extra_s: Figure,
+    /// Share of the SM's rate one thread block reaches alone (absent: `1 / ctas_per_sm`, a
+    /// lone block no faster than a shared one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solo_fraction: Option<Figure>,
+    /// Forward only: the most key/value splits FlashAttention-2's split-KV heuristic may
+    /// choose when the grid under-fills the GPU (absent or 1: the kernel never splits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_splits: Option<Figure>,
+    /// Per head dimension: the kernel that runs it (empty: the fields above for every one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiles: Vec<AttentionTiles>,
 }
 
 /// The kernel model's parameters (DESIGN §4; formulas in `src/cost`).
@@ -146,12 +196,34 @@ impl KernelModel {
             ("kernels.gemm.tile_s".into(), &self.gemm.tile_s),
             ("kernels.gemm.call_s".into(), &self.gemm.call_s),
         ];
+        for (name, f) in [
+            ("power_fraction", &self.gemm.power_fraction),
+            ("power_time_s", &self.gemm.power_time_s),
+            ("stream_k", &self.gemm.stream_k),
+        ] {
+            if let Some(f) = f {
+                v.push((format!("kernels.gemm.{name}"), f));
+            }
+        }
         for (pass, a) in [
             ("attention_fwd", &self.attention_fwd),
             ("attention_bwd", &self.attention_bwd),
         ] {
             for (f, fig) in a.figures() {
                 v.push((format!("kernels.{pass}.{f}"), fig));
+            }
+            for (f, fig) in [
+                ("solo_fraction", &a.solo_fraction),
+                ("max_splits", &a.max_splits),
+            ] {
+                if let Some(fig) = fig {
+                    v.push((format!("kernels.{pass}.{f}"), fig));
+                }
+            }
+            for t in &a.tiles {
+                for (f, fig) in t.figures() {
+                    v.push((format!("kernels.{pass}.tiles[d={}].{f}", t.head_dim), fig));
+                }
             }
         }
         v
@@ -171,6 +243,28 @@ impl AttentionModel {
             ("extra_bytes_per_element", &self.extra_bytes_per_element),
             ("isolated_extra_s", &self.isolated_extra_s),
         ]
+    }
+}
+
+impl AttentionTiles {
+    /// The figures with their field names.
+    pub fn figures(&self) -> Vec<(&'static str, &Figure)> {
+        let mut v = vec![
+            ("block_q", &self.block_q),
+            ("block_k", &self.block_k),
+            ("ctas_per_sm", &self.ctas_per_sm),
+            ("mma_fraction", &self.mma_fraction),
+            ("solo_fraction", &self.solo_fraction),
+        ];
+        for (f, fig) in [
+            ("split_block_q", &self.split_block_q),
+            ("split_block_k", &self.split_block_k),
+        ] {
+            if let Some(fig) = fig {
+                v.push((f, fig));
+            }
+        }
+        v
     }
 }
 
@@ -302,20 +396,36 @@ impl Hardware {
             field: field.to_string(),
             message,
         };
-        if self.gpus_per_node == 0 {
-            return Err(bad("gpus_per_node", "must be a positive integer".into()));
-        }
-        if self.nodes == 0 {
-            return Err(bad("nodes", "must be a positive integer".into()));
-        }
-        if self.inter_node.nics_per_node == 0 {
-            return Err(bad(
+        use super::limits::{
+            check_name, check_text, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE, MAX_NODES,
+            MAX_PROFILE_BYTES, MAX_PROFILE_LATENCY_S, MAX_TEXT_CHARS, PROFILE_RATE_RANGE,
+        };
+        for (field, value, max) in [
+            ("gpus_per_node", self.gpus_per_node, MAX_GPUS_PER_NODE),
+            ("nodes", self.nodes, MAX_NODES),
+            (
                 "inter_node.nics_per_node",
-                "must be a positive integer".into(),
+                self.inter_node.nics_per_node,
+                MAX_NICS_PER_NODE,
+            ),
+        ] {
+            if value == 0 || value > max {
+                return Err(bad(
+                    field,
+                    format!("must be a whole number from 1 to {max}, got {value}"),
+                ));
+            }
+        }
+        if self.gpus_per_node * self.nodes > MAX_GPUS {
+            return Err(bad(
+                "nodes",
+                format!(
+                    "{} nodes × {} GPUs is more than {MAX_GPUS} GPUs",
+                    self.nodes, self.gpus_per_node
+                ),
             ));
         }
         let positive = [
-            ("gpu.memory_bytes", &self.gpu.memory_bytes),
             ("gpu.peak_bf16_flops_per_s", &self.gpu.peak_bf16_flops_per_s),
             ("gpu.hbm_bytes_per_s", &self.gpu.hbm_bytes_per_s),
             (
@@ -327,42 +437,55 @@ impl Hardware {
                 &self.inter_node.bytes_per_s_per_nic,
             ),
         ];
+        let (lo, hi) = PROFILE_RATE_RANGE;
         for (field, fig) in positive {
-            if !(fig.value.is_finite() && fig.value > 0.0) {
+            if !(fig.value.is_finite() && fig.value >= lo && fig.value <= hi) {
                 return Err(bad(
                     &format!("{field}.value"),
-                    format!("must be a positive number, got {}", fig.value),
+                    format!(
+                        "must be a rate from {lo:e} to {hi:e} per second, got {:?}",
+                        fig.value
+                    ),
                 ));
             }
         }
-        if self.gpu.memory_bytes.value.fract() != 0.0 || self.gpu.memory_bytes.value > 2f64.powi(60)
-        {
+        for (field, fig) in [
+            ("gpu.memory_bytes", &self.gpu.memory_bytes),
+            (
+                "reserved.cuda_context_bytes",
+                &self.reserved.cuda_context_bytes,
+            ),
+            ("reserved.nccl_bytes", &self.reserved.nccl_bytes),
+        ] {
+            let v = fig.value;
+            if !(v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= MAX_PROFILE_BYTES) {
+                return Err(bad(
+                    &format!("{field}.value"),
+                    format!("must be a whole number of bytes from 0 to 2^60, got {v:?}"),
+                ));
+            }
+        }
+        if self.gpu.memory_bytes.value == 0.0 {
             return Err(bad(
                 "gpu.memory_bytes.value",
-                format!(
-                    "must be a whole number of bytes below 2^60, got {}",
-                    self.gpu.memory_bytes.value
-                ),
+                "must be a positive number of bytes".into(),
             ));
         }
-        let non_negative = [
+        for (field, fig) in [
             ("intra_node.p2p_latency_s", &self.intra_node.p2p_latency_s),
             (
                 "intra_node.collective_latency_s",
                 &self.intra_node.collective_latency_s,
             ),
             ("inter_node.latency_s", &self.inter_node.latency_s),
-            (
-                "reserved.cuda_context_bytes",
-                &self.reserved.cuda_context_bytes,
-            ),
-            ("reserved.nccl_bytes", &self.reserved.nccl_bytes),
-        ];
-        for (field, fig) in non_negative {
-            if !(fig.value.is_finite() && fig.value >= 0.0) {
+        ] {
+            if !(fig.value.is_finite() && fig.value >= 0.0 && fig.value <= MAX_PROFILE_LATENCY_S) {
                 return Err(bad(
                     &format!("{field}.value"),
-                    format!("must be a non-negative number, got {}", fig.value),
+                    format!(
+                        "must be a latency from 0 to {MAX_PROFILE_LATENCY_S} s, got {:?}",
+                        fig.value
+                    ),
                 ));
             }
         }
@@ -379,7 +502,7 @@ impl Hardware {
             if !(fig.value >= 0.0 && fig.value < 1.0) {
                 return Err(bad(
                     &format!("{field}.value"),
-                    format!("must be in [0, 1), got {}", fig.value),
+                    format!("must be in [0, 1), got {:?}", fig.value),
                 ));
             }
         }
@@ -391,23 +514,57 @@ impl Hardware {
             {
                 return Err(bad(
                     &format!("{field}.value"),
-                    format!("must be a whole number from 1 to 10^6, got {}", fig.value),
+                    format!("must be a whole number from 1 to 10^6, got {:?}", fig.value),
                 ));
             }
             Ok(())
         };
         whole("gpu.sm_count", &self.gpu.sm_count)?;
+        // Names after the numbers: a `--scale` name carries the factors, so a factor that
+        // breaks a figure is reported as the figure it breaks.
+        check_name(&self.name).map_err(|m| bad("name", m))?;
+        check_name(&self.gpu.model).map_err(|m| bad("gpu.model", m))?;
+        check_text(&self.description, MAX_TEXT_CHARS).map_err(|m| bad("description", m))?;
         self.validate_topology(path)?;
         let k = &self.kernels;
+        if k.gemm.power_fraction.is_some() != k.gemm.power_time_s.is_some() {
+            return Err(bad(
+                "kernels.gemm.power_time_s",
+                "power_fraction and power_time_s come together (or neither)".into(),
+            ));
+        }
+        for (pass, a) in [
+            ("attention_fwd", &k.attention_fwd),
+            ("attention_bwd", &k.attention_bwd),
+        ] {
+            let mut dims: Vec<u64> = a.tiles.iter().map(|t| t.head_dim).collect();
+            dims.sort_unstable();
+            if dims.iter().any(|&d| d == 0 || d > 1 << 20) || dims.windows(2).any(|w| w[0] == w[1])
+            {
+                return Err(bad(
+                    &format!("kernels.{pass}.tiles"),
+                    "head_dim must be positive, at most 2^20, and appear once".into(),
+                ));
+            }
+        }
         for (field, fig) in k.figures() {
             let name = field.rsplit('.').next().unwrap_or("");
             match name {
-                "tile" | "k_step" | "block_q" | "block_k" | "ctas_per_sm" => whole(&field, fig)?,
-                "mma_fraction" | "elementwise_fraction" => {
+                "tile" | "k_step" | "block_q" | "block_k" | "ctas_per_sm" | "max_splits"
+                | "split_block_q" | "split_block_k" => whole(&field, fig)?,
+                "stream_k" => {
+                    if !(fig.value == 0.0 || fig.value == 1.0) {
+                        return Err(bad(
+                            &format!("{field}.value"),
+                            format!("must be 0 or 1, got {}", fig.value),
+                        ));
+                    }
+                }
+                "mma_fraction" | "elementwise_fraction" | "power_fraction" | "solo_fraction" => {
                     if !(fig.value > 0.0 && fig.value <= 1.0) {
                         return Err(bad(
                             &format!("{field}.value"),
-                            format!("must be in (0, 1], got {}", fig.value),
+                            format!("must be in (0, 1], got {:?}", fig.value),
                         ));
                     }
                 }
@@ -418,7 +575,7 @@ impl Hardware {
                         return Err(bad(
                             &format!("{field}.value"),
                             format!(
-                                "must be a non-negative number below 86400, got {}",
+                                "must be a non-negative number below 86400, got {:?}",
                                 fig.value
                             ),
                         ));
@@ -436,13 +593,19 @@ impl Hardware {
             field: field.to_string(),
             message,
         };
+        // A rate, bounded as every other rate of the profile (config::limits): a tiny one made
+        // every transfer longer than the simulator's clock.
         let positive = |field: &str, fig: &Figure| -> Result<()> {
-            if fig.value.is_finite() && fig.value > 0.0 {
+            let (lo, hi) = super::limits::PROFILE_RATE_RANGE;
+            if fig.value.is_finite() && fig.value >= lo && fig.value <= hi {
                 Ok(())
             } else {
                 Err(bad(
                     &format!("{field}.value"),
-                    format!("must be a positive number, got {}", fig.value),
+                    format!(
+                        "must be a rate from {lo:e} to {hi:e} per second, got {:?}",
+                        fig.value
+                    ),
                 ))
             }
         };
@@ -508,9 +671,31 @@ impl Hardware {
         Ok(())
     }
 
-    /// Total GPUs described.
+    /// Total GPUs described (saturating: a validated profile is within
+    /// [`MAX_GPUS`](super::limits::MAX_GPUS), and `--nodes` is checked against it).
     pub fn total_gpus(&self) -> u64 {
-        self.gpus_per_node * self.nodes
+        self.gpus_per_node.saturating_mul(self.nodes)
+    }
+
+    /// Sets the node count (`--nodes`), refusing one that makes more GPUs than the tool
+    /// models.
+    pub fn set_nodes(&mut self, nodes: u64) -> Result<()> {
+        use super::limits::{MAX_GPUS, MAX_NODES};
+        let gpus = nodes.checked_mul(self.gpus_per_node);
+        match gpus {
+            Some(g) if (1..=MAX_NODES).contains(&nodes) && g <= MAX_GPUS => {
+                self.nodes = nodes;
+                Ok(())
+            }
+            _ => Err(Error::arg(
+                "--nodes",
+                format!(
+                    "{nodes} nodes of {} GPUs: the most is {} nodes and {MAX_GPUS} GPUs in all",
+                    self.gpus_per_node,
+                    (MAX_GPUS / self.gpus_per_node.max(1)).min(MAX_NODES)
+                ),
+            )),
+        }
     }
 
     /// Device memory in bytes.

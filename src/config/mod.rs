@@ -10,6 +10,7 @@ mod files;
 mod hardware;
 mod hf;
 mod layout;
+pub mod limits;
 mod method;
 mod model;
 mod scale;
@@ -19,10 +20,13 @@ mod unit;
 mod workload;
 
 pub use dims::{Dims, Size};
-pub use files::{data_dir, list_names, load_hardware, load_model, read_json, resolve, DataKind};
+pub use files::{
+    data_dir, list_names, load_hardware, load_model, parse_json, read_json, read_text, resolve,
+    DataKind,
+};
 pub use hardware::{
-    AttentionModel, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode, InterNodeKind,
-    IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,
+    AttentionModel, AttentionTiles, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode,
+    InterNodeKind, IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,
 };
 pub use hf::{from_hf_config, is_hf_config, FAMILIES as HF_FAMILIES};
 pub use layout::{pipeline_order, virtual_stage_layers, Axes, Coord, OuterAxes, PipeOp};

@@ -64,21 +64,52 @@ impl Model {
             field: field.to_string(),
             message,
         };
-        for (field, value) in [
-            ("layers", self.layers),
-            ("hidden", self.hidden),
-            ("heads", self.heads),
-            ("kv_heads", self.kv_heads),
-            ("ffn_hidden", self.ffn_hidden),
-            ("vocab", self.vocab),
+        use super::limits::{
+            check_name, check_text, MAX_FFN_HIDDEN, MAX_HEADS, MAX_HIDDEN, MAX_LAYERS, MAX_PARAMS,
+            MAX_TEXT_CHARS, MAX_VOCAB,
+        };
+        check_name(&self.name).map_err(|m| bad("name", m))?;
+        check_text(&self.source, MAX_TEXT_CHARS).map_err(|m| bad("source", m))?;
+        for (field, value, max, max_text) in [
+            ("layers", self.layers, MAX_LAYERS, "2^20"),
+            ("hidden", self.hidden, MAX_HIDDEN, "2^24"),
+            ("heads", self.heads, MAX_HEADS, "2^16"),
+            ("kv_heads", self.kv_heads, MAX_HEADS, "2^16"),
+            ("ffn_hidden", self.ffn_hidden, MAX_FFN_HIDDEN, "2^26"),
+            ("vocab", self.vocab, MAX_VOCAB, "2^32"),
         ] {
             if value == 0 {
                 return Err(bad(field, "must be a positive integer, got 0".into()));
             }
-            // Keeps every product the cost model forms (e.g. 4·s·b·v at s = 2^40) inside u128.
-            if value > 1 << 32 {
-                return Err(bad(field, format!("{value} is larger than 2^32")));
+            // With the workload's sequence bounds, keeps every byte count the memory model
+            // forms inside u128 (config::limits).
+            if value > max {
+                return Err(bad(
+                    field,
+                    format!("{value} is larger than {max_text}, the most this tool models"),
+                ));
             }
+        }
+        // Counted in 128 bits: only a count below the limit is used in 64 (total_params).
+        let (l, h, f, v) = (
+            self.layers as u128,
+            self.hidden as u128,
+            self.ffn_hidden as u128,
+            self.vocab as u128,
+        );
+        let kv = self.kv_heads as u128 * (h / self.heads as u128);
+        let params = l * (h * (2 * h + 2 * kv) + self.mlp_matrices() as u128 * h * f + 4 * h)
+            + 2 * h
+            + 2 * v * h;
+        if params > MAX_PARAMS as u128 {
+            return Err(bad(
+                "layers",
+                format!(
+                    "the model has about {params:.3e} parameters, more than 2^50 (1.1e15) — \
+                     1,000 times the largest published model",
+                    params = params as f64
+                ),
+            ));
         }
         if !self.hidden.is_multiple_of(self.heads) {
             return Err(bad(

@@ -29,6 +29,14 @@ pub fn parse_count(flag: &str, text: &str) -> Result<u64> {
 
 /// Parses a comma-separated list of counts (`1,2,4,8`).
 pub fn parse_list(flag: &str, text: &str) -> Result<Vec<u64>> {
+    let items = text.split(',').count() as u64;
+    let max = super::limits::MAX_SEQ_LENGTHS;
+    if items > max {
+        return Err(Error::arg(
+            flag,
+            format!("{items} values in one list (at most {max})"),
+        ));
+    }
     let items: Vec<u64> = text
         .split(',')
         .map(|s| parse_count(flag, s))
@@ -64,39 +72,40 @@ pub fn parse_seq_spec(flag: &str, text: &str) -> Result<Vec<u64>> {
             format!("'{text}' is reversed: {hi} is smaller than {lo}"),
         ));
     }
-    let mut out = Vec::new();
-    let mut s = lo;
-    match step {
-        Some(step) => {
-            let step = parse_count(flag, step)
-                .map_err(|_| Error::arg(flag, format!("'{text}': the step must be positive")))?;
-            while s <= hi {
-                out.push(s);
-                s = match s.checked_add(step) {
-                    Some(n) => n,
-                    None => break,
-                };
-            }
-        }
-        None => {
-            while s <= hi {
-                out.push(s);
-                s = match s.checked_mul(2) {
-                    Some(n) => n,
-                    None => break,
-                };
-            }
-        }
-    }
-    if out.len() > 1_000_000 {
+    let step = match step {
+        Some(step) => Some(
+            parse_count(flag, step)
+                .map_err(|_| Error::arg(flag, format!("'{text}': the step must be positive")))?,
+        ),
+        None => None,
+    };
+    // Counted before anything is expanded: `1..2^40:+1` would otherwise build 2^40 lengths
+    // before finding out there are too many.
+    let count = match step {
+        Some(step) => (hi - lo) / step + 1,
+        None => u64::from((hi / lo).ilog2()) + 1,
+    };
+    let max = super::limits::MAX_SEQ_LENGTHS;
+    if count > max {
         return Err(Error::arg(
             flag,
-            format!(
-                "'{text}' expands to {} lengths (at most 1,000,000)",
-                out.len()
-            ),
+            format!("'{text}' expands to {count} lengths (at most {max}); use a larger step"),
         ));
     }
+    let mut out = Vec::with_capacity(count as usize);
+    let mut s = lo;
+    while s <= hi {
+        out.push(s);
+        let next = match step {
+            Some(step) => s.checked_add(step),
+            None => s.checked_mul(2),
+        };
+        s = match next {
+            Some(n) => n,
+            None => break,
+        };
+    }
+    debug_assert_eq!(out.len() as u64, count);
     Ok(out)
 }
 
@@ -141,5 +150,29 @@ mod tests {
         assert!(parse_seq_spec("--seq", "4k..8k:+0").is_err());
         assert!(parse_seq_spec("--seq", "4k..8k:4").is_err());
         assert!(parse_seq_spec("--seq", "..8k").is_err());
+        // Doubling counts: 1..2^40 is 41 lengths; 3..2^40 stops below 2^40.
+        assert_eq!(
+            parse_seq_spec("--seq", "1..1099511627776").unwrap().len(),
+            41
+        );
+        assert_eq!(
+            parse_seq_spec("--seq", "3..1099511627776").unwrap().len(),
+            39
+        );
+    }
+
+    /// Class 5 of issue 10: a spec of 2^40 lengths is refused at once, from its count.
+    #[test]
+    fn a_huge_spec_is_counted_not_expanded() {
+        let t = std::time::Instant::now();
+        let e = parse_seq_spec("--seq", "1..1099511627776:+1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expands to 1099511627776 lengths"), "{e}");
+        assert!(t.elapsed().as_secs_f64() < 1.0);
+        assert_eq!(
+            parse_seq_spec("--seq", "1..1000000:+1").unwrap().len(),
+            1_000_000
+        );
     }
 }

@@ -196,14 +196,30 @@ impl Workload {
         if self.micro_batches == 0 {
             return Err(self.invalid("the number of micro-batches must be positive"));
         }
-        if self.micro_batch > 1 << 20 {
+        use super::limits::{MAX_GPUS, MAX_MICRO_BATCH, MAX_MICRO_BATCHES};
+        if self.micro_batch > MAX_MICRO_BATCH {
             return Err(self.invalid(format!(
                 "micro-batch {} is above the supported 2^20",
                 self.micro_batch
             )));
         }
+        if self.micro_batches > MAX_MICRO_BATCHES {
+            return Err(self.invalid(format!(
+                "{} micro-batches per step is above the supported 2^16 (lower --global-batch)",
+                self.micro_batches
+            )));
+        }
         self.check_outer()?;
+        // Each axis is at most 2^20 (check_outer), so the saturating product only saturates
+        // far above the limit and is refused here.
         let gpus = self.devices_needed();
+        if gpus > MAX_GPUS {
+            return Err(self.invalid(format!(
+                "p × cp × pp × dp = {} × {} × {} × {} is more than the {MAX_GPUS} GPUs this tool \
+                 models",
+                self.p, self.outer.cp, self.outer.pp, self.dp
+            )));
+        }
         if gpus > self.hardware.total_gpus() {
             return Err(self.invalid(format!(
                 "needs {gpus} GPUs ({}) but '{}' describes {} ({} node(s) × {}); use --nodes",
@@ -227,8 +243,24 @@ impl Workload {
     /// What a sequence length must be for this workload: at most 2^40 and a multiple of the
     /// method's granule at this degree.
     fn check_seq(&self, seq: u64) -> Result<()> {
-        if seq > 1 << 40 {
+        use super::limits::{MAX_SEQ, MAX_TOKENS_PER_MICRO_BATCH, MAX_TOKENS_PER_STEP};
+        if seq > MAX_SEQ {
             return Err(self.invalid(format!("sequence length {seq} is above the supported 2^40")));
+        }
+        // Bounded one factor at a time (each ≤ 2^40 · 2^20), so no product below wraps.
+        let per_micro_batch = seq * self.micro_batch;
+        if per_micro_batch > MAX_TOKENS_PER_MICRO_BATCH {
+            return Err(self.invalid(format!(
+                "s × b = {seq} × {} tokens per micro-batch is above the supported 2^40",
+                self.micro_batch
+            )));
+        }
+        let per_step = (per_micro_batch as u128) * (self.micro_batches as u128) * (self.dp as u128);
+        if per_step > MAX_TOKENS_PER_STEP as u128 {
+            return Err(self.invalid(format!(
+                "s × b × micro-batches × dp = {per_step} tokens per step is above the supported \
+                 2^53"
+            )));
         }
         let multiple = self.seq_multiple();
         if !seq.is_multiple_of(multiple) {
@@ -365,12 +397,14 @@ impl ValidWorkload {
         Ok(())
     }
 
-    /// Devices the step runs on: p · cp · pp · dp.
+    /// Devices the step runs on: p · cp · pp · dp (at most `limits::MAX_GPUS`, checked by
+    /// validation).
     pub fn devices(&self) -> u64 {
         self.p * self.outer.cp * self.outer.pp * self.dp
     }
 
-    /// Tokens one step trains on over all devices: s · b · micro-batches · dp.
+    /// Tokens one step trains on over all devices: s · b · micro-batches · dp (at most 2^53,
+    /// checked by validation).
     pub fn tokens_per_step(&self) -> u64 {
         self.seq * self.micro_batch * self.micro_batches * self.dp
     }

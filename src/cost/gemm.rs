@@ -7,15 +7,28 @@
 //! ```text
 //! tiles    = batch · ⌈m / tm⌉ · ⌈n / tn⌉ · split
 //! waves    = ⌈tiles / sm_count⌉
-//! tile     = tile_s + ⌈⌈k / split⌉ / k_step⌉ · 2·tm·tn·k_step / (mma_fraction · peak / sm_count)
-//! compute  = waves · tile  (+ split-K's fp32 partial sums: batch·m·n·(8·split + 2) bytes / HBM)
+//! step     = 2·tm·tn·k_step / (mma_fraction · peak / sm_count)
+//! tile     = tile_s + ⌈⌈k / split⌉ / k_step⌉ · step
+//! waves    = waves · tile  (+ split-K's fp32 partial sums: batch·m·n·(8·split + 2) bytes / HBM)
+//! stream-K = ⌈batch·⌈m/tm⌉·⌈n/tn⌉·⌈k/k_step⌉ / sm_count⌉ · step + 2·tile_s + batch·m·n·8 / HBM
+//! boost    = the fastest of these over the tile shapes and split-K factors (stream-K only
+//!            where the profile's `stream_k` is 1 and the tiles do not fill whole waves)
+//! capped   = 2·batch·m·n·k / (power_fraction · peak)            (the power plateau)
+//! compute  = boost + (capped − boost) · boost / (boost + power_time_s)   if capped > boost
+//!          = boost                                                      otherwise
 //! device   = max(compute, 2·batch·(mk + kn + mn) / HBM) + call_s
 //! ```
 //!
-//! The library picks the fastest tile and split-K factor (1 to 4, each split at least four
-//! k-steps deep) per shape, and so does the model. A skinny GEMM is slower per FLOP than a
-//! square one of the same FLOPs because its tiles fill the last wave poorly, its short k leaves
-//! `tile_s` a larger share, or it is bound by memory.
+//! The library picks the fastest tile, split-K factor (1 to 4, each split at least four
+//! k-steps deep) or stream-K decomposition per shape, and so does the model. A skinny GEMM is
+//! slower per FLOP than a square one of the same FLOPs because its tiles fill the last wave
+//! poorly (stream-K recovers part of that, at the cost of its fix-up), its short k leaves
+//! `tile_s` a larger share, or it is bound by memory. A long GEMM at full tile rate draws more
+//! than the GPU's power limit allows, and the clock falls until the rate is `power_fraction`
+//! of the peak: a call of boost time `T` runs at the tile rate for about `power_time_s`
+//! (the power controller's response) and at the capped rate after it, which the last line
+//! interpolates smoothly (the H200 measurements: ~800 TFLOP/s for ~1 ms GEMMs, ~690 for
+//! 5 ms ones).
 
 use crate::config::Hardware;
 use crate::schedule::Gemm;
@@ -28,9 +41,13 @@ pub fn device_s(hw: &Hardware, g: &Gemm) -> f64 {
     let p = &hw.kernels.gemm;
     let sms = hw.gpu.sm_count.value.max(1.0);
     let hbm = hw.gpu.hbm_bytes_per_s.value;
+    let peak = hw.gpu.peak_bf16_flops_per_s.value;
     let t = (p.tile.value as u64).max(1);
     let bk = (p.k_step.value as u64).max(1);
-    let rate_sm = hw.gpu.peak_bf16_flops_per_s.value / sms * p.mma_fraction.value;
+    let rate_sm = peak / sms * p.mma_fraction.value;
+    let stream_k = p.stream_k.as_ref().is_some_and(|f| f.value == 1.0);
+    let batch = g.batch as f64;
+    let mn = batch * g.m as f64 * g.n as f64;
     let mut best = f64::INFINITY;
     for (tm, tn) in [(t, 2 * t), (2 * t, t), (t, t)] {
         let per_matrix = g.m.div_ceil(tm) as f64 * g.n.div_ceil(tn) as f64;
@@ -40,17 +57,34 @@ pub fn device_s(hw: &Hardware, g: &Gemm) -> f64 {
             if split > 1 && k_part < 4 * bk {
                 break;
             }
-            let tiles = g.batch as f64 * per_matrix * split as f64;
+            let tiles = batch * per_matrix * split as f64;
             let waves = (tiles / sms).ceil();
             let tile_s = p.tile_s.value + k_part.div_ceil(bk) as f64 * step_s;
             let mut time = waves * tile_s;
             if split > 1 {
-                time += g.batch as f64 * g.m as f64 * g.n as f64 * (8.0 * split as f64 + 2.0) / hbm;
+                time += mn * (8.0 * split as f64 + 2.0) / hbm;
             }
             best = best.min(time);
         }
+        let tiles = batch * per_matrix;
+        if stream_k && (tiles / sms).fract() != 0.0 {
+            let iterations = tiles * g.k.div_ceil(bk) as f64;
+            let time = (iterations / sms).ceil() * step_s + 2.0 * p.tile_s.value + mn * 8.0 / hbm;
+            best = best.min(time);
+        }
     }
-    best.max(g.bytes() / hbm) + p.call_s.value
+    let compute = match (&p.power_fraction, &p.power_time_s) {
+        (Some(fraction), Some(tau)) => {
+            let capped = g.flops() / (peak * fraction.value);
+            if capped > best {
+                best + (capped - best) * best / (best + tau.value)
+            } else {
+                best
+            }
+        }
+        _ => best,
+    };
+    compute.max(g.bytes() / hbm) + p.call_s.value
 }
 
 #[cfg(test)]
@@ -68,8 +102,12 @@ mod tests {
         // takes one tile time t. One tile row more needs a second wave with 128×256 or
         // 256×128 tiles (2t), or three waves of 128×128 tiles of t/2 each (1.5t): the
         // library's choice, and the model's, is 1.5t.
-        // (k = 448: seven k-steps, too short to split; memory made free.)
+        // (k = 448: seven k-steps, too short to split; memory made free; no stream-K, no power
+        // cap.)
         let mut hw = load_hardware("hgx-h200").unwrap();
+        hw.kernels.gemm.stream_k = None;
+        hw.kernels.gemm.power_fraction = None;
+        hw.kernels.gemm.power_time_s = None;
         hw.kernels.gemm.call_s.value = 0.0;
         hw.kernels.gemm.tile_s.value = 0.0;
         hw.gpu.hbm_bytes_per_s.value = 1e30;
@@ -91,5 +129,46 @@ mod tests {
             + (65536.0 / p.k_step.value) * 2.0 * 128.0 * 256.0 * p.k_step.value / rate_sm
             + p.call_s.value;
         assert!(device_s(&hw, &g) < unsplit);
+    }
+
+    #[test]
+    fn long_gemms_fall_to_the_power_plateau() {
+        // Derivation: with boost time T and capped time C = flops / (power_fraction · peak),
+        // compute = T + (C − T)·T/(T + τ): a call far shorter than τ runs at the tile rate, a
+        // call far longer at the capped rate. Fixed costs and memory made negligible.
+        let mut hw = load_hardware("hgx-h200").unwrap();
+        hw.kernels.gemm.call_s.value = 0.0;
+        hw.kernels.gemm.tile_s.value = 0.0;
+        hw.gpu.hbm_bytes_per_s.value = 1e30;
+        let f = hw.kernels.gemm.power_fraction.as_ref().unwrap().value;
+        let peak = hw.gpu.peak_bf16_flops_per_s.value;
+        let rate = |hw: &Hardware, g: &Gemm| g.flops() / device_s(hw, g);
+        let small = gemm(1024 * 4, 2048 * 4, 512);
+        let huge = gemm(128 * 132 * 8, 256 * 64, 65536);
+        assert!(rate(&hw, &small) > 1.05 * f * peak, "{}", rate(&hw, &small));
+        assert!(
+            (rate(&hw, &huge) / (f * peak) - 1.0).abs() < 0.02,
+            "{}",
+            rate(&hw, &huge)
+        );
+        hw.kernels.gemm.power_fraction = None;
+        hw.kernels.gemm.power_time_s = None;
+        assert!(rate(&hw, &huge) > 1.05 * f * peak);
+    }
+
+    #[test]
+    fn stream_k_spreads_a_partial_wave() {
+        // 133 tiles of 128×256 with k = 64 k-steps: whole tiles need two waves, 128×128 tiles
+        // three half-size waves (1.5 tile times) and split-K pays its partial sums; stream-K
+        // shares 133·64 k-steps evenly over 132 SMs (65 steps, ~1.0 tile time) plus two fixed
+        // tile times and the fix-up — faster when the profile allows it.
+        let mut hw = load_hardware("hgx-h200").unwrap();
+        hw.kernels.gemm.power_fraction = None;
+        hw.kernels.gemm.power_time_s = None;
+        let g = gemm(128 * 133, 256, 64 * 64);
+        let with = device_s(&hw, &g);
+        hw.kernels.gemm.stream_k = None;
+        let without = device_s(&hw, &g);
+        assert!(with < 0.85 * without, "{with} {without}");
     }
 }

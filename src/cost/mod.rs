@@ -84,27 +84,34 @@ impl<'a> CostModel<'a> {
     }
 
     /// Seconds of one call timed alone with events around it, as the calibration measurements
-    /// are: `max(isolated floor, device + launch gap)` plus, for attention, the pass's extra
-    /// host time of an isolated call.
+    /// are: `max(isolated floor, device + launch gap)`; for attention the pass's extra host
+    /// time (a framework's ops around the kernel, autograd) raises the floor — the host is
+    /// still busy with them when the kernel has finished.
     pub fn isolated_s(&self, k: &KernelShape) -> f64 {
         let h = &self.hw.kernels.host;
         let extra = match k {
             KernelShape::Attention(a) => attention::model(self.hw, a.pass).isolated_extra_s.value,
             _ => 0.0,
         };
-        (self.device_s(k) + h.isolated_gap_s.value).max(h.isolated_floor_s.value) + extra
+        (self.device_s(k) + h.isolated_gap_s.value).max(h.isolated_floor_s.value + extra)
     }
 
     /// The best GEMM rate: a full wave of tiles, long k, no fixed costs (the F of METP's
-    /// overlap condition).
+    /// overlap condition) — and no longer than the power cap allows.
     pub fn best_gemm_flops_per_s(&self) -> f64 {
-        self.hw.gpu.peak_bf16_flops_per_s.value * self.hw.kernels.gemm.mma_fraction.value
+        let g = &self.hw.kernels.gemm;
+        let tile = g.mma_fraction.value;
+        let fraction = g
+            .power_fraction
+            .as_ref()
+            .map_or(tile, |p| p.value.min(tile));
+        self.hw.gpu.peak_bf16_flops_per_s.value * fraction
     }
 
-    /// The attention pass's best rate, in FLOPs as [`crate::schedule::Attention::flops`]
-    /// counts them (backward 2.5× forward).
+    /// The attention pass's best rate for head dimension 128, in FLOPs as
+    /// [`crate::schedule::Attention::flops`] counts them (backward 2.5× forward).
     pub fn best_attention_flops_per_s(&self, pass: AttnPass) -> f64 {
-        self.hw.gpu.peak_bf16_flops_per_s.value * attention::model(self.hw, pass).mma_fraction.value
+        self.hw.gpu.peak_bf16_flops_per_s.value * attention::kernel(self.hw, pass, 128).mma_fraction
     }
 
     /// Node of a device (devices are numbered node by node).

@@ -55,7 +55,15 @@ pub const EXTRAPOLATION_LAYERS: (u64, u64) = (2, 4);
 fn simulate_once(w: &ValidWorkload, link: LinkModel) -> Result<StepTimes> {
     let stages = memory::stage_inventories(w);
     let plan = schedule::plan(w);
-    Ok(sim::simulate_plan(w, &plan, &stages, link, false, Devices::Distinct)?.times())
+    Ok(sim::simulate_plan(
+        w,
+        &plan,
+        &stages,
+        link,
+        sim::TraceScope::Off,
+        Devices::Distinct,
+    )?
+    .times())
 }
 
 /// Whether `depth` simulates a model of `layers` layers whole (it always does for four layers

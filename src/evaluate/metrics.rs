@@ -4,7 +4,8 @@
 
 use serde::Serialize;
 
-use crate::config::{ValidWorkload, Workload};
+use crate::config::{limits, ValidWorkload, Workload};
+use crate::error::{Error, Result};
 use crate::memory::Inventory;
 use crate::schedule::StepTimes;
 
@@ -69,14 +70,61 @@ impl Metrics {
     }
 }
 
+impl Metrics {
+    /// `Err` unless every number is one the tool may report: finite and non-negative times, a
+    /// positive step no longer than the simulator's clock holds (`limits::MAX_SIM_PS`, the
+    /// same bound for closed-form times), and an MFU of at most 1 — a step faster than the
+    /// hardware's peak means the inputs are outside what the model describes. `what` names
+    /// the times ("simulated", "closed-form").
+    pub fn check(&self, what: &str) -> Result<()> {
+        let impossible = |message: String| Err(Error::Impossible { message });
+        for (name, v) in [
+            ("step time", self.step_time_s),
+            ("compute time", self.compute_s),
+            ("communication time", self.communication_s),
+            ("exposed communication", self.exposed_communication_s),
+            ("tokens/s", self.tokens_per_s),
+            ("MFU", self.mfu),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return impossible(format!("the {what} {name} is {v}"));
+            }
+        }
+        if self.step_time_s <= 0.0 {
+            return impossible(format!("the {what} step time is {} s", self.step_time_s));
+        }
+        let max_s = limits::MAX_SIM_PS as f64 / 1e12;
+        if self.step_time_s > max_s {
+            return Err(Error::TooLarge {
+                message: format!(
+                    "the {what} step time is {:.3e} s, more than {max_s:.3e} s (2^62 ps, about \
+                     53 days, what the simulator's clock holds); shorten the sequence or use \
+                     more devices",
+                    self.step_time_s
+                ),
+            });
+        }
+        if self.mfu > 1.0 {
+            return impossible(format!(
+                "the {what} MFU is {:.4} (> 1): the step would run faster than the hardware's \
+                 peak; check the profile's gpu.peak_bf16_flops_per_s and kernel model",
+                self.mfu
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Model FLOPs of one step (no recomputation): 6 FLOPs per parameter per token for the GEMMs
 /// (layers and head), plus attention scores 12·b·s²·h per layer (4 forward, 8 backward),
 /// halved under causal masking.
 pub fn model_flops(w: &Workload) -> f64 {
     let m = &w.model;
-    let tokens = (w.seq * w.micro_batch * w.micro_batches * w.dp) as f64;
-    let gemm_params = (m.layers * (m.attention_params_per_layer() + m.mlp_params_per_layer())
-        + m.vocab * m.hidden) as f64;
+    // In floats: the factors are bounded (config::limits), and no integer product may wrap.
+    let tokens = w.seq as f64 * w.micro_batch as f64 * w.micro_batches as f64 * w.dp as f64;
+    let gemm_params = m.layers as f64
+        * (m.attention_params_per_layer() as f64 + m.mlp_params_per_layer() as f64)
+        + m.vocab as f64 * m.hidden as f64;
     let causal = if w.options.causal { 0.5 } else { 1.0 };
     let s = w.seq as f64;
     let attn = 12.0
@@ -85,6 +133,6 @@ pub fn model_flops(w: &Workload) -> f64 {
         * m.hidden as f64
         * m.layers as f64
         * causal
-        * (w.micro_batch * w.micro_batches * w.dp) as f64;
+        * (w.micro_batch as f64 * w.micro_batches as f64 * w.dp as f64);
     6.0 * gemm_params * tokens + attn
 }

@@ -62,7 +62,7 @@ use crate::config::ValidWorkload;
 use crate::error::Result;
 use crate::memory::{self, Inventory};
 use crate::schedule::{self, StepPlan, StepTimes};
-use crate::sim::{self, LinkModel, WorkloadSim};
+use crate::sim::{self, LinkModel, TraceScope, WorkloadSim};
 
 /// How a study obtains step times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,8 +81,8 @@ pub struct SimulateOptions {
     pub link: LinkModel,
     /// The whole model, or extrapolated from shortened copies ([`SimDepth`]).
     pub depth: SimDepth,
-    /// Record a trace (whole-model simulations only).
-    pub trace: bool,
+    /// Which spans to record (whole-model simulations only).
+    pub trace: TraceScope,
     /// One simulated device per distinct program (the default), or every device (to check
     /// the reduction).
     pub devices: Devices,
@@ -94,7 +94,7 @@ impl SimulateOptions {
         SimulateOptions {
             link,
             depth: SimDepth::Full,
-            trace: false,
+            trace: TraceScope::Off,
             devices: Devices::Distinct,
         }
     }
@@ -172,6 +172,9 @@ impl Evaluation {
     /// Simulates the step (the plan and inventory built once are reused for a whole-model
     /// simulation) and takes the metrics from the simulation.
     pub fn simulate(mut self, opts: SimulateOptions) -> Result<Evaluation> {
+        // A step the closed form already puts beyond the simulator's clock (or at an
+        // impossible MFU) is refused before it is simulated.
+        self.analytic_metrics().check("closed-form")?;
         let w = &self.workload;
         let simulation = if workload_simulates_whole(w, opts.depth) {
             let run = sim::simulate_plan(
@@ -196,9 +199,22 @@ impl Evaluation {
                 run: None,
             }
         };
-        self.metrics = Metrics::new(w, &simulation.times, &self.inventory);
+        let metrics = Metrics::new(w, &simulation.times, &self.inventory);
+        metrics.check("simulated")?;
+        self.metrics = metrics;
         self.simulation = Some(simulation);
         Ok(self)
+    }
+
+    /// `Err` unless the metrics (and the closed-form estimate's) are numbers the tool may
+    /// report ([`Metrics::check`]): every study checks before it reports.
+    pub fn check(&self) -> Result<()> {
+        self.analytic_metrics().check("closed-form")?;
+        self.metrics.check(if self.simulation.is_some() {
+            "simulated"
+        } else {
+            "closed-form"
+        })
     }
 
     /// The metrics of the closed-form estimate (the same as [`Evaluation::metrics`] when

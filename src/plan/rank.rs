@@ -194,6 +194,17 @@ pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome 
         ));
     }
     let evaluation = Evaluation::with_stages(w, stages);
+    if let Err(e) = evaluation.check() {
+        return Outcome::Rejected(Rejection::of(
+            &c,
+            RejectCategory::Invalid,
+            e.to_string(),
+            Some((
+                evaluation.inventory.peak_bytes,
+                evaluation.inventory.capacity_bytes,
+            )),
+        ));
+    }
     Outcome::Feasible(Box::new(Feasible {
         c,
         analytic_tokens_per_s: evaluation.metrics.tokens_per_s,
@@ -251,7 +262,7 @@ pub fn plan(spec: &PlanSpec) -> Result<Plan> {
     let opts = SimulateOptions {
         link: spec.link_model,
         depth: spec.sim_depth,
-        trace: false,
+        trace: crate::sim::TraceScope::Off,
         devices: crate::evaluate::Devices::Distinct,
     };
     let simulated: Vec<_> = feasible

@@ -1,16 +1,15 @@
 //! What to plan: the model, the cluster, the sequence and the search limits.
 
 use super::SimDepth;
-use crate::config::{Hardware, MethodId, Model, Options, Recompute, ZeroStage};
+use crate::config::{limits, Hardware, MethodId, Model, Options, Recompute, ZeroStage};
 use crate::error::{Error, Result};
 use crate::sim::LinkModel;
 
-/// The most GPUs a plan enumerates over: the simulated graph grows linearly with N (about 0.2 s
-/// per candidate per 64 GPUs in release), and beyond this the simulator's memory does too.
-pub const MAX_GPUS: u64 = 16384;
+/// The most GPUs a plan enumerates over (`config::limits::MAX_PLAN_GPUS`).
+pub const MAX_GPUS: u64 = limits::MAX_PLAN_GPUS;
 
-/// The largest global batch, in sequences (the closed-form model walks every micro-batch).
-pub const MAX_GLOBAL_BATCH: u64 = 1 << 16;
+/// The largest global batch, in sequences (`config::limits::MAX_GLOBAL_BATCH`).
+pub const MAX_GLOBAL_BATCH: u64 = limits::MAX_GLOBAL_BATCH;
 
 /// The most context-parallel ranks the planner tries (tp-sp only).
 pub const MAX_CP: u64 = 64;

@@ -1,6 +1,6 @@
 //! The claims report: `claims.json` (DESIGN §8) and `claims.md`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -92,7 +92,8 @@ fn axis(kind: &str) -> AxisFormat {
 
 /// Writes the claims report to `out`: a plot per claim plot in every format of `exts`,
 /// `claims.json` and `claims.md`.
-pub fn write_claims(out: &Path, claims: &[Claim], exts: &[&str]) -> Result<()> {
+pub fn write_claims(out: &Path, claims: &[Claim], exts: &[&str]) -> Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
     for c in claims {
         for p in &c.plots {
             let mut chart = Chart::new(p.title.clone(), p.x_label.clone(), p.y_label.clone())
@@ -107,6 +108,7 @@ pub fn write_claims(out: &Path, claims: &[Claim], exts: &[&str]) -> Result<()> {
             for ext in exts {
                 let path = out.join(format!("{}.{ext}", p.file));
                 plot::write_chart(&chart, &path)?;
+                written.push(path);
             }
         }
     }
@@ -115,7 +117,9 @@ pub fn write_claims(out: &Path, claims: &[Claim], exts: &[&str]) -> Result<()> {
         &out.join("claims.md"),
         claims_markdown(claims, exts).as_bytes(),
     )?;
-    Ok(())
+    written.push(out.join("claims.json"));
+    written.push(out.join("claims.md"));
+    Ok(written)
 }
 
 /// The lines `validate` prints: each claim's verdict and what was written.

@@ -212,7 +212,7 @@ pub fn simulate_table(e: &Evaluation) -> String {
         fmt_bytes(a.peak_bytes),
     ]);
     let link = e.simulation.as_ref().map_or("no", |s| s.link.id());
-    let counts = run
+    let mut counts = run
         .map(|r| {
             let reduced = if r.devices < r.cluster_devices {
                 format!(
@@ -228,6 +228,15 @@ pub fn simulate_table(e: &Evaluation) -> String {
             )
         })
         .unwrap_or_default();
+    if let Some(d) = run.and_then(|r| r.trace_device) {
+        counts.push_str(&format!(
+            "trace and timeline: device {d} only (the step has more than 2^20 spans over all \
+             devices; --trace-all-devices records every one)\n"
+        ));
+    }
+    if e.simulation.as_ref().is_some_and(|s| s.run.is_none()) {
+        counts.push_str("simulated: 2 and 4 layers (at most 2 micro-batches), extrapolated\n");
+    }
     let stages = if w.outer.pp > 1 {
         stage_table(e)
     } else {

@@ -44,9 +44,11 @@ use crate::memory::Inventory;
 mod devices;
 mod pipeline;
 mod ring;
+mod size;
 mod sync;
 
 pub use devices::Devices;
+pub use size::{graph_size, GraphSize, GRAPH_BYTES_PER_TASK};
 
 /// What to include in the lowered graph.
 #[derive(Debug, Clone, Copy)]
@@ -411,7 +413,14 @@ pub fn lower(
     );
     let map = devices::device_map(w, plan, opts.devices);
     let n = map.coords.len();
-    let mut g = TaskGraph::with_capacity(n as u32, estimate_tasks(plan, n as u32, w.outer.pp));
+    // The estimate bounds what is built (and is at most twice it), so the task list is
+    // allocated once; large graphs otherwise spend a noticeable share of their build time
+    // growing and copying it. Capped, as callers outside the simulator's guard may be large.
+    let estimate = graph_size(w, plan, opts.devices).tasks;
+    let mut g = TaskGraph::with_capacity(
+        n as u32,
+        estimate.min(crate::config::limits::MAX_GRAPH_TASKS) as usize,
+    );
     g.placement = map.placement();
     let mut l = Lower {
         g,
@@ -446,35 +455,11 @@ pub fn lower(
             .collect();
         l.stage_step(plan, stage as u32, opts.optimizer);
     }
+    // The estimate the simulator's guard checks before building must bound what was built.
+    debug_assert!(
+        l.g.tasks.len() as u64 <= estimate,
+        "graph_size underestimates: {} tasks built",
+        l.g.tasks.len()
+    );
     l.g
-}
-
-/// An upper estimate of the tasks `lower` creates, so the graph is allocated once (large graphs
-/// otherwise spend a noticeable share of their build time growing and copying the task list).
-fn estimate_tasks(plan: &StepPlan, devices: u32, pp: u64) -> usize {
-    fn stages(ss: &[Stage]) -> usize {
-        ss.iter()
-            .map(|s| match s {
-                Stage::Compute(k) => k.len(),
-                Stage::Collective { .. } => 1,
-                Stage::Ring(r) => r
-                    .steps
-                    .iter()
-                    .map(|st| st.kernels.len() + st.accumulate.len() + 4)
-                    .sum(),
-                Stage::Outer(o) => o.groups as usize * (stages(&o.body) + 4) + 2,
-            })
-            .sum()
-    }
-    let blocks = |bs: &[PhaseBlock]| bs.iter().map(|b| stages(&b.stages) + 2).sum::<usize>();
-    let layer = blocks(&plan.layer_fwd) + blocks(&plan.layer_bwd) + 6;
-    // A device holds layers / pp of the layers (rounded up), and runs each micro-batch once.
-    let layers = (plan.layers as usize).div_ceil(pp.max(1) as usize);
-    let step = layers * layer
-        + stages(&plan.head.stages)
-        + plan.embedding_fwd.len()
-        + plan.embedding_bwd.len()
-        + 14;
-    let opt = plan.optimizer.first().map_or(0, Vec::len);
-    (plan.micro_batches as usize * step + opt + 6) * devices as usize
 }

@@ -24,7 +24,7 @@ pub use graph::{
     CollectiveOp, DeviceId, KernelId, Label, Pass, Placement, Stream, Task, TaskGraph, TaskId, Work,
 };
 pub use kernels::{attention_bwd, attention_fwd, AttnShape};
-pub use lower::{lower, Devices, LowerOptions};
+pub use lower::{graph_size, lower, Devices, GraphSize, LowerOptions, GRAPH_BYTES_PER_TASK};
 pub use shape::{Attention, AttnPass, Gemm, KernelKind, KernelShape};
 pub use stage::{
     Axis, Block, CausalBlocks, Exchange, Kernel, Outer, PhaseBlock, Ring, RingStep, Stage, StepPlan,

@@ -80,6 +80,23 @@ pub fn step(
     k: u32,
     out: &mut Vec<Transfer>,
 ) -> StepLatency {
+    step_from(algorithm, op, group, bytes, k, None, out)
+}
+
+/// [`step`], keeping of a ring step's parallel transfers only those sent from the group
+/// positions `senders` (ascending) when given: a folded simulation moves only its canonical
+/// ranks' transfers, and listing them directly keeps a step's cost to the distinct ranks
+/// rather than the group's size (a gradient ring over 1,000 replicas). Other steps are
+/// written whole; the caller filters them.
+pub fn step_from(
+    algorithm: Algorithm,
+    op: CollectiveOp,
+    group: &[DeviceId],
+    bytes: u64,
+    k: u32,
+    senders: Option<&[u32]>,
+    out: &mut Vec<Transfer>,
+) -> StepLatency {
     out.clear();
     let n = group.len();
     if n <= 1 {
@@ -105,15 +122,21 @@ pub fn step(
             Algorithm::Ring,
             CollectiveOp::AllReduce | CollectiveOp::AllGather | CollectiveOp::ReduceScatter,
         ) => {
-            for i in 0..n {
-                push(i, i + 1, share);
+            match senders {
+                Some(from) => from
+                    .iter()
+                    .for_each(|&i| push(i as usize, i as usize + 1, share)),
+                None => (0..n).for_each(|i| push(i, i + 1, share)),
             }
             StepLatency::Parallel
         }
         (Algorithm::Ring, CollectiveOp::AllToAll) => {
             let d = k as usize + 1;
-            for i in 0..n {
-                push(i, i + d, share);
+            match senders {
+                Some(from) => from
+                    .iter()
+                    .for_each(|&i| push(i as usize, i as usize + d, share)),
+                None => (0..n).for_each(|i| push(i, i + d, share)),
             }
             StepLatency::Parallel
         }

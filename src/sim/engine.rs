@@ -45,6 +45,9 @@ use crate::schedule::{CollectiveOp, DeviceId, Stream, TaskGraph, Work};
 pub struct SimOptions {
     /// Record a span per task and per flow on each link ([`SimResult::trace`]).
     pub trace: bool,
+    /// With `trace`: record only this device's stream spans and the link spans of the messages
+    /// and collectives it takes part in (a representative device of a large run); `None`: all.
+    pub trace_device: Option<DeviceId>,
 }
 
 /// Per-device totals of one simulated step.
@@ -110,7 +113,21 @@ pub fn simulate(
 ) -> Result<SimResult, Error> {
     let mut e = Engine::new(graph, hw, model, opts)?;
     e.run()?;
-    Ok(e.result())
+    let r = e.result();
+    // The clock saturates at 2^64 ps rather than wrapping; anything at or past the limit is a
+    // step the clock cannot represent (every single duration is below 10^6 s = 10^18 ps, so a
+    // makespan below 2^62 ps means no addition saturated).
+    if r.makespan_ps >= crate::config::limits::MAX_SIM_PS {
+        return Err(Error::TooLarge {
+            message: format!(
+                "the simulated step would last {:.3e} s or more, beyond the simulator's clock \
+                 (2^62 ps, about 53 days, in 64-bit picoseconds); shorten the sequence or use \
+                 more devices",
+                ps_to_secs(crate::config::limits::MAX_SIM_PS)
+            ),
+        });
+    }
+    Ok(r)
 }
 
 const NOT_STARTED: u8 = 0;
@@ -154,6 +171,9 @@ struct Coll {
     /// Member tasks, in task order.
     members: std::ops::Range<u32>,
     started: u32,
+    /// On a folded graph, the positions in the group of its canonical ranks — the only
+    /// senders whose transfers move (graph module docs); empty when nothing is folded.
+    senders: Box<[u32]>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -233,6 +253,10 @@ struct Engine<'g> {
     done: usize,
     events: u64,
     spans: Option<Vec<Span>>,
+    trace_device: Option<DeviceId>,
+    /// With `trace_device`: per flow slot, whether the flow starts or ends at that device (a
+    /// collective's flows between other devices stay out of a one-device trace).
+    flow_traced: Vec<bool>,
 }
 
 /// Send/recv rendezvous key `(from, to, tag)` packed for fast sorting.

@@ -62,7 +62,9 @@ pub(crate) fn test_hardware() -> crate::config::Hardware {
 pub use network::{LinkModel, Network};
 pub use queue::{ps_to_secs, secs_to_ps, SimTime};
 pub use trace::{chrome_trace_json, write_chrome_trace, Span, Trace, Track};
-pub use workload::{simulate_plan, StageTimes, WorkloadSim};
+pub use workload::{
+    simulate_plan, StageTimes, TraceScope, WorkloadSim, ENGINE_BYTES_PER_TASK, TRACE_BYTES_PER_TASK,
+};
 
 #[cfg(test)]
 mod tests {

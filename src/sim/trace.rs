@@ -374,7 +374,16 @@ mod tests {
                 label("grad-ar"),
             );
         }
-        let r = simulate(&g, &hw, LinkModel::MaxMin, SimOptions { trace: true }).unwrap();
+        let r = simulate(
+            &g,
+            &hw,
+            LinkModel::MaxMin,
+            SimOptions {
+                trace: true,
+                ..SimOptions::default()
+            },
+        )
+        .unwrap();
         let json = chrome_trace_json(r.trace.as_ref().unwrap(), 2);
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         let events = v["traceEvents"].as_array().unwrap();

@@ -1,13 +1,54 @@
 //! A workload's step plan through the simulator: lowered with its stages' memory inventories
 //! over the workload's devices (one per distinct program by default), then simulated.
+//!
+//! Before anything is built, the size of the graph the lowering will build
+//! ([`schedule::graph_size`], from the workload and plan alone) is checked against the tool's
+//! limits (`config::limits`): at most `MAX_GRAPH_TASKS` tasks, and the memory the graph, the
+//! engine and a trace will hold set aside from the process's budget ([`limits::reserve_memory`])
+//! — so a step too large for the machine is refused in one line that says what to change,
+//! instead of aborting in the allocator, and concurrent simulations (sweep, plan) share the
+//! memory.
 
 use serde::Serialize;
 
 use super::{simulate, DeviceStats, LinkModel, SimOptions, SimResult};
+use crate::config::limits;
 use crate::config::{Coord, ValidWorkload};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memory::Inventory;
-use crate::schedule::{self, Devices, LowerOptions, StepPlan, StepTimes};
+use crate::schedule::{self, Devices, GraphSize, LowerOptions, StepPlan, StepTimes};
+
+/// Bytes the engine holds per task beside the graph: its per-task state (32), the flattened
+/// dependents and dependencies (8), start times (8), stream order (4) and the event queue's
+/// entries, rounded up; with [`schedule::GRAPH_BYTES_PER_TASK`] this bounds the ~250 bytes per
+/// task measured as peak resident memory of whole `simulate` runs (README "Limits").
+pub const ENGINE_BYTES_PER_TASK: u64 = 128;
+
+/// Bytes a trace adds per recorded task: its span and the link spans of its messages (~1.5
+/// spans of 72 bytes), and the Chrome trace JSON written from them (~220 bytes per span, with
+/// the events serde builds on the way), rounded up from the ~430 bytes per task measured.
+pub const TRACE_BYTES_PER_TASK: u64 = 600;
+
+/// Which spans a simulation records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TraceScope {
+    /// None.
+    #[default]
+    Off,
+    /// Every device while the trace is small, device 0 alone (a representative device: each
+    /// method treats its devices alike) once all devices would record more than
+    /// `limits::TRACE_ALL_DEVICES_MAX_SPANS` spans.
+    Auto,
+    /// Every device, however large.
+    AllDevices,
+}
+
+impl TraceScope {
+    /// Whether anything is recorded.
+    pub fn on(self) -> bool {
+        self != TraceScope::Off
+    }
+}
 
 /// The outcome of simulating a workload's step.
 #[derive(Debug, Clone)]
@@ -22,6 +63,9 @@ pub struct WorkloadSim {
     pub coords: Vec<Coord>,
     /// How many cluster devices each simulated device stands for.
     pub stands_for: Vec<u32>,
+    /// The one device the trace records, when it records one ([`TraceScope::Auto`] on a large
+    /// step); `None`: every device, or no trace.
+    pub trace_device: Option<u32>,
 }
 
 /// One pipeline stage of a simulated step, on its busiest simulated device.
@@ -125,15 +169,26 @@ impl WorkloadSim {
 }
 
 /// Simulates one training step of `w` from its plan and its stages' inventories (built once by
-/// the caller), on one device per distinct program ([`Devices::Distinct`]) or on all of them.
+/// the caller), on one device per distinct program ([`Devices::Distinct`]) or on all of them,
+/// after checking the graph it builds against the tool's limits (module docs).
 pub fn simulate_plan(
     w: &ValidWorkload,
     plan: &StepPlan,
     stages: &[Inventory],
     link: LinkModel,
-    trace: bool,
+    trace: TraceScope,
     devices: Devices,
 ) -> Result<WorkloadSim> {
+    let size = schedule::graph_size(w, plan, devices);
+    let trace_device = match trace {
+        TraceScope::Auto
+            if size.tasks.saturating_mul(3) / 2 > limits::TRACE_ALL_DEVICES_MAX_SPANS =>
+        {
+            Some(0)
+        }
+        _ => None,
+    };
+    let _memory = reserve(w, &size, trace, trace_device)?;
     let graph = schedule::lower(
         w,
         plan,
@@ -143,7 +198,15 @@ pub fn simulate_plan(
             ..LowerOptions::step()
         },
     );
-    let mut result = simulate(&graph, &w.hardware, link, SimOptions { trace })?;
+    let mut result = simulate(
+        &graph,
+        &w.hardware,
+        link,
+        SimOptions {
+            trace: trace.on(),
+            trace_device,
+        },
+    )?;
     let axes = w.axes();
     let coords: Vec<Coord> = (0..graph.devices)
         .map(|d| axes.coord_of(graph.rank_of(d)))
@@ -161,10 +224,54 @@ pub fn simulate_plan(
         coords,
         stands_for,
         result,
+        trace_device,
     };
     if let Some(mut t) = trace {
         t.devices = out.device_names(w.outer.pp > 1, w.outer.cp > 1);
         out.result.trace = Some(t);
     }
     Ok(out)
+}
+
+/// Checks `size` against the task limit and sets its memory aside (module docs).
+fn reserve(
+    w: &ValidWorkload,
+    size: &GraphSize,
+    trace: TraceScope,
+    trace_device: Option<u32>,
+) -> Result<limits::Reservation> {
+    let simulated = if size.devices < size.cluster_devices {
+        format!(
+            "{} simulated devices standing for {}",
+            size.devices, size.cluster_devices
+        )
+    } else {
+        format!("{} devices", size.devices)
+    };
+    let what = format!(
+        "the simulated step of {} at p = {}, dp = {}, s = {} ({} layers × {} micro-batch(es) on \
+         {simulated}: {} tasks)",
+        w.method, w.p, w.dp, w.seq, w.model.layers, w.micro_batches, size.tasks
+    );
+    let advice =
+        "use fewer devices (--p, --dp, --cp, --pp), fewer micro-batches (--global-batch) or fewer \
+                  layers (simulate --extrapolate runs 2 and 4 layers and extrapolates; plan does \
+                  so by default)";
+    if size.tasks > limits::MAX_GRAPH_TASKS {
+        return Err(Error::TooLarge {
+            message: format!(
+                "{what} is more than the 2^24 tasks the simulator takes (about a minute); {advice}"
+            ),
+        });
+    }
+    let traced_tasks = match (trace, trace_device) {
+        (TraceScope::Off, _) => 0,
+        (_, Some(_)) => size.tasks / size.devices.max(1),
+        (_, None) => size.tasks,
+    };
+    let bytes = size
+        .bytes()
+        .saturating_add(size.tasks.saturating_mul(ENGINE_BYTES_PER_TASK))
+        .saturating_add(traced_tasks.saturating_mul(TRACE_BYTES_PER_TASK));
+    limits::reserve_memory(bytes, &what, advice)
 }

@@ -190,6 +190,11 @@ pub fn evaluate(w: &Workload, timing: Timing) -> Point {
             }
         },
     };
+    if let Err(e) = evaluation.check() {
+        pt.status = Status::Invalid;
+        pt.reason = Some(e.to_string());
+        return pt;
+    }
     let m = &evaluation.metrics;
     pt.analytic_step_time_s = Some(evaluation.estimate.step_time_s);
     pt.step_time_s = Some(m.step_time_s);

@@ -109,7 +109,13 @@ pub fn idealise(w: &mut Workload) {
     set(&mut k.gemm.tile, 1.0);
     set(&mut k.gemm.k_step, 1.0);
     set(&mut k.gemm.call_s, 0.0);
+    k.gemm.power_fraction = None;
+    k.gemm.power_time_s = None;
+    k.gemm.stream_k = None;
     for a in [&mut k.attention_fwd, &mut k.attention_bwd] {
+        a.solo_fraction = None;
+        a.max_splits = None;
+        a.tiles.clear();
         set(&mut a.mma_fraction, best);
         set(&mut a.block_q, 1.0);
         set(&mut a.block_k, 1.0);
@@ -173,7 +179,7 @@ pub fn study(base: &Workload, local_seqs: &[u64], link: LinkModel) -> Result<Stu
         let e = Evaluation::new(w.validate()?).simulate(SimulateOptions {
             link,
             depth: SimDepth::Full,
-            trace: true,
+            trace: sim::TraceScope::AllDevices,
             // Every device of the ring: the spans below are read device by device.
             devices: crate::schedule::Devices::All,
         })?;

@@ -60,10 +60,13 @@ fn every_bundled_profile_loads_and_cites_each_figure() {
         check_sources(&json, n, &mut figures);
         // Every figure of the schema, each with its source: 4 GPU, 26 kernel model (host 3,
         // memory 2, GEMM 5, attention 2 × 8), 3 intra-node, 2 inter-node, 3 reserved, slowdown;
-        // plus the optional topology figures: a mesh's per-pair link, a spine's oversubscription.
+        // plus the optional topology figures (a mesh's per-pair link, a spine's
+        // oversubscription) and the kernel model's optional figures (power plateau, stream-K,
+        // lone-block share, split-KV, per-head-dimension kernels) where the profile has them.
         let want = 39
             + usize::from(hw.intra_node.link_bytes_per_s_per_direction.is_some())
-            + usize::from(hw.inter_node.spine.is_some());
+            + usize::from(hw.inter_node.spine.is_some())
+            + (hw.kernels.figures().len() - 26);
         assert!(
             figures == want,
             "{n}: {figures} figures, not the schema's {want}"
@@ -82,6 +85,11 @@ fn check_sources(v: &serde_json::Value, file: &str, figures: &mut usize) {
             assert!(!src.trim().is_empty(), "{file}: figure without source: {v}");
         }
         for child in obj.values() {
+            check_sources(child, file, figures);
+        }
+    }
+    if let Some(list) = v.as_array() {
+        for child in list {
             check_sources(child, file, figures);
         }
     }

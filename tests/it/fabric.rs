@@ -4,6 +4,9 @@
 //! written by `metp-sim sweep --hw H --seq 4k,64k --p 2,8` (and `--hw dgx-h100 --nodes 2 --p 16
 //! --seq 64k`), and checked point for point against the full default sweeps (4k…512k, p = 1…8;
 //! 16k…256k at p = 8, 16 on two nodes) of commit fd5bc6f, the commit before the topology.
+//! Kernel model v2 (branch `kmodel`) moved these profiles' kernel prices; the files were then
+//! rewritten by the kmodel build before it met the topology (commit 0143be2), and the merged
+//! build reproduces them byte for byte — the topology still moves nothing.
 //! The claims report's own test (`validate.rs`) keeps `reports/claims/` unmoved the same way.
 
 use metp_sim::config::{load_hardware, load_model, MethodId, Options};

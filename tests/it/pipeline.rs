@@ -5,7 +5,7 @@
 use metp_sim::config::{load_hardware, load_model, MethodId, Options, OuterAxes, Workload};
 use metp_sim::evaluate::{Devices, Evaluation, SimulateOptions};
 use metp_sim::memory::stage_inventories;
-use metp_sim::sim::{simulate_plan, LinkModel};
+use metp_sim::sim::{simulate_plan, LinkModel, TraceScope};
 
 /// A small workload: `layers` layers of LLaMA-2 7B on enough DGX-A100 nodes.
 #[allow(clippy::too_many_arguments)]
@@ -249,7 +249,7 @@ fn the_symmetric_reduction_equals_the_full_simulation() {
         let stages = stage_inventories(&w);
         let plan = metp_sim::schedule::plan(&w);
         for link in [LinkModel::Ideal, LinkModel::MaxMin] {
-            let run = |d| simulate_plan(&w, &plan, &stages, link, false, d).unwrap();
+            let run = |d| simulate_plan(&w, &plan, &stages, link, TraceScope::Off, d).unwrap();
             let (full, reduced) = (run(Devices::All), run(Devices::Distinct));
             assert!(
                 reduced.devices < full.devices,
@@ -302,7 +302,7 @@ fn asymmetric_programs_are_not_folded() {
             &plan,
             &stages,
             LinkModel::Ideal,
-            false,
+            TraceScope::Off,
             Devices::Distinct,
         )
         .unwrap();
@@ -363,7 +363,7 @@ fn fabrics_without_per_device_links_are_not_folded() {
             &plan,
             &stages,
             LinkModel::MaxMin,
-            false,
+            TraceScope::Off,
             Devices::Distinct,
         )
         .unwrap();

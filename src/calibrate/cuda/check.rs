@@ -12,40 +12,12 @@ use crate::calibrate::measurements::KernelMeasurements;
 use crate::calibrate::price::KindErrors;
 use crate::error::{Error, Result};
 
-/// Splits `m`: entry i of each kind (GEMMs, attention calls, copy sizes, messages,
-/// collectives, slowdown samples) is held out when `i % every == every − 1` — every `every`-th,
-/// starting with the `every`-th, so held-out entries are spread over the grid's sizes — and
-/// kept for the fit otherwise. Both files keep the host overhead. Returns (fit, held out).
+/// Splits `m` (see [`KernelMeasurements::split`]). Returns (fit, held out).
 pub fn split(
     m: &KernelMeasurements,
     every: usize,
 ) -> Result<(KernelMeasurements, KernelMeasurements)> {
-    if every < 2 {
-        return Err(Error::arg("--every", "must be at least 2"));
-    }
-    fn part<T: Clone>(v: &[T], every: usize, held: bool) -> Vec<T> {
-        v.iter()
-            .enumerate()
-            .filter(|(i, _)| (i % every == every - 1) == held)
-            .map(|(_, x)| x.clone())
-            .collect()
-    }
-    let make = |held: bool| KernelMeasurements {
-        what: format!(
-            "{} [{}: every {every}th entry of each kind {} (metp-sim gpu-check split)]",
-            m.what,
-            if held { "held-out part" } else { "fit part" },
-            if held { "kept" } else { "removed" }
-        ),
-        gemm: part(&m.gemm, every, held),
-        attention: part(&m.attention, every, held),
-        copy: part(&m.copy, every, held),
-        p2p: part(&m.p2p, every, held),
-        collectives: part(&m.collectives, every, held),
-        overlap: part(&m.overlap, every, held),
-        ..m.clone()
-    };
-    Ok((make(false), make(true)))
+    m.split(every)
 }
 
 /// The per-kind errors of a `kernels --compare --format json` report (its `by_kind`).

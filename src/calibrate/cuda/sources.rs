@@ -80,6 +80,78 @@ pub fn flash_bwd_smem_bytes(d: usize) -> usize {
         + 8 * bq
 }
 
+/// The kernel model of these flash kernels for one pass, for a fit of what this backend
+/// measured: `base`'s per-call and per-block times as starting values, no split-KV, and one
+/// kernel per head dimension with these kernels' tiles — forward 64 queries × 64 keys,
+/// backward 64 keys × [`flash_bwd_query_tile`] queries, 4 warps each — and their occupancy:
+/// 128 threads at 166–244 registers each (`ptxas -v`, README) leave two or three blocks per SM
+/// of 64 Ki registers (three for the lightest, the forward at d = 64), far fewer than shared
+/// memory would ([`flash_fwd_smem_bytes`], [`flash_bwd_smem_bytes`] of 228 KiB). Their rates
+/// are starting values the fit replaces.
+pub fn attention_model(
+    base: &crate::config::AttentionModel,
+    pass: crate::schedule::AttnPass,
+) -> crate::config::AttentionModel {
+    use crate::config::{AttentionTiles, Figure};
+    use crate::schedule::AttnPass;
+    let fig = |value: f64, source: &str| Figure {
+        value,
+        source: source.to_string(),
+    };
+    let file = match pass {
+        AttnPass::Fwd => "src/calibrate/cuda/kernels/flash_fwd.cu",
+        AttnPass::Bwd => "src/calibrate/cuda/kernels/flash_bwd.cu",
+    };
+    let tiles = [64usize, 128]
+        .into_iter()
+        .map(|d| {
+            let (bq, bk) = match pass {
+                AttnPass::Fwd => (FLASH_TILE, FLASH_TILE),
+                AttnPass::Bwd => (flash_bwd_query_tile(d), FLASH_TILE),
+            };
+            let ctas = if pass == AttnPass::Fwd && d == 64 {
+                3.0
+            } else {
+                2.0
+            };
+            AttentionTiles {
+                head_dim: d as u64,
+                block_q: fig(
+                    bq as f64,
+                    &format!("{file}: query rows per tile at d = {d}"),
+                ),
+                block_k: fig(bk as f64, &format!("{file}: key rows per tile at d = {d}")),
+                ctas_per_sm: fig(
+                    ctas,
+                    "register-bound occupancy: 128 threads x 166-244 registers (ptxas -v, \
+                     README) of 64 Ki per SM (assumption within that range)",
+                ),
+                mma_fraction: fig(0.1, "starting value for the fit of this backend's kernel"),
+                solo_fraction: fig(0.7, "starting value for the fit of this backend's kernel"),
+                split_block_q: None,
+                split_block_k: None,
+            }
+        })
+        .collect();
+    let isolated_extra_s = match pass {
+        AttnPass::Fwd => fig(
+            0.0,
+            "0: the backend launches its forward kernel directly (no framework around it)",
+        ),
+        AttnPass::Bwd => fig(
+            3e-6,
+            "starting value: the launch of the D = rowsum(dO o O) pre-pass before the kernel",
+        ),
+    };
+    crate::config::AttentionModel {
+        isolated_extra_s,
+        solo_fraction: None,
+        max_splits: None,
+        tiles,
+        ..base.clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{exec_error, Device, Dtype, Mat, Tracked};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::memory::names;
 
 /// How long a device waits for one message before it declares the run failed (a peer died or a
@@ -115,6 +115,17 @@ pub struct Pending {
     posted_at: Instant,
 }
 
+/// When this process first waited on a throttled link, and how long its throttled links may
+/// last from then ([`crate::config::limits::MAX_THROTTLE_WAIT_S`]): one budget for the whole
+/// command, however many runs it makes (an on-the-fly calibration makes dozens).
+fn throttle_budget() -> (Instant, f64) {
+    static FIRST: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    (
+        *FIRST.get_or_init(Instant::now),
+        crate::config::limits::MAX_THROTTLE_WAIT_S,
+    )
+}
+
 impl Device {
     /// Sends `parts` to `dst` (never blocks; the data is owned by the channel until received).
     pub fn send(&mut self, dst: usize, tag: Tag, parts: Vec<(Mat, Dtype)>) -> Result<()> {
@@ -171,10 +182,28 @@ impl Device {
         if let Some(l) = self.link {
             // The transfer runs once both sides are ready and the link is free.
             let start = msg.sent_at.max(posted_at).max(self.link_free[src]);
-            let wire = Duration::from_secs_f64(msg.bytes as f64 / l.bandwidth_bytes_per_s);
+            let wire_s = msg.bytes as f64 / l.bandwidth_bytes_per_s;
+            // Checked before sleeping: a link slow enough never to finish stops the command at
+            // the first message that would end past its throttle budget, instead of sleeping
+            // for hours.
+            let (first, max) = throttle_budget();
+            let now = Instant::now();
+            let done_s =
+                start.saturating_duration_since(first).as_secs_f64() + wire_s + l.latency_s;
+            if !(done_s.is_finite() && done_s <= max) {
+                return Err(Error::TooLarge {
+                    message: format!(
+                        "device {}: a message of {} bytes on the throttled link ({:e} bytes/s, \
+                         {} s latency) would arrive {:.3e} s after the first throttled message, \
+                         past the {max} s of throttled links one command may use; raise \
+                         --link-bandwidth or lower --link-latency",
+                        self.rank, msg.bytes, l.bandwidth_bytes_per_s, l.latency_s, done_s
+                    ),
+                });
+            }
+            let wire = Duration::from_secs_f64(wire_s);
             self.link_free[src] = start + wire;
             let done = start + wire + Duration::from_secs_f64(l.latency_s);
-            let now = Instant::now();
             if done > now {
                 std::thread::sleep(done - now);
             }

@@ -119,10 +119,14 @@ where
                 first_err.get_or_insert(exec_error(format!("device {rank} panicked")));
             }
             Ok((Err(e), ..)) => {
-                // Prefer the root cause over the peers that stopped because of it.
-                let secondary = e.to_string().contains("another device failed");
+                // Prefer the root cause over the peers that stopped because of it (waiting for
+                // a failed device, or sending to one that has stopped).
+                let follows = |e: &crate::error::Error| {
+                    let s = e.to_string();
+                    s.contains("another device failed") || s.contains("it has stopped")
+                };
                 match &first_err {
-                    Some(f) if !f.to_string().contains("another device failed") || secondary => {}
+                    Some(f) if !follows(f) || follows(&e) => {}
                     _ => first_err = Some(e),
                 }
             }

@@ -108,6 +108,19 @@ pub(crate) fn folds(w: &ValidWorkload, plan: &StepPlan) -> (u64, bool, bool) {
     (q, ranks, context)
 }
 
+/// How many devices `device_map` lays out, without laying them out: the replicas kept, times
+/// the stages, times the context and method ranks that are not folded. The guard on a graph's
+/// size (`size`) needs it before anything is built.
+pub(crate) fn simulated_devices(w: &ValidWorkload, plan: &StepPlan, devices: Devices) -> u64 {
+    let (q, ranks, context) = match devices {
+        Devices::All => (w.dp, false, false),
+        Devices::Distinct => folds(w, plan),
+    };
+    q.saturating_mul(w.outer.pp)
+        .saturating_mul(if context { 1 } else { w.outer.cp })
+        .saturating_mul(if ranks { 1 } else { w.p })
+}
+
 /// The devices to lay out for `w` (module docs).
 pub(crate) fn device_map(w: &ValidWorkload, plan: &StepPlan, devices: Devices) -> DeviceMap {
     let axes = w.axes();
@@ -136,6 +149,11 @@ pub(crate) fn device_map(w: &ValidWorkload, plan: &StepPlan, devices: Devices) -
         .map(|r| ids[axes.rank_of(canonical(axes.coord_of(r))) as usize])
         .collect();
     let ranks_of: Vec<DeviceId> = coords.iter().map(|&c| axes.rank_of(c)).collect();
+    debug_assert_eq!(
+        coords.len() as u64,
+        simulated_devices(w, plan, devices),
+        "simulated_devices counts what device_map lays out"
+    );
     DeviceMap {
         folded: coords.len() < n as usize,
         coords,

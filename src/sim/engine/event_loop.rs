@@ -217,8 +217,10 @@ impl<'g> Engine<'g> {
         let d = self.ts[ti].device as usize;
         self.dev[d].finish = self.now;
         let s = self.ts[ti].stream as usize;
-        if let Some(spans) = &mut self.spans {
-            let task = &self.g.tasks[ti];
+        let task = &self.g.tasks[ti];
+        // With SimOptions::trace_device, only that device's spans.
+        let traced = self.trace_device.is_none_or(|d| d == task.device);
+        if let (Some(spans), true) = (&mut self.spans, traced) {
             spans.push(Span {
                 track: Track::Stream {
                     device: task.device,
@@ -315,7 +317,7 @@ impl<'g> Engine<'g> {
                 });
                 StepLatency::Parallel
             }
-            OpKind::Coll { .. } => {
+            OpKind::Coll { coll } => {
                 let Work::Collective {
                     op: cop,
                     ref group,
@@ -326,8 +328,16 @@ impl<'g> Engine<'g> {
                     unreachable!("collective ops start from a collective")
                 };
                 let algorithm = self.net.algorithm(cop, group, bytes);
-                let rule =
-                    collective::step(algorithm, cop, group, bytes, o.step, &mut self.transfers);
+                let senders = &self.colls[coll as usize].senders;
+                let rule = collective::step_from(
+                    algorithm,
+                    cop,
+                    group,
+                    bytes,
+                    o.step,
+                    (!senders.is_empty()).then_some(&senders[..]),
+                    &mut self.transfers,
+                );
                 // Steps whose transfers run in parallel: a mirrored rank's transfer is an image
                 // of a canonical one over the same link class (graph module docs), so neither
                 // its flow nor its latency adds anything; dropping them here keeps a step's
@@ -382,13 +392,41 @@ impl<'g> Engine<'g> {
                 let mirror = self.g.device_of(x.dst).map_or(x.dst, |d| self.g.rank_of(d));
                 self.net.route_mirrored(x.src, x.dst, mirror)
             };
-            self.flows.add(self.now, route, x.bytes, op);
+            let slot = self.flows.add(self.now, route, x.bytes, op) as usize;
+            if let Some(d) = self.trace_device {
+                if self.flow_traced.len() <= slot {
+                    self.flow_traced.resize(slot + 1, false);
+                }
+                // The traced device's own flows: it sends, or it (or a rank it stands for)
+                // receives.
+                self.flow_traced[slot] =
+                    x.src == self.g.rank_of(d) || self.g.device_of(x.dst) == Some(d);
+            }
             n += 1;
         }
         self.ops[op as usize].flows_left = n;
         if n == 0 {
             self.ops[op as usize].step += 1;
             self.begin_step(op);
+        }
+    }
+
+    /// Whether flow `slot` of `o` goes into the trace: always, unless the trace is of one
+    /// device — then a message it sends or receives, and of a collective only the flows from or
+    /// to it (a ring collective's other flows would be most of the trace).
+    fn traces_flow(&self, o: &Op, slot: u32) -> bool {
+        let Some(d) = self.trace_device else {
+            return true;
+        };
+        match o.kind {
+            OpKind::P2p { send, recv } => {
+                self.g.tasks[send as usize].device == d || self.g.tasks[recv as usize].device == d
+            }
+            OpKind::Coll { .. } => self
+                .flow_traced
+                .get(slot as usize)
+                .copied()
+                .unwrap_or(false),
         }
     }
 
@@ -399,7 +437,8 @@ impl<'g> Engine<'g> {
         };
         self.flows.remove(slot);
         let o = self.ops[op as usize];
-        if let Some(spans) = &mut self.spans {
+        let traced = self.spans.is_some() && self.traces_flow(&o, slot);
+        if let (Some(spans), true) = (&mut self.spans, traced) {
             let label = self.g.tasks[o.rep as usize].label;
             let step = matches!(o.kind, OpKind::Coll { .. }).then_some(o.step);
             for &l in route.links() {

@@ -240,9 +240,25 @@ impl<'g> Engine<'g> {
             }
             let members = begin..coll_tasks.len() as u32;
             Self::check_collective(g, id, &coll_tasks[members.start as usize..])?;
+            let senders = if g.placement.is_some() {
+                let Work::Collective { group, .. } =
+                    &g.tasks[coll_tasks[begin as usize] as usize].work
+                else {
+                    unreachable!("collected from collectives")
+                };
+                group
+                    .iter()
+                    .enumerate()
+                    .filter(|&(_, &r)| g.is_canonical(r))
+                    .map(|(i, _)| i as u32)
+                    .collect()
+            } else {
+                Box::default()
+            };
             colls.push(Coll {
                 members,
                 started: 0,
+                senders,
             });
         }
 
@@ -275,6 +291,8 @@ impl<'g> Engine<'g> {
             done: 0,
             events: 0,
             spans: opts.trace.then(Vec::new),
+            trace_device: opts.trace_device,
+            flow_traced: Vec::new(),
         })
     }
 

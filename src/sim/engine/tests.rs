@@ -312,7 +312,16 @@ fn compute_slows_while_a_transfer_runs() {
         let kt = g.add(0, Stream::Compute, k, vec![], label("gemm"));
         g.add(0, Stream::Comm(0), send(1, msg, 0), vec![], label("s"));
         g.add(1, Stream::Comm(0), recv(0, msg, 0), vec![], label("r"));
-        let r = simulate(&g, &hw, LinkModel::MaxMin, SimOptions { trace: true }).unwrap();
+        let r = simulate(
+            &g,
+            &hw,
+            LinkModel::MaxMin,
+            SimOptions {
+                trace: true,
+                ..SimOptions::default()
+            },
+        )
+        .unwrap();
         let m = 3_000_000 + xfer_ps(msg as f64, 230e9);
         let end = r
             .trace
@@ -419,7 +428,10 @@ fn same_graph_gives_identical_results() {
     let g = busy_graph();
     g.check().unwrap();
     let hw = hw();
-    let opts = SimOptions { trace: true };
+    let opts = SimOptions {
+        trace: true,
+        ..SimOptions::default()
+    };
     let a = simulate(&g, &hw, LinkModel::MaxMin, opts).unwrap();
     let b = simulate(&g, &hw, LinkModel::MaxMin, opts).unwrap();
     assert_eq!(

@@ -561,6 +561,10 @@ impl Backend for CudaBackend {
         }
     }
 
+    fn runtime(&self) -> crate::calibrate::predict::Runtime {
+        crate::calibrate::predict::Runtime::Cuda
+    }
+
     fn transfer_scale(&self, p: usize) -> f64 {
         if self.spread(p) {
             1.0

@@ -1,0 +1,465 @@
+//! The tool's limits: every bound a command enforces on its inputs and on the work they imply,
+//! in one table ([`table`]) with the value and the reason, quoted by each command's `--help`
+//! ([`help`]) and by the README's "Limits" section (a test checks both against this table).
+//!
+//! Two kinds of limit live here:
+//! - **bounds on numbers** (file sizes, model and profile fields, command-line sizes), chosen so
+//!   that every product the memory and time formulas form stays exact in its number type
+//!   (`u64` parameter counts, `u128` byte counts, `f64` FLOPs and seconds) and no sum of user
+//!   numbers can wrap;
+//! - **bounds on work** (task-graph size and memory, sweep points, traces, throttled links),
+//!   checked *before* the work starts, from an estimate of what will be built. The memory a
+//!   task graph may take is the smaller of [`MAX_GRAPH_BYTES`] and what this process can still
+//!   get ([`memory_budget_bytes`]: the address-space limit, `prlimit --as`, and the memory the
+//!   system has available), and concurrent simulations (sweep and plan run several at once)
+//!   share that budget through [`reserve_memory`], so they run one after the other rather
+//!   than together when each is large.
+//!
+//! Depends only on `error`.
+
+use std::sync::{Condvar, Mutex, OnceLock};
+
+use crate::error::{Error, Result};
+
+/// Largest input file read (model, hardware profile, measurement file, kernel list): the
+/// largest bundled file is a few KB and a full GPU measurement grid well under 1 MB.
+pub const MAX_INPUT_FILE_BYTES: u64 = 8 << 20;
+/// Longest model or profile name, in characters (names appear in tables, file names and plot
+/// titles).
+pub const MAX_NAME_CHARS: usize = 256;
+/// Longest free-text field (`source`, `description`), in characters.
+pub const MAX_TEXT_CHARS: usize = 4096;
+
+/// Most Transformer layers of a model (the largest published models have about 100–200).
+pub const MAX_LAYERS: u64 = 1 << 20;
+/// Largest hidden size h.
+pub const MAX_HIDDEN: u64 = 1 << 24;
+/// Most attention heads.
+pub const MAX_HEADS: u64 = 1 << 16;
+/// Largest MLP width f.
+pub const MAX_FFN_HIDDEN: u64 = 1 << 26;
+/// Largest vocabulary.
+pub const MAX_VOCAB: u64 = 1 << 32;
+/// Most parameters of a model (1,000 times the largest model of Korthikanti et al.): keeps the
+/// parameter count, and 18 bytes per parameter, exact in 64 bits.
+pub const MAX_PARAMS: u64 = 1 << 50;
+
+/// Most GPUs in one node of a hardware profile.
+pub const MAX_GPUS_PER_NODE: u64 = 1 << 10;
+/// Most nodes (profile field and `--nodes`).
+pub const MAX_NODES: u64 = 1 << 20;
+/// Most NICs per node.
+pub const MAX_NICS_PER_NODE: u64 = 1 << 10;
+/// Most GPUs in all (nodes × GPUs per node, p × dp): the simulator's device tables.
+pub const MAX_GPUS: u64 = 1 << 20;
+/// Largest byte count in a profile (`gpu.memory_bytes`, `reserved.*_bytes`): 1 EiB.
+pub const MAX_PROFILE_BYTES: f64 = 1_152_921_504_606_846_976.0; // 2^60
+/// Slowest and fastest rates a profile may give (FLOP/s or bytes/s): from a 1990s CPU to a
+/// thousand times today's GPUs. Outside them a time is not a time (10^-300 FLOP/s made every
+/// kernel last longer than the universe).
+pub const PROFILE_RATE_RANGE: (f64, f64) = (1e6, 1e18);
+/// Largest latency in a profile, in seconds.
+pub const MAX_PROFILE_LATENCY_S: f64 = 1.0;
+
+/// Longest sequence.
+pub const MAX_SEQ: u64 = 1 << 40;
+/// Largest micro-batch.
+pub const MAX_MICRO_BATCH: u64 = 1 << 20;
+/// Most tokens in one micro-batch (s × b): keeps s²·b·heads·layers inside 128 bits.
+pub const MAX_TOKENS_PER_MICRO_BATCH: u64 = 1 << 40;
+/// Most micro-batches per step (gradient accumulation; `--global-batch` / (dp × b)).
+pub const MAX_MICRO_BATCHES: u64 = 1 << 16;
+/// Most tokens per step over all replicas (exact as a float).
+pub const MAX_TOKENS_PER_STEP: u64 = 1 << 53;
+/// Most sequence lengths one `--seq` spec expands to (counted before expanding).
+pub const MAX_SEQ_LENGTHS: u64 = 1_000_000;
+/// Most points one sweep evaluates (models × profiles × methods × degrees × lengths).
+pub const MAX_SWEEP_POINTS: u64 = 100_000;
+
+/// The most GPUs a plan enumerates over: candidates are priced in closed form and the few
+/// simulated are reduced to one device per distinct program, so a plan's cost grows with the
+/// axes' divisors, not with N (4,096 GPUs in seconds, README "Performance"); beyond 16,384 the
+/// candidates that fold nothing (meshes, spines) would simulate too many devices.
+pub const MAX_PLAN_GPUS: u64 = 16384;
+/// The largest global batch of a plan, in sequences (the closed-form model walks every
+/// micro-batch).
+pub const MAX_GLOBAL_BATCH: u64 = 1 << 16;
+
+/// Most tasks in one simulated task graph (about a minute of simulation on the 2-core
+/// development machine, ~300 bytes each).
+pub const MAX_GRAPH_TASKS: u64 = 1 << 24;
+/// Most memory one simulation may take (further limited by what the process can get,
+/// [`memory_budget_bytes`]).
+pub const MAX_GRAPH_BYTES: u64 = 4 << 30;
+/// Longest simulated step, in picoseconds: the simulator's clock is a 64-bit picosecond count
+/// (2^64 ps ≈ 213 days); a step longer than a quarter of that (≈ 53 days) is refused rather
+/// than saturated.
+pub const MAX_SIM_PS: u64 = 1 << 62;
+/// Spans above which `--trace` and `--timeline` record only device 0 (a representative
+/// device: the methods are symmetric) unless `--trace-all-devices` is given.
+pub const TRACE_ALL_DEVICES_MAX_SPANS: u64 = 1 << 20;
+
+/// Most virtual devices of `run` (`--p`) and `calibrate` (`--devices`): threads on the CPU.
+pub const MAX_VIRTUAL_DEVICES: u64 = 256;
+/// Most timed runs of `run` and `calibrate` (`--runs`).
+pub const MAX_RUNS: u64 = 1000;
+/// Slowest CPU link throttle (`--link-bandwidth`, bytes/s) and longest latency
+/// (`--link-latency`, s).
+pub const LINK_THROTTLE: (f64, f64) = (1e3, 1.0);
+/// Longest a command may spend on throttled CPU links, from its first throttled message: a
+/// command whose messages would take longer stops at the first message past it, with the
+/// figures.
+pub const MAX_THROTTLE_WAIT_S: f64 = 120.0;
+
+/// One limit: what is bounded, the bound, why, and the commands it applies to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    /// What is bounded.
+    pub what: &'static str,
+    /// The bound, as a user writes it.
+    pub value: String,
+    /// Why.
+    pub why: &'static str,
+    /// Commands it applies to (`*`: every command that reads models or profiles).
+    pub commands: &'static [&'static str],
+}
+
+const WORKLOAD: &[&str] = &[
+    "memory", "maxseq", "simulate", "sweep", "overlap", "plan", "validate",
+];
+const SIMULATING: &[&str] = &["simulate", "sweep", "overlap", "plan", "validate"];
+
+fn pow2(n: u64) -> String {
+    format!("2^{}", n.trailing_zeros())
+}
+
+/// Every limit, in the order the README lists them.
+pub fn table() -> Vec<Limit> {
+    let mib = MAX_INPUT_FILE_BYTES >> 20;
+    vec![
+        Limit {
+            what: "input file size",
+            value: format!("{mib} MiB"),
+            why: "model, profile, measurement and kernel files are KBs; a larger one (or /dev/zero) is refused before it is read",
+            commands: &["*"],
+        },
+        Limit {
+            what: "model and profile names",
+            value: format!("{MAX_NAME_CHARS} characters, no control characters"),
+            why: "names go into tables, file names and SVG text (XML cannot hold a NUL)",
+            commands: &["*"],
+        },
+        Limit {
+            what: "model layers / hidden / heads / MLP width / vocabulary",
+            value: format!(
+                "{} / {} / {} / {} / {}",
+                pow2(MAX_LAYERS),
+                pow2(MAX_HIDDEN),
+                pow2(MAX_HEADS),
+                pow2(MAX_FFN_HIDDEN),
+                pow2(MAX_VOCAB)
+            ),
+            why: "with the sequence bounds below, every byte count stays exact in 128 bits",
+            commands: &["*"],
+        },
+        Limit {
+            what: "model parameters",
+            value: pow2(MAX_PARAMS),
+            why: "1,000 × the largest published model; parameter bytes stay exact in 64 bits",
+            commands: &["*"],
+        },
+        Limit {
+            what: "GPUs per node / NICs per node / nodes (profile and --nodes) / GPUs in all",
+            value: format!(
+                "{} / {} / {} / {}",
+                MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE, pow2(MAX_NODES), pow2(MAX_GPUS)
+            ),
+            why: "the simulator keeps a table entry per GPU and NIC; products are checked, never wrapped",
+            commands: &["*"],
+        },
+        Limit {
+            what: "profile byte fields (memory, reserved)",
+            value: "2^60 bytes, whole".into(),
+            why: "their sum (the reserved bytes) cannot wrap",
+            commands: &["*"],
+        },
+        Limit {
+            what: "profile rates (FLOP/s, bytes/s) and latencies",
+            value: format!(
+                "{:e} to {:e} per second; latencies ≤ {} s",
+                PROFILE_RATE_RANGE.0, PROFILE_RATE_RANGE.1, MAX_PROFILE_LATENCY_S
+            ),
+            why: "outside them a kernel or message time is not a time and MFU is meaningless",
+            commands: &["*"],
+        },
+        Limit {
+            what: "sequence length / micro-batch / tokens per micro-batch (s × b)",
+            value: format!(
+                "{} / {} / {}",
+                pow2(MAX_SEQ),
+                pow2(MAX_MICRO_BATCH),
+                pow2(MAX_TOKENS_PER_MICRO_BATCH)
+            ),
+            why: "keeps s²·b·heads·layers (unfused attention scores) exact in 128 bits",
+            commands: WORKLOAD,
+        },
+        Limit {
+            what: "micro-batches per step (--global-batch / (dp × b)) / tokens per step",
+            value: format!("{} / {}", pow2(MAX_MICRO_BATCHES), pow2(MAX_TOKENS_PER_STEP)),
+            why: "tokens per step stay exact as a float",
+            commands: &["simulate", "overlap", "plan"],
+        },
+        Limit {
+            what: "lengths in one --seq spec / points in one sweep",
+            value: format!("{MAX_SEQ_LENGTHS} / {MAX_SWEEP_POINTS}"),
+            why: "counted before anything is expanded or evaluated",
+            commands: &["sweep", "maxseq"],
+        },
+        Limit {
+            what: "plan: GPUs (--gpus) / global batch (--global-batch)",
+            value: format!("{MAX_PLAN_GPUS} / {}", pow2(MAX_GLOBAL_BATCH)),
+            why: "candidates grow with the divisors of N and the batch; the few simulated run one device per distinct program",
+            commands: &["plan"],
+        },
+        Limit {
+            what: "simulated task graph",
+            value: format!(
+                "{} tasks and {} GiB (less if the machine or `prlimit --as` has less)",
+                pow2(MAX_GRAPH_TASKS),
+                MAX_GRAPH_BYTES >> 30
+            ),
+            why: "estimated from the step plan before the graph is built (about a minute and 300 bytes per task on a 2-core machine); concurrent simulations share the memory",
+            commands: SIMULATING,
+        },
+        Limit {
+            what: "simulated step time",
+            value: "2^62 ps (about 53 days)".into(),
+            why: "the simulator's clock counts picoseconds in 64 bits; a longer step is refused, never saturated",
+            commands: SIMULATING,
+        },
+        Limit {
+            what: "trace and timeline spans over all devices",
+            value: format!("{} (then device 0 only, unless --trace-all-devices)", pow2(TRACE_ALL_DEVICES_MAX_SPANS)),
+            why: "a trace of every device of a large run is hundreds of MB; the methods are symmetric, so one device shows the step",
+            commands: &["simulate"],
+        },
+        Limit {
+            what: "virtual devices (run --p, calibrate --devices) / timed runs (--runs)",
+            value: format!("{MAX_VIRTUAL_DEVICES} / 1 to {MAX_RUNS}"),
+            why: "one thread per virtual device; runs are checks, not benchmarks",
+            commands: &["run", "calibrate"],
+        },
+        Limit {
+            what: "CPU link throttle",
+            value: format!(
+                "--link-bandwidth ≥ {:e} bytes/s, --link-latency ≤ {} s, throttled links ≤ {} s per command",
+                LINK_THROTTLE.0, LINK_THROTTLE.1, MAX_THROTTLE_WAIT_S
+            ),
+            why: "a slower link never ends; the run stops at the first message past the wait limit, with the figures",
+            commands: &["run", "calibrate"],
+        },
+    ]
+}
+
+/// The limits that apply to `command`, as the `--help` text's closing paragraph.
+pub fn help(command: &str) -> String {
+    let mut s = String::from("Limits (README \"Limits\"):\n");
+    for l in table() {
+        if l.commands.contains(&"*") || l.commands.contains(&command) {
+            s.push_str(&format!("  {}: {}\n", l.what, l.value));
+        }
+    }
+    s
+}
+
+/// The README's "Limits" table (Markdown), one row per limit.
+pub fn markdown() -> String {
+    let mut s = String::from("| limit | bound | why | commands |\n|---|---|---|---|\n");
+    for l in table() {
+        let commands = if l.commands.contains(&"*") {
+            "all that read models or profiles".to_string()
+        } else {
+            l.commands.join(", ")
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            l.what, l.value, l.why, commands
+        ));
+    }
+    s
+}
+
+/// Checks a name (model, profile, GPU): not empty, at most [`MAX_NAME_CHARS`] characters, no
+/// control characters. Returns what is wrong.
+pub fn check_name(name: &str) -> std::result::Result<(), String> {
+    check_text(name, MAX_NAME_CHARS)?;
+    if name.trim().is_empty() {
+        return Err("must not be empty".into());
+    }
+    Ok(())
+}
+
+/// Checks a free-text field: at most `max` characters, no control characters but tabs and
+/// newlines in longer texts.
+pub fn check_text(text: &str, max: usize) -> std::result::Result<(), String> {
+    let n = text.chars().count();
+    if n > max {
+        return Err(format!("{n} characters, more than {max}"));
+    }
+    if let Some(c) = text
+        .chars()
+        .find(|&c| c.is_control() && !(max > MAX_NAME_CHARS && (c == '\n' || c == '\t')))
+    {
+        return Err(format!(
+            "contains the control character U+{:04X} (names and texts go into tables, files and SVG)",
+            c as u32
+        ));
+    }
+    Ok(())
+}
+
+/// Memory this process may still use for one simulation: the smaller of [`MAX_GRAPH_BYTES`],
+/// half the memory the system has available, and half of what is left under the
+/// address-space limit (`ulimit -v`, `prlimit --as`) — half, because a limit on address space
+/// counts reserved but untouched memory (thread stacks, allocator arenas) and growth of
+/// vectors. Read once (Linux `/proc`; elsewhere only [`MAX_GRAPH_BYTES`]).
+pub fn memory_budget_bytes() -> u64 {
+    static BUDGET: OnceLock<u64> = OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        let mut budget = MAX_GRAPH_BYTES;
+        if let Some(avail) = proc_field("/proc/meminfo", "MemAvailable:") {
+            budget = budget.min(avail / 2);
+        }
+        if let Some(limit) = address_space_limit() {
+            let used = proc_field("/proc/self/status", "VmSize:").unwrap_or(0);
+            budget = budget.min(limit.saturating_sub(used) / 2);
+        }
+        budget
+    })
+}
+
+/// A `kB` figure of a `/proc` file, in bytes.
+fn proc_field(file: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let line = text.lines().find(|l| l.starts_with(key))?;
+    let kb: u64 = line[key.len()..].split_whitespace().next()?.parse().ok()?;
+    Some(kb.saturating_mul(1024))
+}
+
+/// The soft address-space limit of this process, if any.
+fn address_space_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max address space"))?;
+    let soft = line["Max address space".len()..]
+        .split_whitespace()
+        .next()?;
+    soft.parse().ok()
+}
+
+/// Memory set aside for a simulation until dropped ([`reserve_memory`]).
+#[derive(Debug)]
+pub struct Reservation {
+    bytes: u64,
+}
+
+fn reserved() -> &'static (Mutex<u64>, Condvar) {
+    static RESERVED: (Mutex<u64>, Condvar) = (Mutex::new(0), Condvar::new());
+    &RESERVED
+}
+
+/// Sets `bytes` aside from the process's simulation budget ([`memory_budget_bytes`]) for as
+/// long as the returned [`Reservation`] lives: waits while other threads hold enough of it that
+/// both would not fit, and fails at once — with `what` and `advice` in the message — when
+/// `bytes` alone exceeds the budget.
+pub fn reserve_memory(bytes: u64, what: &str, advice: &str) -> Result<Reservation> {
+    let budget = memory_budget_bytes();
+    if bytes > budget {
+        return Err(Error::TooLarge {
+            message: format!(
+                "{what} would need about {} of memory, more than the {} this process may use \
+                 for one simulation (the smaller of {} GiB, half the memory available and half \
+                 of what the address-space limit leaves); {advice}",
+                gib(bytes),
+                gib(budget),
+                MAX_GRAPH_BYTES >> 30
+            ),
+        });
+    }
+    let (lock, freed) = reserved();
+    let mut held = lock.lock().unwrap_or_else(|e| e.into_inner());
+    while *held > 0 && *held + bytes > budget {
+        held = freed.wait(held).unwrap_or_else(|e| e.into_inner());
+    }
+    *held += bytes;
+    Ok(Reservation { bytes })
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let (lock, freed) = reserved();
+        let mut held = lock.lock().unwrap_or_else(|e| e.into_inner());
+        *held = held.saturating_sub(self.bytes);
+        freed.notify_all();
+    }
+}
+
+/// Bytes as GiB (or MiB below one GiB), for messages.
+pub fn gib(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{:.0} MiB", bytes as f64 / (1u64 << 20) as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every limit that bounds a product keeps it exact: the largest unfused score bytes of one
+    /// model (5·a·s²·b per layer, times the layers) fit in 128 bits, and the largest parameter
+    /// bytes (18 per parameter) in 64.
+    #[test]
+    fn bounds_keep_products_exact() {
+        // s²·b ≤ (s·b)·s ≤ 2^40 · 2^40; × a (2^16) × 5 (< 2^3) × layers (2^20) = 2^119.
+        let s2b = (MAX_TOKENS_PER_MICRO_BATCH as u128) * (MAX_SEQ as u128);
+        let v = s2b
+            .checked_mul(MAX_HEADS as u128)
+            .and_then(|x| x.checked_mul(5))
+            .and_then(|x| x.checked_mul(MAX_LAYERS as u128));
+        assert!(v.is_some());
+        assert!(MAX_PARAMS.checked_mul(18).is_some());
+        assert_eq!(MAX_GPUS_PER_NODE * MAX_NODES, MAX_GPUS * 1024);
+    }
+
+    /// Names refuse control characters and overlong text; free text may hold newlines.
+    #[test]
+    fn names_and_texts() {
+        assert!(check_name("LLaMA-2 7B").is_ok());
+        assert!(check_name("bad\0name").unwrap_err().contains("U+0000"));
+        assert!(check_name(&"x".repeat(MAX_NAME_CHARS + 1)).is_err());
+        assert!(check_name(" ").is_err());
+        assert!(check_text("a\nb", MAX_TEXT_CHARS).is_ok());
+        assert!(check_text("a\u{7}b", MAX_TEXT_CHARS).is_err());
+    }
+
+    /// `--help` quotes the limits of its command and no other's.
+    #[test]
+    fn help_lists_the_commands_limits() {
+        let h = help("run");
+        assert!(h.contains("virtual devices") && h.contains("input file size"));
+        assert!(!h.contains("simulated task graph"));
+        assert!(help("simulate").contains("simulated task graph"));
+    }
+
+    /// A reservation larger than the budget fails with the figures; smaller ones come and go.
+    #[test]
+    fn reservations_respect_the_budget() {
+        let budget = memory_budget_bytes();
+        let e = reserve_memory(budget + 1, "a test graph", "make it smaller").unwrap_err();
+        assert!(e.to_string().contains("a test graph would need"), "{e}");
+        let r = reserve_memory(budget / 4, "a", "").unwrap();
+        drop(r);
+        let _r = reserve_memory(budget / 4, "b", "").unwrap();
+    }
+}
