@@ -32,7 +32,7 @@ use crate::schedule::{
 
 /// Accumulated times of a part of the step.
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct T {
+pub(crate) struct PartTimes {
     wall: f64,
     /// Kernel time at full speed.
     compute: f64,
@@ -41,8 +41,30 @@ pub(crate) struct T {
     comm: f64,
 }
 
-impl std::ops::AddAssign for T {
-    fn add_assign(&mut self, o: T) {
+impl PartTimes {
+    /// `s` of kernels alone (nothing in flight).
+    fn computing(s: f64) -> PartTimes {
+        PartTimes {
+            wall: s,
+            compute: s,
+            busy: s,
+            comm: 0.0,
+        }
+    }
+
+    /// `s` of communication the compute stream waits for (nothing to overlap it with).
+    fn waiting_on_comm(s: f64) -> PartTimes {
+        PartTimes {
+            wall: s,
+            compute: 0.0,
+            busy: 0.0,
+            comm: s,
+        }
+    }
+}
+
+impl std::ops::AddAssign for PartTimes {
+    fn add_assign(&mut self, o: PartTimes) {
         self.wall += o.wall;
         self.compute += o.compute;
         self.busy += o.busy;
@@ -114,7 +136,7 @@ impl<'a> Pricer<'a> {
         self.cost.collective_s(op, devices, bytes)
     }
 
-    fn stages(&self, stages: &[Stage]) -> T {
+    fn stages(&self, stages: &[Stage]) -> PartTimes {
         let mut c = Clock::default();
         for s in stages {
             self.stage(&mut c, s);
@@ -370,8 +392,8 @@ impl Clock {
         end
     }
 
-    fn total(&self) -> T {
-        T {
+    fn total(&self) -> PartTimes {
+        PartTimes {
             wall: self.t.max(self.last_end),
             compute: self.compute,
             busy: self.busy,
@@ -383,7 +405,7 @@ impl Clock {
 /// Prices a plan in closed form.
 pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
     let pr = Pricer::new(w);
-    let mut step = T::default();
+    let mut step = PartTimes::default();
     let emb_f = pr.kernels(&plan.embedding_fwd);
     let emb_b = pr.kernels(&plan.embedding_bwd);
     let replicas = w.dp * w.outer.cp * if plan.grad_sync_over_p { w.p } else { 1 };
@@ -405,7 +427,7 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
     };
     // Phases end when all their work has (lowering joins them), so each is priced on its own.
     let blocks = |bs: &[PhaseBlock]| {
-        let mut t = T::default();
+        let mut t = PartTimes::default();
         for b in bs {
             t += pr.stages(&b.stages);
         }
@@ -433,19 +455,9 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
     let layers = plan.layers as f64;
     for mb in 0..plan.micro_batches {
         let last = mb + 1 == plan.micro_batches;
-        step += T {
-            wall: emb_f,
-            compute: emb_f,
-            busy: emb_f,
-            comm: 0.0,
-        };
+        step += PartTimes::computing(emb_f);
         for _ in 0..plan.layers {
-            step += T {
-                wall: gather,
-                compute: 0.0,
-                busy: 0.0,
-                comm: gather,
-            };
+            step += PartTimes::waiting_on_comm(gather);
             step += fwd_layer;
         }
         step += head;
@@ -482,7 +494,7 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
             slowed += ext;
             let emb_end = now + emb_b + ext;
             let exposed = (queue_end - emb_end).max(0.0);
-            step += T {
+            step += PartTimes {
                 wall: emb_end + exposed,
                 compute: layers * bwd_layer.compute + emb_b,
                 busy: layers * bwd_layer.busy + slowed + emb_b,
@@ -490,29 +502,14 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
             };
         } else {
             for _ in 0..plan.layers {
-                step += T {
-                    wall: gather,
-                    compute: 0.0,
-                    busy: 0.0,
-                    comm: gather,
-                };
+                step += PartTimes::waiting_on_comm(gather);
                 step += bwd_layer;
             }
-            step += T {
-                wall: emb_b,
-                compute: emb_b,
-                busy: emb_b,
-                comm: 0.0,
-            };
+            step += PartTimes::computing(emb_b);
         }
     }
     let opt = pr.kernels(plan.optimizer.first().map_or(&[][..], Vec::as_slice));
-    step += T {
-        wall: opt,
-        compute: opt,
-        busy: opt,
-        comm: 0.0,
-    };
+    step += PartTimes::computing(opt);
     StepTimes {
         step_time_s: step.wall,
         compute_s: step.compute,

@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 
-use super::{Pricer, T};
+use super::{PartTimes, Pricer};
 use crate::config::{Coord, ValidWorkload};
 use crate::schedule::{CollectiveOp, StepPlan, StepTimes};
 
@@ -30,9 +30,9 @@ pub(super) struct Parts {
     pub emb_b: f64,
     pub gather: f64,
     pub sync: f64,
-    pub fwd_layer: T,
-    pub bwd_layer: T,
-    pub head: T,
+    pub fwd_layer: PartTimes,
+    pub bwd_layer: PartTimes,
+    pub head: PartTimes,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -120,22 +120,12 @@ pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Part
                 }
                 let n = chunks[su][op.chunk as usize].1;
                 if op.forward {
-                    let mut d = T::default();
+                    let mut d = PartTimes::default();
                     if u == 0 {
-                        d += T {
-                            wall: emb_f,
-                            compute: emb_f,
-                            busy: emb_f,
-                            comm: 0.0,
-                        };
+                        d += PartTimes::computing(emb_f);
                     }
                     for _ in 0..n {
-                        d += T {
-                            wall: gather,
-                            compute: 0.0,
-                            busy: 0.0,
-                            comm: gather,
-                        };
+                        d += PartTimes::waiting_on_comm(gather);
                         d += fwd_layer;
                     }
                     if u == last_u {
