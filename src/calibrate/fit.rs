@@ -201,20 +201,32 @@ fn simplex_run(
     (pts[i].clone(), vals[i])
 }
 
-/// Levenberg–Marquardt least squares of the residuals `r(x)` from `x0`: Jacobian by central
-/// differences of step `h` (in the parameters' own scale; a step of 10⁻³ on log-scaled
-/// parameters smooths over the kinks a tile or wave count leaves in the model), damping
-/// adapted step by step, at most `max_iter` iterations. Deterministic. Returns the parameters
-/// and the final sum of squares.
+/// Levenberg–Marquardt least squares of the residuals `r(x)` from `x0`, each parameter kept in
+/// its range `bounds[k]` (`x0` is clamped into it): Jacobian by central differences of step
+/// `h` (in the parameters' own scale; a step of 10⁻³ on log-scaled parameters smooths over the
+/// kinks a tile or wave count leaves in the model; one-sided, inside the range, at an edge),
+/// damping adapted step by step, at most `max_iter` iterations. A parameter at an edge whose
+/// gradient points out of the range is held there for the step (the step is solved for the
+/// others); every step is projected into the ranges. With no parameter at an edge this is the
+/// plain, unbounded method. Deterministic. Returns the parameters and the final sum of
+/// squares.
 pub fn levenberg_marquardt(
     r: &dyn Fn(&[f64]) -> Vec<f64>,
     x0: &[f64],
+    bounds: &[(f64, f64)],
     h: f64,
     max_iter: usize,
 ) -> (Vec<f64>, f64) {
+    assert_eq!(x0.len(), bounds.len(), "one range per parameter");
     let ss = |v: &[f64]| v.iter().map(|e| e * e).sum::<f64>();
+    let project = |x: &mut [f64]| {
+        for (v, &(lo, hi)) in x.iter_mut().zip(bounds) {
+            *v = v.clamp(lo, hi);
+        }
+    };
     let n = x0.len();
     let mut x = x0.to_vec();
+    project(&mut x);
     let mut rx = r(&x);
     let mut cost = ss(&rx);
     if n == 0 || !cost.is_finite() {
@@ -225,28 +237,62 @@ pub fn levenberg_marquardt(
         let m = rx.len();
         let mut j = nalgebra::DMatrix::<f64>::zeros(m, n);
         for k in 0..n {
+            let (lo, hi) = bounds[k];
             let (mut up, mut dn) = (x.clone(), x.clone());
             up[k] += h;
             dn[k] -= h;
+            // Inside the range: the plain central difference; at an edge, the points inside.
+            let width = if up[k] <= hi && dn[k] >= lo {
+                2.0 * h
+            } else {
+                up[k] = up[k].min(hi);
+                dn[k] = dn[k].max(lo);
+                up[k] - dn[k]
+            };
+            if width <= 0.0 {
+                continue;
+            }
             let (a, b) = (r(&up), r(&dn));
             for i in 0..m {
-                j[(i, k)] = (a[i] - b[i]) / (2.0 * h);
+                j[(i, k)] = (a[i] - b[i]) / width;
             }
         }
         let jt = j.transpose();
         let a = &jt * &j;
         let g = &jt * nalgebra::DVector::from_column_slice(&rx);
+        // Parameters held at an edge this step: descent (−g) would leave the range.
+        let free: Vec<usize> = (0..n)
+            .filter(|&k| {
+                let (lo, hi) = bounds[k];
+                !((x[k] <= lo && g[k] > 0.0) || (x[k] >= hi && g[k] < 0.0))
+            })
+            .collect();
+        if free.is_empty() {
+            break;
+        }
+        let (a, g) = if free.len() == n {
+            (a, g)
+        } else {
+            (
+                nalgebra::DMatrix::from_fn(free.len(), free.len(), |p, q| a[(free[p], free[q])]),
+                nalgebra::DVector::from_fn(free.len(), |p, _| g[free[p]]),
+            )
+        };
         let mut accepted = false;
         while lambda < 1e12 {
             let mut damped = a.clone();
-            for k in 0..n {
+            for k in 0..free.len() {
                 damped[(k, k)] += lambda * a[(k, k)].max(1e-12);
             }
             let Some(step) = damped.lu().solve(&(-&g)) else {
                 lambda *= 4.0;
                 continue;
             };
-            let xn: Vec<f64> = x.iter().zip(step.iter()).map(|(a, b)| a + b).collect();
+            let mut xn = x.clone();
+            for (p, &k) in free.iter().enumerate() {
+                xn[k] += step[p];
+            }
+            project(&mut xn);
             let rn = r(&xn);
             let cn = ss(&rn);
             if cn.is_finite() && cn < cost {
@@ -270,6 +316,23 @@ pub fn levenberg_marquardt(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calib_levenberg_marquardt_stays_in_its_ranges() {
+        // r = e^(−x0) (driven to +∞) and x1 − 3 (an optimum inside): x0 stops at its upper
+        // edge, x1 is still fitted, and a start outside the ranges is brought in.
+        let r = |x: &[f64]| vec![(-x[0]).exp(), x[1] - 3.0];
+        let (x, _) = levenberg_marquardt(&r, &[0.0, 0.0], &[(-1.0, 5.0), (-10.0, 10.0)], 1e-3, 200);
+        assert_eq!(x[0], 5.0, "{x:?}");
+        assert!((x[1] - 3.0).abs() < 1e-6, "{x:?}");
+        let (x, _) =
+            levenberg_marquardt(&r, &[9.0, 20.0], &[(-1.0, 5.0), (-10.0, 10.0)], 1e-3, 200);
+        assert!(x[0] <= 5.0 && (x[1] - 3.0).abs() < 1e-6, "{x:?}");
+        // Unbounded ranges: the plain method.
+        let inf = (f64::NEG_INFINITY, f64::INFINITY);
+        let (x, _) = levenberg_marquardt(&r, &[0.0, 0.0], &[inf, inf], 1e-3, 200);
+        assert!(x[0] > 5.0 && (x[1] - 3.0).abs() < 1e-6, "{x:?}");
+    }
 
     #[test]
     fn calib_line_recovers_exact_parameters() {

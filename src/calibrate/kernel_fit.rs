@@ -27,12 +27,23 @@
 //! file has the same batch × tokens × heads — the shared H200 file — a per-call time, a
 //! per-block time and per-element bytes all act as one constant.) Deterministic: a fixed
 //! simplex search, no randomness.
+//!
+//! Every parameter is searched, on its own scale, only inside the range its profile figure may
+//! take (rates within `PROFILE_RATE_RANGE`, times and byte counts from 1e-9 to below
+//! `MAX_KERNEL_FIGURE`, fractions within 1e-9 of (0, 1)), and so is the link's fit: the fit
+//! never produces a profile that validation refuses. A parameter (or a joint group's common
+//! factor) with which the fit is no worse at an edge of that range than where the search
+//! stopped is not determined by the data — e.g. a bandwidth that latency-bound copies drive
+//! upwards without limit, since its term vanishes: it is held at that edge, its status is
+//! [`Status::Unbounded`] and its source says so. (One without effect at the first stage's
+//! value, not at an edge, keeps that value, as above.)
 
 use serde::Serialize;
 
 use super::fit::{self, nelder_mead, LinkFit};
 use super::measurements::{KernelMeasurements, Sample, Timing};
 use super::price::{kind_errors, KindErrors};
+use crate::config::limits::{MAX_KERNEL_FIGURE, MAX_PROFILE_LATENCY_S, PROFILE_RATE_RANGE};
 use crate::config::{Figure, Hardware};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
@@ -67,6 +78,11 @@ pub enum Status {
     Kept,
     /// Read directly from the file (`eager_op_s`, `sm_count`).
     Measured,
+    /// Not determined by the data: the fit is no worse at an edge of the range its profile
+    /// figure may take (a bandwidth that latency-bound samples drive upwards without limit,
+    /// a time they drive to the floor) — or, for parameters fitted jointly, their common
+    /// factor is — and it is held at that edge.
+    Unbounded,
 }
 
 /// One parameter's fit.
@@ -97,30 +113,76 @@ pub struct FitReport {
     pub slowdown_fraction: Option<f64>,
 }
 
-#[derive(Clone, Copy)]
+/// The smallest time (s) or byte count the fit gives: below it they are 0 for every purpose;
+/// the floor keeps a parameter the data drives to zero from running off to 1e-300.
+const TIME_FLOOR: f64 = 1e-9;
+
+/// How far from 0 and 1 a fitted fraction stays.
+const FRACTION_EDGE: f64 = 1e-9;
+
+/// How a parameter is fitted: the scale its search runs on, and the range of values it may
+/// take there — inside what the profile's validation allows the figure (`Hardware::validate`),
+/// so that no fit can produce a profile that is then refused.
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Scale {
-    /// Positive quantity, fitted as its log.
+    /// A rate (bytes per second), fitted as its log, within [`PROFILE_RATE_RANGE`].
+    Rate,
+    /// A time (s) or a byte count, fitted as its log, from [`TIME_FLOOR`] to below
+    /// [`MAX_KERNEL_FIGURE`].
     Log,
-    /// Fraction in (0, 1), fitted as its logit.
+    /// A fraction in (0, 1), fitted as its logit, [`FRACTION_EDGE`] from either end.
     Logit,
 }
 
 impl Scale {
-    fn to_x(self, v: f64) -> f64 {
+    /// The values the fit may give the parameter.
+    fn range(self) -> (f64, f64) {
         match self {
-            Scale::Log => v.ln(),
-            Scale::Logit => {
-                let v = v.clamp(1e-9, 1.0 - 1e-9);
-                (v / (1.0 - v)).ln()
-            }
+            Scale::Rate => PROFILE_RATE_RANGE,
+            Scale::Log => (TIME_FLOOR, MAX_KERNEL_FIGURE * (1.0 - f64::EPSILON)),
+            Scale::Logit => (FRACTION_EDGE, 1.0 - FRACTION_EDGE),
         }
     }
-    fn value(self, x: f64) -> f64 {
+    fn raw_x(self, v: f64) -> f64 {
         match self {
-            // Times and byte counts below 1e-9 (s or bytes) are 0 for every purpose; the floor
-            // keeps a parameter the data drives to zero from running off to 1e-300.
-            Scale::Log => x.exp().max(1e-9),
+            Scale::Rate | Scale::Log => v.ln(),
+            Scale::Logit => (v / (1.0 - v)).ln(),
+        }
+    }
+    /// The range on the fit's own scale: the search is bounded there.
+    fn x_range(self) -> (f64, f64) {
+        let (lo, hi) = self.range();
+        (self.raw_x(lo), self.raw_x(hi))
+    }
+    fn to_x(self, v: f64) -> f64 {
+        let (lo, hi) = self.range();
+        self.raw_x(v.clamp(lo, hi))
+    }
+    fn value(self, x: f64) -> f64 {
+        let (lo, hi) = self.range();
+        let (xlo, xhi) = self.x_range();
+        if x <= xlo {
+            return lo;
+        }
+        if x >= xhi {
+            return hi;
+        }
+        let v = match self {
+            Scale::Rate | Scale::Log => x.exp(),
             Scale::Logit => 1.0 / (1.0 + (-x).exp()),
+        };
+        v.clamp(lo, hi)
+    }
+    /// Whether `v` is at (within rounding of) an edge of the range: `Some("lower")` or
+    /// `Some("upper")`.
+    fn edge(self, v: f64) -> Option<&'static str> {
+        let (lo, hi) = self.range();
+        if v <= lo * (1.0 + 1e-9) {
+            Some("lower")
+        } else if v >= hi * (1.0 - 1e-9) {
+            Some("upper")
+        } else {
+            None
         }
     }
 }
@@ -193,7 +255,7 @@ fn groups(timing: Timing, hw: &Hardware) -> Vec<Group> {
         v.iter().map(|&(n, s)| (n.to_string(), s)).collect()
     };
     let mut memory = named(&[
-        ("gpu.hbm_bytes_per_s", Scale::Log),
+        ("gpu.hbm_bytes_per_s", Scale::Rate),
         ("kernels.memory.latency_s", Scale::Log),
         ("kernels.memory.elementwise_fraction", Scale::Logit),
     ]);
@@ -272,7 +334,8 @@ fn log_residuals(hw: &Hardware, timing: Timing, samples: &[Sample]) -> Vec<f64> 
         .collect()
 }
 
-/// Least squares of one group: returns each parameter's status.
+/// Least squares of one group: returns each parameter's status. Every parameter's search is
+/// bounded, on its own scale, to the range [`Scale::range`] its figure may take.
 fn fit_group(
     hw: &mut Hardware,
     timing: Timing,
@@ -280,6 +343,7 @@ fn fit_group(
     params: &[(String, Scale)],
 ) -> Vec<Status> {
     let scales: Vec<Scale> = params.iter().map(|p| p.1).collect();
+    let bounds: Vec<(f64, f64)> = scales.iter().map(|sc| sc.x_range()).collect();
     let x0: Vec<f64> = params
         .iter()
         .map(|(f, sc)| sc.to_x(figure_mut(hw, f).value))
@@ -305,7 +369,7 @@ fn fit_group(
         );
         r
     };
-    let (x1, _) = fit::levenberg_marquardt(&res1, &x0, LM_STEP, LM_ITERATIONS);
+    let (x1, _) = fit::levenberg_marquardt(&res1, &x0, &bounds, LM_STEP, LM_ITERATIONS);
     // Which parameters the data determines alone: the Jacobian of the log residuals.
     let h = 1e-4;
     let cols: Vec<Vec<f64>> = (0..params.len())
@@ -326,10 +390,13 @@ fn fit_group(
         })
         .collect();
     let n = samples.len() as f64;
-    let status: Vec<Status> = (0..params.len())
+    let no_effect: Vec<bool> = cols
+        .iter()
+        .map(|c| c.iter().map(|v| v * v).sum::<f64>() < 1e-10 * n)
+        .collect();
+    let mut status: Vec<Status> = (0..params.len())
         .map(|j| {
-            let norm2: f64 = cols[j].iter().map(|v| v * v).sum();
-            if norm2 < 1e-10 * n {
+            if no_effect[j] {
                 // No effect here: either it never had one (kept from the base), or the data
                 // drove it to where it has none (a floor below every sample, a term at its
                 // lower bound) — then the first stage's value is the fit.
@@ -372,7 +439,7 @@ fn fit_group(
             let u = y[free.len()];
             for &j in &joint {
                 let v = match scales[j] {
-                    Scale::Log => base_values[j] * u.exp(),
+                    Scale::Rate | Scale::Log => base_values[j] * u.exp(),
                     Scale::Logit => (base_values[j] * (-u).exp()).min(1.0 - 1e-9),
                 };
                 z[j] = scales[j].to_x(v);
@@ -380,6 +447,23 @@ fn fit_group(
         }
         z
     };
+    // Stage 2's ranges: the free parameters' own; for the common factor, the factors that
+    // keep every jointly fitted parameter inside its range (the base values are inside all).
+    let mut y_bounds: Vec<(f64, f64)> = free.iter().map(|&j| bounds[j]).collect();
+    if !joint.is_empty() {
+        let (mut lo, mut hi) = (f64::NEG_INFINITY, f64::INFINITY);
+        for &j in &joint {
+            let (vlo, vhi) = scales[j].range();
+            let b = base_values[j];
+            let (a, c) = match scales[j] {
+                Scale::Rate | Scale::Log => ((vlo / b).ln(), (vhi / b).ln()),
+                Scale::Logit => ((b / vhi).ln(), (b / vlo).ln()),
+            };
+            lo = lo.max(a);
+            hi = hi.min(c);
+        }
+        y_bounds.push((lo.min(0.0), hi.max(0.0)));
+    }
     let mut start = x0.clone();
     for &j in &free {
         start[j] = x1[j];
@@ -392,7 +476,7 @@ fn fit_group(
             .map(|&j| {
                 let (v1, v0) = (scales[j].value(x1[j]), base_values[j]);
                 match scales[j] {
-                    Scale::Log => (v1 / v0).ln(),
+                    Scale::Rate | Scale::Log => (v1 / v0).ln(),
                     Scale::Logit => (v0 / v1).ln(),
                 }
             })
@@ -404,7 +488,43 @@ fn fit_group(
         start
     } else {
         let res2 = |y: &[f64]| data_res(&assemble(y, &start));
-        let (y, _) = fit::levenberg_marquardt(&res2, &y0, LM_STEP, LM_ITERATIONS);
+        let (mut y, _) = fit::levenberg_marquardt(&res2, &y0, &y_bounds, LM_STEP, LM_ITERATIONS);
+        // What the data does not bound: a stage-2 coordinate (a parameter the data acts on,
+        // or the common factor) with which the fit is no worse at an edge of its range than
+        // where the search stopped — a bandwidth that latency-bound samples drive upwards
+        // until its term vanishes, a time driven to the floor. It is held at that edge, and
+        // said to be so ([`Status::Unbounded`]), rather than reported as a fitted value.
+        let ss = |y: &[f64]| res2(y).iter().map(|e| e * e).sum::<f64>();
+        let mut cost = ss(&y);
+        for k in 0..y.len() {
+            if k < free.len()
+                && no_effect[free[k]]
+                && scales[free[k]].edge(scales[free[k]].value(y[k])).is_none()
+            {
+                // Without effect at the first stage's value: that value is the fit (above).
+                continue;
+            }
+            let mut best: Option<(f64, f64)> = None;
+            for edge in [y_bounds[k].0, y_bounds[k].1] {
+                let mut t = y.clone();
+                t[k] = edge;
+                let c = ss(&t);
+                if c <= cost * (1.0 + 1e-9) + 1e-30 && best.is_none_or(|b| c < b.1) {
+                    best = Some((edge, c));
+                }
+            }
+            if let Some((edge, c)) = best {
+                y[k] = edge;
+                cost = c;
+                if k < free.len() {
+                    status[free[k]] = Status::Unbounded;
+                } else {
+                    for &j in &joint {
+                        status[j] = Status::Unbounded;
+                    }
+                }
+            }
+        }
         assemble(&y, &start)
     };
     set(hw, &x, &all);
@@ -459,9 +579,18 @@ fn fit_link(
         let (steps, chunk) = crate::cost::collective_steps(op, c.ranks as u64, c.bytes);
         msgs.push((steps as f64, chunk as f64, c.s));
     }
-    let (l, how) = if m.collectives.is_empty() {
+    let (rate_lo, rate_hi) = PROFILE_RATE_RANGE;
+    let (mut l, how) = if m.collectives.is_empty() {
         let pts: Vec<(f64, f64)> = m.p2p.iter().map(|p| (p.bytes as f64, p.s)).collect();
-        let l = fit::link(&pts)?;
+        let mut l = fit::link(&pts)?;
+        // Least squares with B inside its range: at the edge when the line's slope is outside
+        // (latency-bound messages whose time hardly grows with size), α refitted there.
+        if !(rate_lo..=rate_hi).contains(&l.bytes_per_s) {
+            l.bytes_per_s = l.bytes_per_s.clamp(rate_lo, rate_hi);
+            l.raw_intercept_s =
+                pts.iter().map(|&(n, t)| t - n / l.bytes_per_s).sum::<f64>() / pts.len() as f64;
+            l.latency_s = l.raw_intercept_s.max(0.0);
+        }
         let how = format!(
             "least-squares fit t = α + bytes/B over {} point-to-point messages (r² = {:.4})",
             pts.len(),
@@ -469,8 +598,17 @@ fn fit_link(
         );
         (l, how)
     } else {
+        // The search is bounded on its log scale to the figures' ranges.
+        let clamp = |x: &[f64]| -> (f64, f64) {
+            (
+                x[0].min(MAX_PROFILE_LATENCY_S.ln()).exp(),
+                x[1].clamp(rate_lo.ln(), rate_hi.ln())
+                    .exp()
+                    .clamp(rate_lo, rate_hi),
+            )
+        };
         let loss = |x: &[f64]| -> f64 {
-            let (a, b) = (x[0].exp(), x[1].exp());
+            let (a, b) = clamp(x);
             msgs.iter()
                 .map(|&(steps, chunk, t)| (steps * (a + chunk / b) / t).ln().powi(2))
                 .sum()
@@ -484,10 +622,11 @@ fn fit_link(
         let logs: Vec<f64> = msgs.iter().map(|m| m.2.ln()).collect();
         let mean = logs.iter().sum::<f64>() / logs.len() as f64;
         let ss_tot: f64 = logs.iter().map(|v| (v - mean).powi(2)).sum();
+        let (a, b) = clamp(&x);
         let l = LinkFit {
-            latency_s: x[0].exp(),
-            bytes_per_s: x[1].exp(),
-            raw_intercept_s: x[0].exp(),
+            latency_s: a,
+            bytes_per_s: b,
+            raw_intercept_s: a,
             r2: if ss_tot > 0.0 {
                 1.0 - ss_res / ss_tot
             } else {
@@ -502,6 +641,23 @@ fn fit_link(
             m.collectives.len()
         );
         (l, how)
+    };
+    l.latency_s = l.latency_s.min(MAX_PROFILE_LATENCY_S);
+    let unbounded = |v: f64, lo: f64, hi: f64, what: &str| {
+        if v <= lo * (1.0 + 1e-9) || v >= hi * (1.0 - 1e-9) {
+            format!(
+                "; NOT determined by the data: the fit reaches the edge of the range {what} may \
+                 take ({lo:e} to {hi:e}) and is held there"
+            )
+        } else {
+            String::new()
+        }
+    };
+    let b_note = unbounded(l.bytes_per_s, rate_lo, rate_hi, "a rate");
+    let a_note = if l.latency_s >= MAX_PROFILE_LATENCY_S {
+        unbounded(l.latency_s, 0.0, MAX_PROFILE_LATENCY_S, "a latency")
+    } else {
+        String::new()
     };
     // A one-GPU calibration's messages are copies standing in for a link: say so.
     let emulated = m
@@ -519,12 +675,12 @@ fn fit_link(
     };
     hw.intra_node.bytes_per_s_per_direction = Figure {
         value: l.bytes_per_s,
-        source: origin(&format!("B of a {how}")),
+        source: origin(&format!("B of a {how}{b_note}")),
     };
     hw.intra_node.p2p_latency_s = Figure {
         value: l.latency_s,
         source: origin(&format!(
-            "α of the same fit (raw intercept {:.3e} s, clamped at 0)",
+            "α of the same fit (raw intercept {:.3e} s, clamped at 0){a_note}",
             l.raw_intercept_s
         )),
     };
@@ -598,7 +754,7 @@ pub fn fit_profile(
             .map(|k| k.name())
             .collect::<Vec<_>>()
             .join(" and ");
-        for (j, (field, _)) in active.iter().enumerate() {
+        for (j, (field, scale)) in active.iter().enumerate() {
             let base_fig = figure_mut(&mut base.clone(), field).clone();
             let fig = figure_mut(&mut hw, field);
             let joint: Vec<&str> = active
@@ -620,6 +776,38 @@ pub fn fit_profile(
                          combined effect: each of these terms of the time scaled by one common \
                          factor from its base value {:.4e} ({})",
                         joint.join(", "),
+                        ss.len(),
+                        base_fig.value,
+                        base_fig.source
+                    ))
+                }
+                Status::Unbounded => {
+                    let how = match scale.edge(fig.value) {
+                        Some(side) => {
+                            let why = match (scale, side) {
+                                (Scale::Rate, "upper") => {
+                                    "the samples are latency-bound: its term of the time is \
+                                     negligible in every one"
+                                }
+                                (Scale::Log, "lower") => {
+                                    "its term of the time is negligible in every sample"
+                                }
+                                _ => "the samples do not bound it on that side",
+                            };
+                            format!(
+                                "the fit is no worse at the {side} edge of the range the figure \
+                                 may take than where the search stopped ({why}); held at that \
+                                 edge"
+                            )
+                        }
+                        None => "fitted together with other parameters, whose common factor \
+                                 from their base values the samples do not bound; held where one \
+                                 of them reaches the edge of its range"
+                            .to_string(),
+                    };
+                    fig.source = origin(&format!(
+                        "NOT determined by the data ({} {names} samples, least squares on \
+                         log(predicted / measured)): {how} (base value {:.4e}: {})",
                         ss.len(),
                         base_fig.value,
                         base_fig.source

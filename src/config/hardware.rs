@@ -397,8 +397,9 @@ impl Hardware {
             message,
         };
         use super::limits::{
-            check_name, check_text, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_NICS_PER_NODE, MAX_NODES,
-            MAX_PROFILE_BYTES, MAX_PROFILE_LATENCY_S, MAX_TEXT_CHARS, PROFILE_RATE_RANGE,
+            check_name, check_text, MAX_GPUS, MAX_GPUS_PER_NODE, MAX_KERNEL_FIGURE,
+            MAX_NICS_PER_NODE, MAX_NODES, MAX_PROFILE_BYTES, MAX_PROFILE_LATENCY_S, MAX_TEXT_CHARS,
+            PROFILE_RATE_RANGE,
         };
         for (field, value, max) in [
             ("gpus_per_node", self.gpus_per_node, MAX_GPUS_PER_NODE),
@@ -571,11 +572,12 @@ impl Hardware {
                 _ => {
                     // Times and byte counts: non-negative, and below a day / 2^40 so that no
                     // kernel can take an impossible time.
-                    if !(fig.value.is_finite() && fig.value >= 0.0 && fig.value < 86_400.0) {
+                    if !(fig.value.is_finite() && fig.value >= 0.0 && fig.value < MAX_KERNEL_FIGURE)
+                    {
                         return Err(bad(
                             &format!("{field}.value"),
                             format!(
-                                "must be a non-negative number below 86400, got {:?}",
+                                "must be a non-negative number below {MAX_KERNEL_FIGURE}, got {:?}",
                                 fig.value
                             ),
                         ));

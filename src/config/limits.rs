@@ -60,6 +60,9 @@ pub const MAX_PROFILE_BYTES: f64 = 1_152_921_504_606_846_976.0; // 2^60
 pub const PROFILE_RATE_RANGE: (f64, f64) = (1e6, 1e18);
 /// Largest latency in a profile, in seconds.
 pub const MAX_PROFILE_LATENCY_S: f64 = 1.0;
+/// Bound (exclusive) on the kernel model's times (s) and byte counts (`kernels.*`): a day, so
+/// that no kernel can take an impossible time.
+pub const MAX_KERNEL_FIGURE: f64 = 86_400.0;
 
 /// Longest sequence.
 pub const MAX_SEQ: u64 = 1 << 40;

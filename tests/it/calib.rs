@@ -580,3 +580,96 @@ fn the_gpu_plan_calibrates_through_the_one_path_on_the_mock() {
     // A second run refuses to overwrite either file.
     assert!(calibrate(&mut b, &plan, &o, &mut |_| {}).is_err());
 }
+
+/// Copies and element-wise passes that are pure latency (the same time at every size, as tiny
+/// kernels on a loaded CPU measure) do not bound the memory bandwidth: the fit used to run it
+/// off to ~1e32 B/s, which profile validation then refused ("the fitted profile is invalid").
+/// The search is bounded by the range the figure may take; the bandwidth is held at the
+/// range's upper edge, valid, and reported as not determined by the data.
+#[test]
+fn calib_latency_bound_copies_leave_the_bandwidth_undetermined_and_in_range() {
+    use metp_sim::calibrate::kernel_fit::fit_profile;
+    use metp_sim::calibrate::KernelMeasurements;
+    use metp_sim::config::limits::PROFILE_RATE_RANGE;
+    let copy: Vec<serde_json::Value> = (12..=22)
+        .map(|e| serde_json::json!({"bytes": 1u64 << e, "copy_s": 5e-6, "mul_s": 5e-6}))
+        .collect();
+    let file = serde_json::json!({
+        "what": "synthetic: latency-bound copies",
+        "date": "2026-11-30",
+        "device": "test",
+        "software": "test",
+        "timing": "device",
+        "copy": copy,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.json");
+    std::fs::write(&p, file.to_string()).unwrap();
+    let m = KernelMeasurements::read(&p).unwrap();
+    let base = load_hardware("hgx-h200").unwrap();
+    let r = fit_profile(&m, &base, &|w| format!("test: {w}")).unwrap();
+    r.profile
+        .validate(Path::new("<fitted>"))
+        .expect("the fitted profile validates");
+    let bw = &r.profile.gpu.hbm_bytes_per_s;
+    let (lo, hi) = PROFILE_RATE_RANGE;
+    assert!(
+        bw.value.is_finite() && bw.value >= lo && bw.value <= hi,
+        "{}",
+        bw.value
+    );
+    let p = r
+        .params
+        .iter()
+        .find(|p| p.field == "gpu.hbm_bytes_per_s")
+        .unwrap();
+    assert_eq!(format!("{:?}", p.status), "Unbounded", "{p:?}");
+    assert!(
+        bw.source.contains("NOT determined by the data"),
+        "{}",
+        bw.source
+    );
+    // The latency is what the samples measure.
+    let lat = r.profile.kernels.memory.latency_s.value;
+    assert!((lat / 5e-6 - 1.0).abs() < 1e-3, "latency {lat}");
+    // A refit from the result gives the result.
+    let again = fit_profile(&m, &r.profile, &|w| format!("test: {w}")).unwrap();
+    assert_eq!(again.profile.gpu.hbm_bytes_per_s.value, bw.value);
+}
+
+/// The same for the link: point-to-point messages whose time hardly grows with size (a slope
+/// of 1e-21 s/byte, 1e21 B/s) leave the link's bandwidth at its range's edge, valid and said
+/// to be undetermined, with the latency refitted there.
+#[test]
+fn calib_latency_bound_messages_leave_the_link_bandwidth_in_range() {
+    use metp_sim::calibrate::kernel_fit::fit_profile;
+    use metp_sim::calibrate::KernelMeasurements;
+    let p2p: Vec<serde_json::Value> = (10..=20)
+        .map(|e| {
+            let n = (1u64 << e) as f64;
+            serde_json::json!({"from": 0, "to": 1, "bytes": 1u64 << e, "s": 2e-6 + n * 1e-21})
+        })
+        .collect();
+    let file = serde_json::json!({
+        "what": "synthetic: latency-bound messages",
+        "date": "2026-11-30",
+        "device": "test",
+        "software": "test",
+        "p2p": p2p,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.json");
+    std::fs::write(&p, file.to_string()).unwrap();
+    let m = KernelMeasurements::read(&p).unwrap();
+    let base = load_hardware("hgx-h200").unwrap();
+    let r = fit_profile(&m, &base, &|w| format!("test: {w}")).unwrap();
+    let b = &r.profile.intra_node.bytes_per_s_per_direction;
+    assert_eq!(b.value, 1e18);
+    assert!(
+        b.source.contains("NOT determined by the data"),
+        "{}",
+        b.source
+    );
+    let a = r.profile.intra_node.p2p_latency_s.value;
+    assert!((a / 2e-6 - 1.0).abs() < 1e-6, "latency {a}");
+}
