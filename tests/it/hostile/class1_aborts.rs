@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use metp_sim::config::{load_hardware, load_model, MethodId, Options, Workload};
+use metp_sim::config::{load_hardware, load_model, MethodId};
 use metp_sim::evaluate::{Evaluation, SimulateOptions};
 use metp_sim::sim::LinkModel;
 
-use super::{bundled, refuses, write};
+use super::{bundled, refuses, workload_p8, write};
 
 #[test]
 fn the_issues_examples_refuse_in_one_line() {
@@ -81,20 +81,11 @@ fn a_thousand_replicas_simulate_as_one() {
 fn the_guard_is_in_the_evaluation_path() {
     let mut model = load_model("llama2-7b").unwrap();
     model.layers = 1 << 20;
-    let w = Workload {
+    let w = workload_p8(
         model,
-        hardware: load_hardware("dgx-a100-80gb").unwrap(),
-        method: MethodId::Metp,
-        p: 8,
-        dp: 1,
-        outer: Default::default(),
-        seq: 4096,
-        micro_batch: 1,
-        micro_batches: 1,
-        options: Options::default(),
-    }
-    .validate()
-    .unwrap();
+        load_hardware("dgx-a100-80gb").unwrap(),
+        MethodId::Metp,
+    );
     let e = Evaluation::new(w.clone())
         .simulate(SimulateOptions::full(LinkModel::Ideal))
         .unwrap_err();

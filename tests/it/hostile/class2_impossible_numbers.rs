@@ -3,12 +3,12 @@
 //! MFU 1153% from a wrapped layer count. No output may carry an MFU above 1, a NaN or an
 //! infinity, or a step time the clock cannot represent: such inputs are refused.
 
-use metp_sim::config::{load_hardware, load_model, MethodId, Options, Workload};
+use metp_sim::config::{load_hardware, load_model, MethodId};
 use metp_sim::evaluate::{Evaluation, Metrics, SimulateOptions};
 use metp_sim::schedule::StepTimes;
 use metp_sim::sim::LinkModel;
 
-use super::{bundled, refuses, succeeds, write};
+use super::{bundled, refuses, succeeds, workload_p8, write};
 
 #[test]
 fn a_step_beyond_the_clock_is_refused_not_saturated() {
@@ -88,20 +88,11 @@ fn the_slowest_allowed_profile_gives_finite_numbers_or_a_refusal() {
 /// a step beyond the clock and an MFU above 1 are each refused with the number named.
 #[test]
 fn metrics_refuse_what_cannot_be_reported() {
-    let w = Workload {
-        model: load_model("llama2-7b").unwrap(),
-        hardware: load_hardware("dgx-a100-80gb").unwrap(),
-        method: MethodId::Metp,
-        p: 8,
-        dp: 1,
-        outer: Default::default(),
-        seq: 4096,
-        micro_batch: 1,
-        micro_batches: 1,
-        options: Options::default(),
-    }
-    .validate()
-    .unwrap();
+    let w = workload_p8(
+        load_model("llama2-7b").unwrap(),
+        load_hardware("dgx-a100-80gb").unwrap(),
+        MethodId::Metp,
+    );
     let e = Evaluation::new(w.clone());
     assert!(e.check().is_ok());
     let times = |step: f64| StepTimes {

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use super::{command, refuses, succeeds};
+use super::{command, refuses, small_sweep, succeeds};
 
 fn manifest(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
@@ -28,20 +28,7 @@ fn a_finished_sweep_has_a_complete_manifest_written_last() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let out_s = out.to_string_lossy().into_owned();
-    let args = [
-        "sweep",
-        "--seq",
-        "4k",
-        "--p",
-        "2",
-        "--methods",
-        "metp",
-        "--engine",
-        "analytic",
-        "--svg-only",
-        "--out",
-        &out_s,
-    ];
+    let args = small_sweep(&out_s, &[]);
     succeeds(&args);
     let m = manifest(&out);
     assert_eq!(m["status"], "complete");
@@ -75,20 +62,7 @@ fn a_finished_sweep_has_a_complete_manifest_written_last() {
 fn a_busy_folder_is_refused_and_a_dead_runs_lock_taken_over() {
     let dir = tempfile::tempdir().unwrap();
     let out_s = dir.path().to_string_lossy().into_owned();
-    let args = [
-        "sweep",
-        "--seq",
-        "4k",
-        "--p",
-        "2",
-        "--methods",
-        "metp",
-        "--engine",
-        "analytic",
-        "--svg-only",
-        "--out",
-        &out_s,
-    ];
+    let args = small_sweep(&out_s, &[]);
     // A live process holds the folder (this test's own process).
     let lock = dir.path().join(".metp-sim.lock");
     std::fs::write(&lock, format!("{}\n", std::process::id())).unwrap();

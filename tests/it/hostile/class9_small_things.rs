@@ -2,11 +2,11 @@
 //! had no length cap; `sweep --model a,b` split the list but then looked up "a,b" as one name;
 //! `intra_node.collective_latency_s` was read but changed nothing.
 
-use metp_sim::config::{load_hardware, load_model, MethodId, Options, Workload};
+use metp_sim::config::{load_hardware, load_model, MethodId};
 use metp_sim::evaluate::{Evaluation, SimulateOptions};
 use metp_sim::sim::LinkModel;
 
-use super::{bundled, refuses, succeeds, write};
+use super::{bundled, refuses, small_sweep, succeeds, workload_p8, write};
 
 #[test]
 fn names_with_control_characters_or_overlong_are_refused() {
@@ -37,22 +37,7 @@ fn markup_in_a_name_is_escaped_in_svg() {
     m["name"] = "a<b & \"c\"".into();
     let path = write(dir.path(), "m.json", &m);
     let out = dir.path().join("out");
-    succeeds(&[
-        "sweep",
-        "--model",
-        &path,
-        "--seq",
-        "4k",
-        "--p",
-        "2",
-        "--methods",
-        "metp",
-        "--engine",
-        "analytic",
-        "--svg-only",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    succeeds(&small_sweep(out.to_str().unwrap(), &["--model", &path]));
     let mut svgs = 0;
     for e in std::fs::read_dir(&out).unwrap().flatten() {
         if e.path().extension().is_some_and(|x| x == "svg") {
@@ -70,22 +55,10 @@ fn markup_in_a_name_is_escaped_in_svg() {
 fn sweep_takes_a_list_of_models() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    succeeds(&[
-        "sweep",
-        "--model",
-        "gpt3-1.3b,gpt3-2.7b",
-        "--seq",
-        "4k",
-        "--p",
-        "2",
-        "--methods",
-        "metp",
-        "--engine",
-        "analytic",
-        "--svg-only",
-        "--out",
+    succeeds(&small_sweep(
         out.to_str().unwrap(),
-    ]);
+        &["--model", "gpt3-1.3b,gpt3-2.7b"],
+    ));
     let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
     assert!(csv.contains("1.3B,") && csv.contains("2.7B,"), "{csv}");
     let folders = std::fs::read_dir(&out)
@@ -123,20 +96,7 @@ fn collective_latency_is_validated_and_documented_as_unused() {
         hardware.intra_node.collective_latency_s.value = latency;
         let mut model = load_model("llama2-7b").unwrap();
         model.layers = 2;
-        let w = Workload {
-            model,
-            hardware,
-            method: MethodId::Tp,
-            p: 8,
-            dp: 1,
-            outer: Default::default(),
-            seq: 4096,
-            micro_batch: 1,
-            micro_batches: 1,
-            options: Options::default(),
-        }
-        .validate()
-        .unwrap();
+        let w = workload_p8(model, hardware, MethodId::Tp);
         Evaluation::new(w)
             .simulate(SimulateOptions::full(LinkModel::Ideal))
             .unwrap()

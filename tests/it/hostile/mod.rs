@@ -45,6 +45,50 @@ pub fn command(args: &[&str]) -> Command {
     c
 }
 
+/// One step of `model` on `hardware` with `method` at p = 8, one replica, 4k tokens, one
+/// micro-batch of one, default options: the library-level hostile cases' workload.
+pub fn workload_p8(
+    model: metp_sim::config::Model,
+    hardware: metp_sim::config::Hardware,
+    method: metp_sim::config::MethodId,
+) -> metp_sim::config::ValidWorkload {
+    metp_sim::config::Workload {
+        model,
+        hardware,
+        method,
+        p: 8,
+        dp: 1,
+        outer: Default::default(),
+        seq: 4096,
+        micro_batch: 1,
+        micro_batches: 1,
+        options: metp_sim::config::Options::default(),
+    }
+    .validate()
+    .unwrap()
+}
+
+/// The arguments of a one-point analytic sweep into `out` (quick in a debug build), with
+/// `extra` flags before the point's.
+pub fn small_sweep<'a>(out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["sweep"];
+    args.extend_from_slice(extra);
+    args.extend([
+        "--seq",
+        "4k",
+        "--p",
+        "2",
+        "--methods",
+        "metp",
+        "--engine",
+        "analytic",
+        "--svg-only",
+        "--out",
+        out,
+    ]);
+    args
+}
+
 /// Runs `metp-sim ARGS` (under the limit), killing it after `limit` — a hang fails the test.
 pub fn run_within(args: &[&str], limit: Duration) -> Output {
     let mut child = command(args)
