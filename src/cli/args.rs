@@ -7,7 +7,7 @@ use crate::config::{
     MethodId, MetpOptions, Options, OuterAxes, Recompute, WeightExchange, Workload, ZeroStage,
 };
 use crate::error::{Error, Result};
-use crate::report::Format;
+use crate::report::{self, Format};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum FormatArg {
@@ -243,6 +243,29 @@ pub fn load_scaled(name: &str, scale: &[String]) -> Result<Hardware> {
     let mut hw = load_hardware(name)?;
     apply_scales(&mut hw, &scales)?;
     Ok(hw)
+}
+
+/// A comma-separated list of model or profile names, each non-empty.
+pub fn names<'a>(flag: &str, text: &'a str) -> Result<Vec<&'a str>> {
+    let v: Vec<&str> = text.split(',').map(str::trim).collect();
+    if v.iter().any(|n| n.is_empty()) {
+        return Err(Error::arg(
+            flag,
+            format!("'{text}': an empty name in the list"),
+        ));
+    }
+    Ok(v)
+}
+
+/// Refuses a list that names one model (or profile) twice: their points and plots would mix.
+pub fn distinct<'a>(flag: &str, names: impl Iterator<Item = &'a str>) -> Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for n in names {
+        if !seen.insert(report::file_slug(n)) {
+            return Err(Error::arg(flag, format!("'{n}' is listed twice")));
+        }
+    }
+    Ok(())
 }
 
 /// Parses `--p` as a single degree.

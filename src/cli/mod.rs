@@ -47,7 +47,7 @@ enum Command {
     /// METP's full-overlap condition and the simulated exposed communication around it.
     #[command(after_help = help("overlap"))]
     Overlap(overlap::OverlapArgs),
-    /// Check METP's published claims C1–C4; writes reports/claims/.
+    /// Check METP's published claims C1–C4; writes reports/claims/ (--hw: on other profiles).
     #[command(after_help = help("validate"))]
     Validate(validate::ValidateArgs),
     /// Rank the configurations that fit N GPUs by simulated throughput, with memory headroom.

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
 
-use super::args::CommonArgs;
+use super::args::{distinct, names, CommonArgs};
 use super::simulate::LinkModelArg;
 use crate::atomic::OutputFolder;
 use crate::config::{limits, load_model, parse_count, parse_list, parse_seq_spec, MethodId};
@@ -178,27 +178,4 @@ pub fn run(a: SweepArgs) -> Result<String> {
     }
     folder.finish()?;
     Ok(report::sweep_table(&result, &spec, &out, &plots))
-}
-
-/// A comma-separated list of model or profile names, each non-empty.
-fn names<'a>(flag: &str, text: &'a str) -> Result<Vec<&'a str>> {
-    let v: Vec<&str> = text.split(',').map(str::trim).collect();
-    if v.iter().any(|n| n.is_empty()) {
-        return Err(Error::arg(
-            flag,
-            format!("'{text}': an empty name in the list"),
-        ));
-    }
-    Ok(v)
-}
-
-/// Refuses a list that names one model (or profile) twice: their points and plots would mix.
-fn distinct<'a>(flag: &str, names: impl Iterator<Item = &'a str>) -> Result<()> {
-    let mut seen = std::collections::BTreeSet::new();
-    for n in names {
-        if !seen.insert(report::file_slug(n)) {
-            return Err(Error::arg(flag, format!("'{n}' is listed twice")));
-        }
-    }
-    Ok(())
 }

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use super::args::{distinct, load_scaled, names};
 use crate::atomic::OutputFolder;
 use crate::error::Result;
 use crate::report;
@@ -11,26 +12,63 @@ use crate::validate;
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// Output folder.
-    #[arg(long, default_value = "reports/claims")]
-    out: PathBuf,
+    /// Output folder (default reports/claims/, or reports/claims-<profiles>/ with --hw).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Hardware profiles to check the claims on in place of the bundled ones, comma-separated:
+    /// names in hardware-profiles/ or paths to JSON files. C3 and C4 run on every profile with
+    /// a node of 8 GPUs, C1 and C2 on the first.
+    #[arg(long, value_name = "H[,H...]")]
+    hw: Option<String>,
+    /// What-if for the --hw profiles: multiply a profile figure, KEY=FACTOR (repeat or
+    /// comma-separate), as for sweep and plan.
+    #[arg(long, value_name = "KEY=FACTOR", requires = "hw")]
+    scale: Vec<String>,
     /// Write SVG plots only (no PNG).
     #[arg(long)]
     svg_only: bool,
 }
 
 pub fn run(a: ValidateArgs) -> Result<String> {
+    let profiles = match &a.hw {
+        Some(text) => {
+            let hw = names("--hw", text)?
+                .into_iter()
+                .map(|h| load_scaled(h, &a.scale))
+                .collect::<Result<Vec<_>>>()?;
+            distinct("--hw", hw.iter().map(|h| h.name.as_str()))?;
+            hw
+        }
+        None => Vec::new(),
+    };
+    let hw_names: Vec<String> = profiles.iter().map(|h| h.name.clone()).collect();
+    let out = a.out.clone().unwrap_or_else(|| {
+        if hw_names.is_empty() {
+            PathBuf::from("reports/claims")
+        } else {
+            let slug = hw_names
+                .iter()
+                .map(|n| report::file_slug(n))
+                .collect::<Vec<_>>()
+                .join("-");
+            PathBuf::from("reports").join(format!("claims-{slug}"))
+        }
+    });
     // The folder is checked and held before the claims are computed (atomic::OutputFolder).
-    let mut folder = OutputFolder::open(&a.out)?;
-    let claims = validate::check_all()?;
+    let mut folder = OutputFolder::open(&out)?;
+    let claims = if profiles.is_empty() {
+        validate::check_all()?
+    } else {
+        validate::check_on(&profiles)?
+    };
     let exts: &[&str] = if a.svg_only {
         &["svg"]
     } else {
         &["svg", "png"]
     };
-    for path in report::write_claims(&a.out, &claims, exts)? {
+    for path in report::write_claims(&out, &claims, exts, &hw_names)? {
         folder.wrote(&path);
     }
     folder.finish()?;
-    Ok(report::claims_summary(&claims, &a.out))
+    Ok(report::claims_summary(&claims, &out))
 }

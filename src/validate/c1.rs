@@ -14,6 +14,10 @@ use crate::memory::{inventory, Inventory, Kind, Phase};
 /// A log-log slope in p within this of −3 is O(1/p³).
 pub const CUBIC_TOLERANCE: f64 = 0.05;
 
+/// The claim, as the abstract states it.
+pub const CLAIM: &str =
+    "Without FlashAttention, METP's memory cost is O(1/p³) in the parallel degree p.";
+
 /// What C1 is checked on.
 #[derive(Debug, Clone)]
 pub struct Inputs {
@@ -32,14 +36,22 @@ pub struct Inputs {
 impl Inputs {
     /// Korthikanti et al.'s 22B model at s = 128k on DGX-A100-80GB nodes, p = 2…64.
     pub fn bundled() -> Result<Inputs> {
-        let mut hardware = load_hardware("dgx-a100-80gb")?;
-        hardware.nodes = 8;
+        Inputs::on(&load_hardware("dgx-a100-80gb")?)
+    }
+
+    /// The bundled model, length and degrees on `hw`, with nodes enough for the largest degree
+    /// (an error when the profile cannot have that many).
+    pub fn on(hw: &Hardware) -> Result<Inputs> {
+        let degrees: Vec<u64> = vec![2, 4, 8, 16, 32, 64];
+        let mut hardware = hw.clone();
+        let largest = degrees.iter().copied().max().unwrap_or(1);
+        hardware.set_nodes(largest.div_ceil(hardware.gpus_per_node.max(1)))?;
         Ok(Inputs {
             model_id: "korthikanti-22b".into(),
             model: load_model("korthikanti-22b")?,
             hardware,
             seq: 131072,
-            degrees: vec![2, 4, 8, 16, 32, 64],
+            degrees,
         })
     }
 
@@ -210,7 +222,8 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
              with {s_stored:.2}. So the O(1/p³) term is the quadratic attention working set — \
              the part that limits sequence length without FlashAttention — not the whole memory."
         ),
-        Verdict::DoesNotHold => format!(
+        // (`verdict` never gives NotChecked.)
+        Verdict::DoesNotHold | Verdict::NotChecked => format!(
             "Neither the attention block nor the per-device peak ({s_peak:.2}) falls as \
              O(1/p³) here."
         ),
@@ -265,8 +278,7 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
     };
     Ok(Claim {
         id: "C1",
-        claim: "Without FlashAttention, METP's memory cost is O(1/p³) in the parallel degree p."
-            .into(),
+        claim: CLAIM.into(),
         verdict,
         summary,
         measured: json!({
