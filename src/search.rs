@@ -6,7 +6,7 @@
 //! multiples of the granule. Input: a template [`Workload`] (its `seq` is ignored); output: a
 //! [`MaxSeq`] row. Depends on `memory`, `config`, `error`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{MethodId, Workload};
 use crate::memory;
@@ -15,7 +15,7 @@ use crate::memory;
 pub const SEQ_LIMIT: u64 = 1 << 40;
 
 /// One row of `maxseq`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MaxSeq {
     /// Method id.
     pub method: MethodId,

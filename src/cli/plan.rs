@@ -1,13 +1,16 @@
 //! `metp-sim plan`.
 
+use std::path::PathBuf;
+
 use clap::Args;
 
 use super::args::{CausalOrderArg, FormatArg, OnOff};
 use super::simulate::LinkModelArg;
 use crate::config::{load_model, parse_count, MethodId, Options};
-use crate::error::Result;
-use crate::plan::{self, PlanSpec, SimDepth};
+use crate::error::{Error, Result};
+use crate::plan::{self, PlanPart, PlanSpec, SimDepth};
 use crate::report;
+use crate::shard::{self, Shard, ShardFile};
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -68,6 +71,74 @@ pub struct PlanArgs {
     /// What-if: multiply a profile figure when loading it, KEY=FACTOR (as for simulate).
     #[arg(long, value_name = "KEY=FACTOR")]
     scale: Vec<String>,
+    /// Run part K of N (0-based) of the search — every N-th group of candidates — and write
+    /// <out>/plan.shard-K-of-N.json; `metp-sim merge <out>` prints what one run would have.
+    #[arg(long, value_name = "K/N", requires = "out")]
+    shard: Option<String>,
+    /// Folder for the shard file (with --shard).
+    #[arg(long, requires = "shard")]
+    out: Option<PathBuf>,
+}
+
+/// The kind of a plan's shard files.
+pub const SHARD_KIND: &str = "plan";
+
+/// What a plan shard holds: the study, how the whole is rendered, and the part's results.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct PlanShard {
+    /// The study.
+    pub spec: PlanSpec,
+    /// `--format`.
+    pub format: String,
+    /// `--max-rejected`.
+    pub max_rejected: usize,
+    /// This part's results.
+    pub part: PlanPart,
+}
+
+fn render(p: &mut plan::Plan, format: FormatArg, max_rejected: usize) -> String {
+    match format {
+        FormatArg::Json => {
+            p.truncate_rejected(max_rejected);
+            report::plan_json(p)
+        }
+        FormatArg::Csv => report::plan_csv(p),
+        FormatArg::Table => report::plan_table(p),
+    }
+}
+
+fn format_name(f: FormatArg) -> &'static str {
+    match f {
+        FormatArg::Json => "json",
+        FormatArg::Csv => "csv",
+        FormatArg::Table => "table",
+    }
+}
+
+/// The plan joined from its parts (`metp-sim merge`), rendered as the unsharded command would.
+pub fn render_merged(parts: Vec<PlanShard>) -> Result<String> {
+    let format = match parts[0].format.as_str() {
+        "json" => FormatArg::Json,
+        "csv" => FormatArg::Csv,
+        "table" => FormatArg::Table,
+        other => {
+            return Err(Error::arg(
+                "merge",
+                format!("unknown plan format '{other}' in the shard files"),
+            ))
+        }
+    };
+    let max_rejected = parts[0].max_rejected;
+    let mut parts = parts.into_iter();
+    let Some(first) = parts.next() else {
+        return Err(Error::arg("merge", "no shard files given"));
+    };
+    let spec = first.spec;
+    let all = std::iter::once(first.part)
+        .chain(parts.map(|p| p.part))
+        .collect();
+    let mut p = plan::merge(&spec, all);
+    Ok(render(&mut p, format, max_rejected))
 }
 
 fn spec(a: &PlanArgs) -> Result<PlanSpec> {
@@ -111,14 +182,37 @@ fn spec(a: &PlanArgs) -> Result<PlanSpec> {
 }
 
 pub fn run(a: PlanArgs) -> Result<String> {
+    let shard = a
+        .shard
+        .as_deref()
+        .map(|t| Shard::parse("--shard", t))
+        .transpose()?;
     let s = spec(&a)?;
+    if let (Some(shard), Some(out)) = (shard, &a.out) {
+        crate::atomic::check_output_dir(out)?;
+        let part = plan::plan_part(&s, shard)?;
+        let summary = format!(
+            "plan shard {shard}: {} configurations evaluated, {} fit, {} simulated",
+            part.evaluated,
+            part.feasible,
+            part.pool.len()
+        );
+        let study = crate::atomic::to_json(&s);
+        let file = ShardFile::new(
+            SHARD_KIND,
+            shard,
+            &study,
+            shard::unsharded_command(std::env::args().skip(1)),
+            PlanShard {
+                spec: s,
+                format: format_name(a.format).into(),
+                max_rejected: a.max_rejected,
+                part,
+            },
+        );
+        let path = file.write(out)?;
+        return Ok(format!("{summary}; wrote {}\n", path.display()));
+    }
     let mut p = plan::plan(&s)?;
-    Ok(match a.format {
-        FormatArg::Json => {
-            p.truncate_rejected(a.max_rejected);
-            report::plan_json(&p)
-        }
-        FormatArg::Csv => report::plan_csv(&p),
-        FormatArg::Table => report::plan_table(&p),
-    })
+    Ok(render(&mut p, a.format, a.max_rejected))
 }

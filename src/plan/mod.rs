@@ -42,7 +42,7 @@ mod spec;
 
 pub use crate::evaluate::{SimDepth, EXTRAPOLATION_LAYERS};
 pub use candidate::{enumerate, recompute_name, Candidate};
-pub use rank::{plan, Plan, Ranked};
+pub use rank::{merge, plan, plan_part, Plan, PlanPart, Pooled, Ranked};
 pub use rejection::{RejectCategory, Rejection};
 pub use spec::{
     PlanSpec, INTERLEAVES, MAX_CP, MAX_GLOBAL_BATCH, MAX_GPUS, MAX_PP, MICRO_BATCHES, RECOMPUTE,

@@ -1,9 +1,20 @@
 //! Ranking: every candidate's memory and closed-form estimate, the best simulated, ranked by
 //! simulated tokens per second.
+//!
+//! A plan runs as one or more parts ([`plan_part`]; `--shard K/N`) joined by [`merge`]. Part K
+//! of N takes the candidate groups K, K + N, … (a group: the candidates that differ only in
+//! recomputation, the ones the equivalence check compares, so a group is never split), plus,
+//! in part 0, the pair-level rejections and ZeRO stages skipped by the enumeration. Each part
+//! ranks its feasible candidates in closed form and simulates its own best `pool`. The
+//! closed-form order is total (tokens/s, then the unique tie-break key), so the whole plan's
+//! best `pool` are each among the best `pool` of their part: merge takes the best `pool` of the
+//! parts' simulated candidates and needs no simulation; counts are sums. One part
+//! ([`Shard::WHOLE`]) is the plan itself.
 
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use super::{enumerate, Candidate, PlanSpec, RejectCategory, Rejection};
 use crate::config::{Hardware, MethodId};
@@ -12,10 +23,11 @@ use crate::evaluate::{
     simulates_whole, Evaluation, SimDepth, SimulateOptions, EXTRAPOLATION_LAYERS,
 };
 use crate::memory;
+use crate::shard::Shard;
 use crate::sim::LinkModel;
 
 /// A feasible configuration with its times and memory (its columns: `report::RANKED`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Ranked {
     /// 1-based rank (by simulated tokens per second).
     pub rank: usize,
@@ -212,11 +224,71 @@ pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome 
     }))
 }
 
+/// What one part of a plan found (module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanPart {
+    /// Candidates whose memory inventory was built.
+    pub evaluated: usize,
+    /// Candidates skipped as equivalent (part 0 also counts the enumeration's).
+    pub equivalent_skipped: usize,
+    /// Candidates that fit.
+    pub feasible: usize,
+    /// Rejections (part 0 also holds the pair-level ones), unsorted; simulation failures are in
+    /// `pool`.
+    pub rejected: Vec<Rejection>,
+    /// The part's best by the closed form, at most the plan's pool size, each simulated.
+    pub pool: Vec<Pooled>,
+}
+
+/// A candidate of a part's pool: its closed-form tokens per second (the first ranking) and
+/// what the simulator made of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pooled {
+    /// The configuration.
+    pub candidate: Candidate,
+    /// Closed-form tokens per second.
+    pub analytic_tokens_per_s: f64,
+    /// The simulated row, or the rejection when the simulation failed.
+    pub outcome: std::result::Result<Ranked, Rejection>,
+}
+
 /// Plans: enumerate, check memory, rank analytically, simulate the best, rank by simulation.
 pub fn plan(spec: &PlanSpec) -> Result<Plan> {
-    let (candidates, mut rejected, equivalent_skipped) = enumerate(spec)?;
+    let part = plan_part(spec, Shard::WHOLE)?;
+    Ok(merge(spec, vec![part]))
+}
+
+/// How many of the analytically best a plan simulates.
+fn pool_size(spec: &PlanSpec) -> usize {
+    spec.sim_candidates.unwrap_or(3 * spec.top).max(spec.top)
+}
+
+/// The hardware every candidate runs on: the profile with ceil(N / GPUs per node) nodes.
+fn plan_hardware(spec: &PlanSpec) -> Hardware {
     let mut hw = spec.hardware.clone();
     hw.nodes = spec.nodes();
+    hw
+}
+
+/// Part `shard` of a plan (module docs): its candidates evaluated, its best simulated.
+pub fn plan_part(spec: &PlanSpec, shard: Shard) -> Result<PlanPart> {
+    let (all, pair_rejected, zero_skipped) = enumerate(spec)?;
+    // Candidate groups in order of first appearance, dealt round-robin.
+    let mut group_of: BTreeMap<_, usize> = BTreeMap::new();
+    let candidates: Vec<Candidate> = all
+        .into_iter()
+        .filter(|c| {
+            let next = group_of.len();
+            let g = *group_of.entry(group_key(c)).or_insert(next);
+            shard.owns(g)
+        })
+        .collect();
+    let (mut rejected, equivalent_skipped) = if shard.index == 0 {
+        (pair_rejected, zero_skipped)
+    } else {
+        (Vec::new(), 0)
+    };
+    let hw = plan_hardware(spec);
     let outcomes: Vec<Outcome> = candidates
         .par_iter()
         .map(|&c| evaluate(c, spec, &hw))
@@ -236,9 +308,7 @@ pub fn plan(spec: &PlanSpec) -> Result<Plan> {
     let mut groups: BTreeMap<_, Vec<usize>> = BTreeMap::new();
     let mut equivalent_skipped = equivalent_skipped;
     for f in fits {
-        let c = &f.c;
-        let group = (c.method, c.p, c.outer, c.dp, c.micro_batch, c.zero, c.flash);
-        let members = groups.entry(group).or_default();
+        let members = groups.entry(group_key(&f.c)).or_default();
         let same = members.iter().any(|&i| {
             let g = &feasible[i];
             g.evaluation.inventory.tensors == f.evaluation.inventory.tensors
@@ -257,32 +327,75 @@ pub fn plan(spec: &PlanSpec) -> Result<Plan> {
             .total_cmp(&a.analytic_tokens_per_s)
             .then_with(|| a.c.key().cmp(&b.c.key()))
     });
-    let pool = spec.sim_candidates.unwrap_or(3 * spec.top).max(spec.top);
-    feasible.truncate(pool);
+    feasible.truncate(pool_size(spec));
     let opts = SimulateOptions {
         link: spec.link_model,
         depth: spec.sim_depth,
         trace: crate::sim::TraceScope::Off,
         devices: crate::evaluate::Devices::Distinct,
     };
-    let simulated: Vec<_> = feasible
+    let pool: Vec<Pooled> = feasible
         .into_par_iter()
         .map(|f| {
             let peak = f.evaluation.inventory.peak_bytes;
             let capacity = f.evaluation.inventory.capacity_bytes;
-            (f.c, peak, capacity, f.evaluation.simulate(opts))
+            let c = f.c;
+            let outcome = match f.evaluation.simulate(opts) {
+                Ok(e) => Ok(Ranked::new(c, &e)),
+                Err(e) => Err(Rejection::of(
+                    &c,
+                    RejectCategory::Invalid,
+                    format!("simulation failed: {e}"),
+                    Some((peak, capacity)),
+                )),
+            };
+            Pooled {
+                candidate: c,
+                analytic_tokens_per_s: f.analytic_tokens_per_s,
+                outcome,
+            }
         })
         .collect();
+    Ok(PlanPart {
+        evaluated: candidates.len(),
+        equivalent_skipped,
+        feasible: n_feasible,
+        rejected,
+        pool,
+    })
+}
+
+/// The candidates the equivalence check compares: all but the recomputation policy.
+#[allow(clippy::type_complexity)]
+fn group_key(c: &Candidate) -> (MethodId, u64, crate::config::OuterAxes, u64, u64, u8, bool) {
+    (c.method, c.p, c.outer, c.dp, c.micro_batch, c.zero, c.flash)
+}
+
+/// Joins the parts of a plan (all N of them, any order) into the plan one run would have given
+/// (module docs); no simulation.
+pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Plan {
+    let hw = plan_hardware(spec);
+    let mut rejected = Vec::new();
+    let mut pool = Vec::new();
+    let (mut evaluated, mut equivalent_skipped, mut n_feasible) = (0, 0, 0);
+    for part in parts {
+        evaluated += part.evaluated;
+        equivalent_skipped += part.equivalent_skipped;
+        n_feasible += part.feasible;
+        rejected.extend(part.rejected);
+        pool.extend(part.pool);
+    }
+    pool.sort_by(|a, b| {
+        b.analytic_tokens_per_s
+            .total_cmp(&a.analytic_tokens_per_s)
+            .then_with(|| a.candidate.key().cmp(&b.candidate.key()))
+    });
+    pool.truncate(pool_size(spec));
     let mut ranked = Vec::new();
-    for (c, peak, capacity, evaluation) in simulated {
-        match evaluation {
-            Ok(e) => ranked.push(Ranked::new(c, &e)),
-            Err(e) => rejected.push(Rejection::of(
-                &c,
-                RejectCategory::Invalid,
-                format!("simulation failed: {e}"),
-                Some((peak, capacity)),
-            )),
+    for p in pool {
+        match p.outcome {
+            Ok(r) => ranked.push(r),
+            Err(r) => rejected.push(r),
         }
     }
     let n_simulated = ranked.len();
@@ -324,7 +437,7 @@ pub fn plan(spec: &PlanSpec) -> Result<Plan> {
             vec![EXTRAPOLATION_LAYERS.0, EXTRAPOLATION_LAYERS.1],
         )
     };
-    Ok(Plan {
+    Plan {
         model: spec.model.name.clone(),
         hardware: hw.name.clone(),
         gpus: spec.gpus,
@@ -340,7 +453,7 @@ pub fn plan(spec: &PlanSpec) -> Result<Plan> {
         },
         sim_depth,
         sim_layers,
-        evaluated: candidates.len(),
+        evaluated,
         equivalent_skipped,
         feasible: n_feasible,
         simulated: n_simulated,
@@ -350,5 +463,5 @@ pub fn plan(spec: &PlanSpec) -> Result<Plan> {
         rejected,
         rejected_omitted: 0,
         message,
-    })
+    }
 }
