@@ -12,6 +12,7 @@ mod memory;
 mod merge;
 mod overlap;
 mod plan;
+mod progress;
 mod run;
 mod simulate;
 mod sweep;

@@ -1,14 +1,16 @@
 //! `metp-sim plan`.
 
 use std::path::PathBuf;
+use std::sync::Mutex;
 
 use clap::Args;
 
 use super::args::{CausalOrderArg, FormatArg, OnOff};
+use super::progress::Progress;
 use super::simulate::LinkModelArg;
 use crate::config::{load_model, parse_count, MethodId, Options};
 use crate::error::{Error, Result};
-use crate::plan::{self, PlanPart, PlanSpec, SimDepth};
+use crate::plan::{self, PlanPart, PlanProgress, PlanSpec, SimDepth};
 use crate::report;
 use crate::shard::{self, Shard, ShardFile};
 
@@ -190,7 +192,9 @@ pub fn run(a: PlanArgs) -> Result<String> {
     let s = spec(&a)?;
     if let (Some(shard), Some(out)) = (shard, &a.out) {
         crate::atomic::check_output_dir(out)?;
-        let part = plan::plan_part(&s, shard)?;
+        let part = with_progress(&format!("plan shard {shard}"), |on| {
+            plan::plan_part_with(&s, shard, on)
+        })?;
         let summary = format!(
             "plan shard {shard}: {} configurations evaluated, {} fit, {} simulated",
             part.evaluated,
@@ -213,6 +217,39 @@ pub fn run(a: PlanArgs) -> Result<String> {
         let path = file.write(out)?;
         return Ok(format!("{summary}; wrote {}\n", path.display()));
     }
-    let mut p = plan::plan(&s)?;
+    let mut p = with_progress("plan", |on| plan::plan_with(&s, on))?;
     Ok(render(&mut p, a.format, a.max_rejected))
+}
+
+/// Runs `f` with a progress callback: a bar per phase on a terminal, and the estimated time
+/// of a phase that will take long (`progress::Progress`), on stderr.
+fn with_progress<T>(what: &str, f: impl FnOnce(&(dyn Fn(PlanProgress) + Sync)) -> T) -> T {
+    let current: Mutex<Option<Progress>> = Mutex::new(None);
+    let on = |e: PlanProgress| {
+        let Ok(mut cur) = current.lock() else { return };
+        match e {
+            PlanProgress::Evaluating(n) | PlanProgress::Simulating(n) => {
+                if let Some(p) = cur.take() {
+                    p.finish();
+                }
+                let (phase, unit) = match e {
+                    PlanProgress::Evaluating(_) => ("closed form", "configurations"),
+                    _ => ("simulation of the best", "simulations"),
+                };
+                *cur = Some(Progress::new(&format!("{what}: {phase}"), unit, n as u64));
+            }
+            PlanProgress::Evaluated | PlanProgress::Simulated => {
+                if let Some(p) = cur.as_ref() {
+                    p.tick(String::new);
+                }
+            }
+        }
+    };
+    let out = f(&on);
+    if let Ok(mut cur) = current.lock() {
+        if let Some(p) = cur.take() {
+            p.finish();
+        }
+    }
+    out
 }

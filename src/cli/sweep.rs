@@ -1,12 +1,13 @@
 //! `metp-sim sweep`.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
 
 use super::args::CommonArgs;
+use super::progress::Progress;
 use super::simulate::LinkModelArg;
 use crate::atomic::OutputFolder;
 use crate::config::{
@@ -184,13 +185,13 @@ pub fn run(a: SweepArgs) -> Result<String> {
     if let Ok(mut f) = partial.lock() {
         let _ = f.write_all(report::sweep_csv_header(&spec).as_bytes());
     }
-    let progress = Progress::new("sweep", total);
+    let progress = Progress::new("sweep", "points", total);
     let on_point = |pt: &Point| {
         if let Ok(mut f) = partial.lock() {
             let _ = f.write_all(report::sweep_csv_row(&spec, pt).as_bytes());
             let _ = f.flush();
         }
-        progress.point(pt);
+        progress.tick(|| format!("{} p={} s={}", pt.method, pt.p, pt.seq));
     };
     let result = sweep::run(&spec, &on_point);
     progress.finish();
@@ -242,8 +243,10 @@ pub fn write_merged(
 fn run_shard(spec: &SweepSpec, shard: Shard, out: PathBuf, svg_only: bool) -> Result<String> {
     crate::atomic::check_output_dir(&out)?;
     let mine = shard.len_of(spec.points());
-    let progress = Progress::new(&format!("sweep shard {shard}"), mine as u64);
-    let result = sweep::run_shard(spec, shard, &|pt| progress.point(pt));
+    let progress = Progress::new(&format!("sweep shard {shard}"), "points", mine as u64);
+    let result = sweep::run_shard(spec, shard, &|pt| {
+        progress.tick(|| format!("{} p={} s={}", pt.method, pt.p, pt.seq))
+    });
     progress.finish();
     let study = crate::atomic::to_json(spec);
     let file = ShardFile::new(
@@ -264,87 +267,6 @@ fn run_shard(spec: &SweepSpec, shard: Shard, out: PathBuf, svg_only: bool) -> Re
         spec.points(),
         path.display()
     ))
-}
-
-/// Progress on stderr: a bar on a terminal, and — once the first points are done, when the
-/// rest will take more than [`ESTIMATE_ABOVE_S`] — one line with the estimated time left
-/// (measured points × the rest; stdout is untouched).
-struct Progress {
-    bar: indicatif::ProgressBar,
-    what: String,
-    total: u64,
-    started: std::time::Instant,
-    done: std::sync::atomic::AtomicU64,
-    told: std::sync::atomic::AtomicBool,
-}
-
-/// Estimated remaining time above which a sweep says how long it will take.
-const ESTIMATE_ABOVE_S: f64 = 30.0;
-
-impl Progress {
-    fn new(what: &str, total: u64) -> Progress {
-        let bar = if std::io::stderr().is_terminal() {
-            indicatif::ProgressBar::new(total)
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:40} {pos}/{len} points  {elapsed_precise}  eta {eta}  {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        Progress {
-            bar,
-            what: what.to_string(),
-            total,
-            started: std::time::Instant::now(),
-            done: 0.into(),
-            told: false.into(),
-        }
-    }
-
-    fn point(&self, pt: &Point) {
-        use std::sync::atomic::Ordering;
-        self.bar
-            .set_message(format!("{} p={} s={}", pt.method, pt.p, pt.seq));
-        self.bar.inc(1);
-        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
-        // The first points of every worker thread, measured, times the rest.
-        let sample = (2 * rayon::current_num_threads() as u64).max(4);
-        if done == sample.min(self.total) && done < self.total {
-            let per_point = self.started.elapsed().as_secs_f64() / done as f64;
-            let left = per_point * (self.total - done) as f64;
-            if left > ESTIMATE_ABOVE_S && !self.told.swap(true, Ordering::Relaxed) {
-                self.bar.suspend(|| {
-                    eprintln!(
-                        "{}: {} points; the first {done} took {:.1} s, so about {} more on \
-                         this machine ({} threads)",
-                        self.what,
-                        self.total,
-                        self.started.elapsed().as_secs_f64(),
-                        human_duration(left),
-                        rayon::current_num_threads()
-                    )
-                });
-            }
-        }
-    }
-
-    fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
-}
-
-/// `45 s`, `12 min`, `3.5 h`.
-fn human_duration(s: f64) -> String {
-    if s < 120.0 {
-        format!("{s:.0} s")
-    } else if s < 7200.0 {
-        format!("{:.0} min", s / 60.0)
-    } else {
-        format!("{:.1} h", s / 3600.0)
-    }
 }
 
 /// A comma-separated list of model or profile names, each non-empty.

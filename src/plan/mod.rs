@@ -42,7 +42,9 @@ mod spec;
 
 pub use crate::evaluate::{SimDepth, EXTRAPOLATION_LAYERS};
 pub use candidate::{enumerate, recompute_name, Candidate};
-pub use rank::{merge, plan, plan_part, Plan, PlanPart, Pooled, Ranked};
+pub use rank::{
+    merge, plan, plan_part, plan_part_with, plan_with, Plan, PlanPart, PlanProgress, Pooled, Ranked,
+};
 pub use rejection::{RejectCategory, Rejection};
 pub use spec::{
     PlanSpec, INTERLEAVES, MAX_CP, MAX_GLOBAL_BATCH, MAX_GPUS, MAX_PP, MICRO_BATCHES, RECOMPUTE,

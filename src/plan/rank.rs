@@ -254,8 +254,27 @@ pub struct Pooled {
 
 /// Plans: enumerate, check memory, rank analytically, simulate the best, rank by simulation.
 pub fn plan(spec: &PlanSpec) -> Result<Plan> {
-    let part = plan_part(spec, Shard::WHOLE)?;
+    plan_with(spec, &|_| {})
+}
+
+/// [`plan`], telling `on_progress` where it is (a progress bar and a time estimate).
+pub fn plan_with(spec: &PlanSpec, on_progress: &(dyn Fn(PlanProgress) + Sync)) -> Result<Plan> {
+    let part = plan_part_with(spec, Shard::WHOLE, on_progress)?;
     Ok(merge(spec, vec![part]))
+}
+
+/// Where a plan is: each phase announced with its items, then each item as it is done (from
+/// worker threads, in completion order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanProgress {
+    /// The closed form of this many candidates starts.
+    Evaluating(usize),
+    /// One candidate's memory and closed form done.
+    Evaluated,
+    /// This many of the best start through the simulator.
+    Simulating(usize),
+    /// One simulation done.
+    Simulated,
 }
 
 /// How many of the analytically best a plan simulates.
@@ -272,6 +291,15 @@ fn plan_hardware(spec: &PlanSpec) -> Hardware {
 
 /// Part `shard` of a plan (module docs): its candidates evaluated, its best simulated.
 pub fn plan_part(spec: &PlanSpec, shard: Shard) -> Result<PlanPart> {
+    plan_part_with(spec, shard, &|_| {})
+}
+
+/// [`plan_part`] with progress ([`plan_with`]).
+pub fn plan_part_with(
+    spec: &PlanSpec,
+    shard: Shard,
+    on_progress: &(dyn Fn(PlanProgress) + Sync),
+) -> Result<PlanPart> {
     let (all, pair_rejected, zero_skipped) = enumerate(spec)?;
     // Candidate groups in order of first appearance, dealt round-robin.
     let mut group_of: BTreeMap<_, usize> = BTreeMap::new();
@@ -289,9 +317,14 @@ pub fn plan_part(spec: &PlanSpec, shard: Shard) -> Result<PlanPart> {
         (Vec::new(), 0)
     };
     let hw = plan_hardware(spec);
+    on_progress(PlanProgress::Evaluating(candidates.len()));
     let outcomes: Vec<Outcome> = candidates
         .par_iter()
-        .map(|&c| evaluate(c, spec, &hw))
+        .map(|&c| {
+            let o = evaluate(c, spec, &hw);
+            on_progress(PlanProgress::Evaluated);
+            o
+        })
         .collect();
     let mut fits = Vec::new();
     for o in outcomes {
@@ -334,6 +367,7 @@ pub fn plan_part(spec: &PlanSpec, shard: Shard) -> Result<PlanPart> {
         trace: crate::sim::TraceScope::Off,
         devices: crate::evaluate::Devices::Distinct,
     };
+    on_progress(PlanProgress::Simulating(feasible.len()));
     let pool: Vec<Pooled> = feasible
         .into_par_iter()
         .map(|f| {
@@ -349,6 +383,7 @@ pub fn plan_part(spec: &PlanSpec, shard: Shard) -> Result<PlanPart> {
                     Some((peak, capacity)),
                 )),
             };
+            on_progress(PlanProgress::Simulated);
             Pooled {
                 candidate: c,
                 analytic_tokens_per_s: f.analytic_tokens_per_s,
