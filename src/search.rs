@@ -51,7 +51,8 @@ pub fn max_seq(template: &Workload, method: MethodId, p: u64) -> MaxSeq {
     if let Err(reason) = method.check_degree(&w.model, p, &w.options) {
         return row(None, 0, None, Some(reason));
     }
-    let k = method.seq_multiple(p, &w.options);
+    // The method's granule, times cp with context parallelism (Workload::seq_multiple).
+    let k = w.seq_multiple();
     w.seq = k;
     let mut v = match w.validate() {
         Ok(v) => v,

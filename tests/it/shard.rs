@@ -239,7 +239,14 @@ fn sweep_over_pp_and_cp_has_their_columns_and_simulates_points_as_simulate_does(
         .unwrap();
     assert_eq!(metp_cp2["status"], "invalid", "{metp_cp2}");
     assert!(out.join("step-time-p2-cp2-pp2.svg").exists());
-    assert!(json["maxseq"][0]["cp"].is_u64());
+    // The longest sequence with context parallelism counts in the cp-fold granule.
+    let longest = json["maxseq"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["method"] == "tp-sp" && r["cp"] == 2 && r["pp"] == 2)
+        .unwrap();
+    assert!(longest["max_seq"].as_u64().unwrap() > 8192, "{longest}");
     let pt = points
         .iter()
         .find(|p| p["method"] == "tp-sp" && p["cp"] == 2 && p["pp"] == 2)
