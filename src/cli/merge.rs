@@ -45,10 +45,9 @@ pub fn run(a: MergeArgs) -> Result<String> {
             let (_, parts) = data::<plan::PlanShard>(files)?;
             plan::render_merged(parts)
         }
-        other => Err(Error::arg(
-            "merge",
-            format!("shards of '{other}' cannot be merged (sweep and plan can)"),
-        )),
+        other => Err(Error::Merge {
+            message: format!("shards of '{other}' cannot be merged (sweep and plan can)"),
+        }),
     }
 }
 

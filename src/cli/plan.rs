@@ -124,10 +124,9 @@ pub fn render_merged(parts: Vec<PlanShard>) -> Result<String> {
         "csv" => FormatArg::Csv,
         "table" => FormatArg::Table,
         other => {
-            return Err(Error::arg(
-                "merge",
-                format!("unknown plan format '{other}' in the shard files"),
-            ))
+            return Err(Error::Merge {
+                message: format!("unknown plan format '{other}' in the shard files"),
+            })
         }
     };
     let max_rejected = parts[0].max_rejected;

@@ -322,13 +322,12 @@ pub fn merge(spec: &SweepSpec, parts: Vec<SweepResult>) -> Result<SweepResult> {
         }
         .len_of(jobs.len());
         if part.points.len() != want {
-            return Err(Error::arg(
-                "merge",
-                format!(
+            return Err(Error::Merge {
+                message: format!(
                     "shard {k}/{n} holds {} points, but its part of this sweep has {want}",
                     part.points.len()
                 ),
-            ));
+            });
         }
     }
     let mut iters: Vec<_> = parts.iter().map(|p| p.points.iter()).collect();
@@ -348,13 +347,12 @@ pub fn merge(spec: &SweepSpec, parts: Vec<SweepResult>) -> Result<SweepResult> {
                 points.push(pt)
             }
             _ => {
-                return Err(Error::arg(
-                    "merge",
-                    format!(
+                return Err(Error::Merge {
+                    message: format!(
                         "shard {k}/{n} does not hold point {i} of the sweep ({method} p={p}                          s={seq} on {} / {}) where it should",
                         m.name, hw.name
                     ),
-                ))
+                })
             }
         }
     }

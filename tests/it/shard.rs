@@ -180,6 +180,18 @@ fn merge_refuses_incomplete_or_mixed_sets_and_shard_is_checked() {
         assert_eq!(code, 1, "{err}");
         assert!(err.contains(want), "{want}: {err}");
     }
+    // A part whose points are not the ones its place in the study says.
+    let text = std::fs::read_to_string(&a1).unwrap();
+    let tampered = text.replacen("\"seq\": 8192", "\"seq\": 4096", 1);
+    assert_ne!(text, tampered);
+    let d = tmp.path().join("tampered");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::copy(&a0, d.join("sweep.shard-0-of-2.json")).unwrap();
+    std::fs::write(d.join("sweep.shard-1-of-2.json"), tampered).unwrap();
+    let out = tmp.path().join("merged2");
+    let (code, err) = refused(&["merge", d.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("does not hold point 1"), "{err}");
     for bad in ["4/4", "0/0", "1", "x/2", "1/-2", "0/20000"] {
         let (code, err) = refused(&[
             "sweep",
