@@ -2,9 +2,11 @@
 //! array, a Kubernetes indexed Job — and the checks before its parts are joined again.
 //!
 //! - [`Shard`]: `--shard K/N`, part K (0-based) of N. Items (sweep points, plan candidate
-//!   groups) are dealt round-robin over their canonical order, item i to part i mod N, so each
-//!   part gets a fair mix of cheap and expensive items and the split depends on nothing but K,
-//!   N and the study.
+//!   groups) are dealt round-robin over a fixed pseudo-random shuffle of their canonical order
+//!   ([`Shard::owners`]): every part gets ⌊items/N⌋ or one more, and a fair mix of cheap and
+//!   expensive ones — dealt over the canonical order itself, a part would get every N-th
+//!   length (all the longest ones when N is the number of lengths) or one ZeRO stage of every
+//!   plan configuration. The split depends on nothing but N and the number of items.
 //! - [`ShardFile`]: what one part writes — the study's kind, a fingerprint of everything that
 //!   decides its results, the command one unsharded run would have been, and the part's data.
 //! - [`check_set`]: before `merge` joins anything, every file must be a part of the same study
@@ -63,9 +65,28 @@ impl Shard {
         Ok(Shard { index, count })
     }
 
-    /// Whether item `i` of the canonical order is this part's (round-robin).
-    pub fn owns(self, i: usize) -> bool {
-        i as u64 % self.count == self.index
+    /// The part (0..N) each of `total` items in canonical order belongs to: item
+    /// `order[j]` of a fixed shuffle (Fisher–Yates driven by splitmix64 from a constant seed)
+    /// goes to part j mod N. The same on every machine.
+    pub fn owners(count: u64, total: usize) -> Vec<u64> {
+        let mut order: Vec<usize> = (0..total).collect();
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        for i in (1..total).rev() {
+            let j = (next() % (i as u64 + 1)) as usize;
+            order.swap(i, j);
+        }
+        let mut owner = vec![0; total];
+        for (j, &item) in order.iter().enumerate() {
+            owner[item] = j as u64 % count.max(1);
+        }
+        owner
     }
 
     /// How many of `total` items this part owns.
@@ -358,23 +379,31 @@ mod tests {
         }
     }
 
-    /// Every item belongs to exactly one part, and `len_of` counts them.
+    /// Every item belongs to exactly one part, `len_of` counts each part's, and a part does
+    /// not get every N-th item of the canonical order (the aliasing the shuffle is for).
     #[test]
-    fn round_robin_covers_every_item_once() {
+    fn every_item_belongs_to_one_part_and_parts_mix() {
         for n in 1..7u64 {
-            for total in 0..20usize {
-                let mut seen = vec![0; total];
+            for total in 0..40usize {
+                let owners = Shard::owners(n, total);
+                assert_eq!(owners.len(), total);
                 for k in 0..n {
                     let s = Shard { index: k, count: n };
-                    let mine: Vec<usize> = (0..total).filter(|&i| s.owns(i)).collect();
-                    assert_eq!(mine.len(), s.len_of(total));
-                    for i in mine {
-                        seen[i] += 1;
-                    }
+                    let mine = owners.iter().filter(|&&o| o == k).count();
+                    assert_eq!(mine, s.len_of(total), "n={n} total={total}");
                 }
-                assert!(seen.iter().all(|&c| c == 1));
             }
         }
+        // 8 lengths × 64 configurations, 8 parts: no part holds one length only.
+        let owners = Shard::owners(8, 512);
+        for k in 0..8 {
+            let lengths: std::collections::BTreeSet<usize> = (0..512)
+                .filter(|&i| owners[i] == k)
+                .map(|i| i % 8)
+                .collect();
+            assert!(lengths.len() > 4, "part {k}: lengths {lengths:?}");
+        }
+        assert_eq!(Shard::owners(4, 10), Shard::owners(4, 10));
     }
 
     #[test]

@@ -138,7 +138,7 @@ pub fn render_merged(parts: Vec<PlanShard>) -> Result<String> {
     let all = std::iter::once(first.part)
         .chain(parts.map(|p| p.part))
         .collect();
-    let mut p = plan::merge(&spec, all);
+    let mut p = plan::merge(&spec, all)?;
     Ok(render(&mut p, format, max_rejected))
 }
 
@@ -195,9 +195,10 @@ pub fn run(a: PlanArgs) -> Result<String> {
             plan::plan_part_with(&s, shard, on)
         })?;
         let summary = format!(
-            "plan shard {shard}: {} configurations evaluated, {} fit, {} simulated",
+            "plan shard {shard}: {} configurations evaluated, {} fit, {} of the best {} simulated",
             part.evaluated,
             part.feasible,
+            part.simulated.len(),
             part.pool.len()
         );
         let study = crate::atomic::to_json(&s);

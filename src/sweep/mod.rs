@@ -8,8 +8,9 @@
 //! Infeasible points are kept and marked (out of memory with `fits: false`, invalid degree or
 //! outer axes). Each point is evaluated through `evaluate`.
 //!
-//! A sweep splits over machines ([`run_shard`]: part K of N takes points K, K + N, … of the
-//! canonical order, part 0 also the longest sequences) and [`merge`] puts the parts' points
+//! A sweep splits over machines ([`run_shard`]: part K of N takes the points
+//! [`Shard::owners`] deals it, a shuffled round-robin over the canonical order; part 0 also
+//! the longest sequences) and [`merge`] puts the parts' points
 //! back in that order — the [`SweepResult`] one run would have given, so the same rendering
 //! writes the same bytes. Depends on `config`, `memory`, `search`, `evaluate`, `shard`.
 
@@ -273,11 +274,13 @@ pub fn run_shard(
     shard: Shard,
     on_point: &(dyn Fn(&Point) + Sync),
 ) -> SweepResult {
-    let jobs: Vec<_> = jobs(spec)
+    let all = jobs(spec);
+    let owners = Shard::owners(shard.count, all.len());
+    let jobs: Vec<_> = all
         .into_iter()
-        .enumerate()
-        .filter(|(i, _)| shard.owns(*i))
-        .map(|(_, j)| j)
+        .zip(owners)
+        .filter(|(_, o)| *o == shard.index)
+        .map(|(j, _)| j)
         .collect();
     let points: Vec<Point> = jobs
         .par_iter()
@@ -310,8 +313,8 @@ pub fn run_shard(
 }
 
 /// Joins the parts of a sweep split N ways (`parts[k]` is part k's result) into the result one
-/// run would have given: point i is part (i mod N)'s point i / N. Refuses parts whose points are
-/// not the ones their place says (one line).
+/// run would have given: point i is the next point of its owner ([`Shard::owners`]). Refuses
+/// parts whose points are not the ones their place says (one line).
 pub fn merge(spec: &SweepSpec, parts: Vec<SweepResult>) -> Result<SweepResult> {
     let n = parts.len() as u64;
     let jobs = jobs(spec);
@@ -332,8 +335,9 @@ pub fn merge(spec: &SweepSpec, parts: Vec<SweepResult>) -> Result<SweepResult> {
     }
     let mut iters: Vec<_> = parts.iter().map(|p| p.points.iter()).collect();
     let mut points = Vec::with_capacity(jobs.len());
+    let owners = Shard::owners(n, jobs.len());
     for (i, &(m, hw, method, p, outer, seq)) in jobs.iter().enumerate() {
-        let k = i % n as usize;
+        let k = owners[i] as usize;
         let pt = iters[k].next().cloned();
         match pt {
             Some(pt)
