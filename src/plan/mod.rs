@@ -116,11 +116,15 @@ mod tests {
         assert!(p1.rejected.is_empty());
         let whole = plan(&s).unwrap();
         assert_eq!(merge(&s, vec![p0.clone(), p1.clone()]).unwrap(), whole);
-        let e = merge(&s, vec![p0.clone(), p0.clone()]).unwrap_err().to_string();
+        let e = merge(&s, vec![p0.clone(), p0.clone()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("simulated"), "{e}");
         let mut other = s.clone();
         other.seq = 8192;
-        let e = merge(&s, vec![p0, part(&other, 1)]).unwrap_err().to_string();
+        let e = merge(&s, vec![p0, part(&other, 1)])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not parts of one plan"), "{e}");
     }
 
