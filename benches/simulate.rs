@@ -41,6 +41,7 @@ fn bench(c: &mut Criterion) {
         methods: MethodId::ALL.to_vec(),
         degrees: vec![1, 2, 4, 8],
         seqs: (0..8).map(|i| 4096u64 << i).collect(),
+        outer: vec![Default::default()],
         micro_batch: 1,
         options: Options::default(),
         timing: Timing::Simulated(LinkModel::MaxMin),

@@ -115,6 +115,13 @@ pub enum Error {
         /// What, the estimate, the limit and the advice.
         message: String,
     },
+    /// Shard files that do not join into one study's result (`merge`): a part holding other
+    /// points or counts than its place in the study says.
+    #[error("merge: {message}")]
+    Merge {
+        /// Which part and what is wrong.
+        message: String,
+    },
     /// A result is not a number the tool may report (an MFU above 1, an infinity, a NaN): the
     /// inputs are outside what the model describes.
     #[error("impossible result: {message}")]

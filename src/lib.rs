@@ -20,6 +20,8 @@
 //! - [`exec`]: METP's and TP's units executed on virtual CPU devices, against an f64 reference;
 //! - [`calibrate`]: backends (CPU, mock, CUDA), measuring, fitting and writing hardware
 //!   profiles, predicted against measured unit times;
+//! - [`shard`]: `--shard K/N`, the file each part of a split study writes, and the checks
+//!   before `merge` joins the parts;
 //! - [`sweep`], [`validate`], [`plan`]: every method × degree × length; the published claims
 //!   C1–C4; the configurations that fit N GPUs;
 //! - [`plot`]: SVG/PNG charts and timelines;
@@ -42,6 +44,7 @@ pub mod plot;
 pub mod report;
 pub mod schedule;
 pub mod search;
+pub mod shard;
 pub mod sim;
 pub mod sweep;
 pub mod validate;

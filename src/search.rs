@@ -6,7 +6,7 @@
 //! multiples of the granule. Input: a template [`Workload`] (its `seq` is ignored); output: a
 //! [`MaxSeq`] row. Depends on `memory`, `config`, `error`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::{MethodId, Workload};
 use crate::memory;
@@ -15,7 +15,7 @@ use crate::memory;
 pub const SEQ_LIMIT: u64 = 1 << 40;
 
 /// One row of `maxseq`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MaxSeq {
     /// Method id.
     pub method: MethodId,
@@ -51,7 +51,8 @@ pub fn max_seq(template: &Workload, method: MethodId, p: u64) -> MaxSeq {
     if let Err(reason) = method.check_degree(&w.model, p, &w.options) {
         return row(None, 0, None, Some(reason));
     }
-    let k = method.seq_multiple(p, &w.options);
+    // The method's granule, times cp with context parallelism (Workload::seq_multiple).
+    let k = w.seq_multiple();
     w.seq = k;
     let mut v = match w.validate() {
         Ok(v) => v,

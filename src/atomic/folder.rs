@@ -81,6 +81,13 @@ impl OutputFolder {
     /// Checks `dir`, creates it, takes its lock (refusing a folder another live run holds) and
     /// writes the `running` manifest.
     pub fn open(dir: &Path) -> Result<OutputFolder> {
+        OutputFolder::open_as(dir, std::env::args().skip(1).collect())
+    }
+
+    /// [`OutputFolder::open`] with the command the manifest records given: `merge` records
+    /// the command one unsharded run would have been, so that its folder is that run's, byte
+    /// for byte.
+    pub fn open_as(dir: &Path, command: Vec<String>) -> Result<OutputFolder> {
         check_output_dir(dir)?;
         std::fs::create_dir_all(dir).map_err(|source| Error::Io {
             path: dir.to_path_buf(),
@@ -90,7 +97,7 @@ impl OutputFolder {
         let manifest = Manifest {
             tool: "metp-sim",
             version: env!("CARGO_PKG_VERSION"),
-            command: std::env::args().skip(1).collect(),
+            command,
             status: "running",
             files: Vec::new(),
         };

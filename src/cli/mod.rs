@@ -9,8 +9,10 @@ mod kernels;
 mod link;
 mod maxseq;
 mod memory;
+mod merge;
 mod overlap;
 mod plan;
+mod progress;
 mod run;
 mod simulate;
 mod sweep;
@@ -53,6 +55,10 @@ enum Command {
     /// Rank the configurations that fit N GPUs by simulated throughput, with memory headroom.
     #[command(after_help = help("plan"))]
     Plan(plan::PlanArgs),
+    /// Join the shard files of a split sweep or plan (--shard K/N) into what one run would
+    /// have written.
+    #[command(after_help = help("merge"))]
+    Merge(merge::MergeArgs),
     /// Execute one unit (attention or MLP, METP or TP) on a backend: error against an f64
     /// reference, measured and predicted memory and time.
     #[command(after_help = help("run"))]
@@ -102,6 +108,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Overlap(a) => overlap::run(a)?,
         Command::Validate(a) => validate::run(a)?,
         Command::Plan(a) => plan::run(a)?,
+        Command::Merge(a) => merge::run(a)?,
         Command::Run(a) => run::run(a)?,
         Command::Calibrate(a) => calibrate::run(a)?,
         Command::Kernels(a) => kernels::run(a)?,

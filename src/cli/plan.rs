@@ -1,13 +1,18 @@
 //! `metp-sim plan`.
 
+use std::path::PathBuf;
+use std::sync::Mutex;
+
 use clap::Args;
 
 use super::args::{CausalOrderArg, FormatArg, OnOff};
+use super::progress::Progress;
 use super::simulate::LinkModelArg;
 use crate::config::{load_model, parse_count, MethodId, Options};
-use crate::error::Result;
-use crate::plan::{self, PlanSpec, SimDepth};
+use crate::error::{Error, Result};
+use crate::plan::{self, PlanPart, PlanProgress, PlanSpec, SimDepth};
 use crate::report;
+use crate::shard::{self, Shard, ShardFile};
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -68,6 +73,73 @@ pub struct PlanArgs {
     /// What-if: multiply a profile figure when loading it, KEY=FACTOR (as for simulate).
     #[arg(long, value_name = "KEY=FACTOR")]
     scale: Vec<String>,
+    /// Run part K of N (0-based) of the search — every N-th group of candidates — and write
+    /// <out>/plan.shard-K-of-N.json; `metp-sim merge <out>` prints what one run would have.
+    #[arg(long, value_name = "K/N", requires = "out")]
+    shard: Option<String>,
+    /// Folder for the shard file (with --shard).
+    #[arg(long, requires = "shard")]
+    out: Option<PathBuf>,
+}
+
+/// The kind of a plan's shard files.
+pub const SHARD_KIND: &str = "plan";
+
+/// What a plan shard holds: the study, how the whole is rendered, and the part's results.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct PlanShard {
+    /// The study.
+    pub spec: PlanSpec,
+    /// `--format`.
+    pub format: String,
+    /// `--max-rejected`.
+    pub max_rejected: usize,
+    /// This part's results.
+    pub part: PlanPart,
+}
+
+fn render(p: &mut plan::Plan, format: FormatArg, max_rejected: usize) -> String {
+    match format {
+        FormatArg::Json => {
+            p.truncate_rejected(max_rejected);
+            report::plan_json(p)
+        }
+        FormatArg::Csv => report::plan_csv(p),
+        FormatArg::Table => report::plan_table(p),
+    }
+}
+
+fn format_name(f: FormatArg) -> &'static str {
+    match f {
+        FormatArg::Json => "json",
+        FormatArg::Csv => "csv",
+        FormatArg::Table => "table",
+    }
+}
+
+/// The plan joined from its parts (`metp-sim merge`), rendered as the unsharded command would.
+pub fn render_merged(parts: Vec<PlanShard>) -> Result<String> {
+    let format = match parts[0].format.as_str() {
+        "json" => FormatArg::Json,
+        "csv" => FormatArg::Csv,
+        "table" => FormatArg::Table,
+        other => {
+            return Err(Error::Merge {
+                message: format!("unknown plan format '{other}' in the shard files"),
+            })
+        }
+    };
+    let max_rejected = parts[0].max_rejected;
+    let mut parts = parts.into_iter();
+    let Some(first) = parts.next() else {
+        return Err(Error::arg("merge", "no shard files given"));
+    };
+    let spec = first.spec;
+    let all = std::iter::once(first.part)
+        .chain(parts.map(|p| p.part))
+        .collect();
+    let mut p = plan::merge(&spec, all)?;
+    Ok(render(&mut p, format, max_rejected))
 }
 
 fn spec(a: &PlanArgs) -> Result<PlanSpec> {
@@ -111,14 +183,73 @@ fn spec(a: &PlanArgs) -> Result<PlanSpec> {
 }
 
 pub fn run(a: PlanArgs) -> Result<String> {
+    let shard = a
+        .shard
+        .as_deref()
+        .map(|t| Shard::parse("--shard", t))
+        .transpose()?;
     let s = spec(&a)?;
-    let mut p = plan::plan(&s)?;
-    Ok(match a.format {
-        FormatArg::Json => {
-            p.truncate_rejected(a.max_rejected);
-            report::plan_json(&p)
+    if let (Some(shard), Some(out)) = (shard, &a.out) {
+        crate::atomic::check_output_dir(out)?;
+        let part = with_progress(&format!("plan shard {shard}"), |on| {
+            plan::plan_part_with(&s, shard, on)
+        })?;
+        let summary = format!(
+            "plan shard {shard}: {} configurations evaluated, {} fit, {} of the best {} simulated",
+            part.evaluated,
+            part.feasible,
+            part.simulated.len(),
+            part.pool.len()
+        );
+        let study = crate::atomic::to_json(&s);
+        let file = ShardFile::new(
+            SHARD_KIND,
+            shard,
+            &study,
+            shard::unsharded_command(std::env::args().skip(1)),
+            PlanShard {
+                spec: s,
+                format: format_name(a.format).into(),
+                max_rejected: a.max_rejected,
+                part,
+            },
+        );
+        let path = file.write(out)?;
+        return Ok(format!("{summary}; wrote {}\n", path.display()));
+    }
+    let mut p = with_progress("plan", |on| plan::plan_with(&s, on))?;
+    Ok(render(&mut p, a.format, a.max_rejected))
+}
+
+/// Runs `f` with a progress callback: a bar per phase on a terminal, and the estimated time
+/// of a phase that will take long (`progress::Progress`), on stderr.
+fn with_progress<T>(what: &str, f: impl FnOnce(&(dyn Fn(PlanProgress) + Sync)) -> T) -> T {
+    let current: Mutex<Option<Progress>> = Mutex::new(None);
+    let on = |e: PlanProgress| {
+        let Ok(mut cur) = current.lock() else { return };
+        match e {
+            PlanProgress::Evaluating(n) | PlanProgress::Simulating(n) => {
+                if let Some(p) = cur.take() {
+                    p.finish();
+                }
+                let (phase, unit) = match e {
+                    PlanProgress::Evaluating(_) => ("closed form", "configurations"),
+                    _ => ("simulation of the best", "simulations"),
+                };
+                *cur = Some(Progress::new(&format!("{what}: {phase}"), unit, n as u64));
+            }
+            PlanProgress::Evaluated | PlanProgress::Simulated => {
+                if let Some(p) = cur.as_ref() {
+                    p.tick(String::new);
+                }
+            }
         }
-        FormatArg::Csv => report::plan_csv(&p),
-        FormatArg::Table => report::plan_table(&p),
-    })
+    };
+    let out = f(&on);
+    if let Ok(mut cur) = current.lock() {
+        if let Some(p) = cur.take() {
+            p.finish();
+        }
+    }
+    out
 }

@@ -1,19 +1,23 @@
 //! `metp-sim sweep`.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
 
 use super::args::{distinct, names, CommonArgs};
+use super::progress::Progress;
 use super::simulate::LinkModelArg;
 use crate::atomic::OutputFolder;
-use crate::config::{limits, load_model, parse_count, parse_list, parse_seq_spec, MethodId};
+use crate::config::{
+    limits, load_model, parse_count, parse_list, parse_seq_spec, MethodId, OuterAxes,
+};
 use crate::error::{Error, Result};
 use crate::evaluate::Timing;
 use crate::report;
-use crate::sweep::{self, Point, SweepSpec};
+use crate::shard::{self, Shard, ShardFile};
+use crate::sweep::{self, Point, SweepResult, SweepSpec};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum EngineArg {
@@ -46,13 +50,42 @@ pub struct SweepArgs {
     /// Write SVG plots only (no PNG).
     #[arg(long)]
     svg_only: bool,
+    /// Run part K of N (0-based) of the sweep — points K, K+N, … — and write only
+    /// <out>/sweep.shard-K-of-N.json; `metp-sim merge <out>` writes what one run would have.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<String>,
     #[command(flatten)]
     common: CommonArgs,
 }
 
+/// What a sweep shard holds: the study and the part's results, and how the whole is rendered
+/// (`metp-sim merge`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct SweepShard {
+    /// The study.
+    pub spec: SweepSpec,
+    /// The output folder of the unsharded command.
+    pub out: PathBuf,
+    /// `--svg-only`.
+    pub svg_only: bool,
+    /// This part's points (and, in part 0, the longest sequences).
+    pub result: SweepResult,
+}
+
+/// The kind of a sweep's shard files.
+pub const SHARD_KIND: &str = "sweep";
+
 pub fn run(a: SweepArgs) -> Result<String> {
     let methods = MethodId::parse_list("--methods", &a.methods)?;
     let degrees = parse_list("--p", &a.p)?;
+    let pps = parse_list("--pp", &a.common.pp)?;
+    let cps = parse_list("--cp", &a.common.cp)?;
+    let interleave = parse_count("--pp-interleave", &a.common.pp_interleave)?;
+    let shard = a
+        .shard
+        .as_deref()
+        .map(|t| Shard::parse("--shard", t))
+        .transpose()?;
     let seqs = parse_seq_spec("--seq", &a.seq)?;
     let model_names = names("--model", &a.common.model)?;
     let hw_names = names("--hw", &a.common.hw)?;
@@ -68,6 +101,8 @@ pub fn run(a: SweepArgs) -> Result<String> {
         hw_names.len(),
         methods.len(),
         degrees.len(),
+        cps.len(),
+        pps.len(),
         seqs.len(),
     ]
     .iter()
@@ -77,8 +112,8 @@ pub fn run(a: SweepArgs) -> Result<String> {
         return Err(Error::arg(
             "--seq",
             format!(
-                "the sweep has {total} points (models × profiles × methods × degrees × \
-                 lengths), more than {}; sweep fewer lengths or degrees",
+                "the sweep has {total} points (models × profiles × methods × degrees × cp × pp \
+                 × lengths), more than {}; sweep fewer lengths or degrees",
                 limits::MAX_SWEEP_POINTS
             ),
         ));
@@ -101,11 +136,17 @@ pub fn run(a: SweepArgs) -> Result<String> {
     // Options and micro-batch only (the profiles and models are the lists above).
     let micro_batch = parse_count("--micro-batch", &a.common.micro_batch)?;
     let options = a.common.options();
+    // Context-parallel ranks outermost, then pipeline stages (the planner's order).
+    let outer = cps
+        .iter()
+        .flat_map(|&cp| pps.iter().map(move |&pp| OuterAxes { pp, interleave, cp }))
+        .collect();
     let spec = SweepSpec {
         models,
         hardware,
         methods,
         degrees,
+        outer,
         seqs,
         micro_batch,
         options,
@@ -126,6 +167,9 @@ pub fn run(a: SweepArgs) -> Result<String> {
         };
         PathBuf::from("reports").join(name)
     });
+    if let Some(shard) = shard {
+        return run_shard(&spec, shard, out, a.svg_only);
+    }
     // The folder is this run's until it finishes: a second sweep into it is refused, and its
     // manifest says `running` until the last file is written (atomic::OutputFolder).
     let mut folder = OutputFolder::open(&out)?;
@@ -139,29 +183,18 @@ pub fn run(a: SweepArgs) -> Result<String> {
     })?;
     let partial = Mutex::new(std::io::BufWriter::new(partial));
     if let Ok(mut f) = partial.lock() {
-        let _ = f.write_all(report::sweep_csv_header().as_bytes());
+        let _ = f.write_all(report::sweep_csv_header(&spec).as_bytes());
     }
-    let bar = if std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::new(total)
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} points  {elapsed_precise}  {msg}",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let progress = Progress::new("sweep", "points", total);
     let on_point = |pt: &Point| {
         if let Ok(mut f) = partial.lock() {
-            let _ = f.write_all(report::sweep_csv_row(pt).as_bytes());
+            let _ = f.write_all(report::sweep_csv_row(&spec, pt).as_bytes());
             let _ = f.flush();
         }
-        bar.set_message(format!("{} p={} s={}", pt.method, pt.p, pt.seq));
-        bar.inc(1);
+        progress.tick(|| format!("{} p={} s={}", pt.method, pt.p, pt.seq));
     };
     let result = sweep::run(&spec, &on_point);
-    bar.finish_and_clear();
+    progress.finish();
     drop(partial);
     let exts: &[&str] = if a.svg_only {
         &["svg"]
@@ -178,4 +211,60 @@ pub fn run(a: SweepArgs) -> Result<String> {
     }
     folder.finish()?;
     Ok(report::sweep_table(&result, &spec, &out, &plots))
+}
+
+/// Writes the whole sweep's files from its joined result, into a folder held as
+/// `command` would have held it (`metp-sim merge`): the same calls as an unsharded run.
+pub fn write_merged(
+    command: Vec<String>,
+    s: &SweepShard,
+    result: &SweepResult,
+    out: &std::path::Path,
+) -> Result<String> {
+    let mut folder = OutputFolder::open_as(out, command)?;
+    let exts: &[&str] = if s.svg_only {
+        &["svg"]
+    } else {
+        &["svg", "png"]
+    };
+    let plots = report::write_sweep(out, result, &s.spec, exts)?;
+    for f in ["sweep.csv", "sweep.json"] {
+        folder.wrote(&out.join(f));
+    }
+    for p in &plots {
+        folder.wrote(p);
+    }
+    folder.finish()?;
+    Ok(report::sweep_table(result, &s.spec, out, &plots))
+}
+
+/// Part `shard` of the sweep: its points, written as `<out>/sweep.shard-K-of-N.json` (no folder
+/// lock or manifest: the parts share the folder; merge writes the manifest).
+fn run_shard(spec: &SweepSpec, shard: Shard, out: PathBuf, svg_only: bool) -> Result<String> {
+    crate::atomic::check_output_dir(&out)?;
+    let mine = shard.len_of(spec.points());
+    let progress = Progress::new(&format!("sweep shard {shard}"), "points", mine as u64);
+    let result = sweep::run_shard(spec, shard, &|pt| {
+        progress.tick(|| format!("{} p={} s={}", pt.method, pt.p, pt.seq))
+    });
+    progress.finish();
+    let study = crate::atomic::to_json(spec);
+    let file = ShardFile::new(
+        SHARD_KIND,
+        shard,
+        &study,
+        shard::unsharded_command(std::env::args().skip(1)),
+        SweepShard {
+            spec: spec.clone(),
+            out,
+            svg_only,
+            result,
+        },
+    );
+    let path = file.write(&file.data.out)?;
+    Ok(format!(
+        "sweep shard {shard}: {mine} of {} points; wrote {}\n",
+        spec.points(),
+        path.display()
+    ))
 }

@@ -85,8 +85,13 @@ pub fn resolve(kind: DataKind, name_or_path: &str) -> Result<PathBuf> {
 /// a larger file — or one without end, such as `/dev/zero` — is refused after reading one byte
 /// past the limit, never read whole.
 pub fn read_text(path: &Path) -> Result<String> {
+    read_text_capped(path, super::limits::MAX_INPUT_FILE_BYTES)
+}
+
+/// [`read_text`] with another bound (`max` bytes), for files larger than a model's: shard files
+/// ([`MAX_SHARD_FILE_BYTES`](super::limits::MAX_SHARD_FILE_BYTES)).
+pub fn read_text_capped(path: &Path, max: u64) -> Result<String> {
     use std::io::Read;
-    let max = super::limits::MAX_INPUT_FILE_BYTES;
     let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -104,7 +109,7 @@ pub fn read_text(path: &Path) -> Result<String> {
         return Err(Error::Parse {
             path: path.to_path_buf(),
             message: format!(
-                "larger than {} MiB, the most an input file may hold (config::limits)",
+                "larger than {} MiB, the most such a file may hold (config::limits)",
                 max >> 20
             ),
         });

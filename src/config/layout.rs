@@ -26,10 +26,10 @@
 //! backward k the chunk `v − 1 −` that (Megatron-LM `schedules.py`,
 //! `forward_backward_pipelining_with_interleaving`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The parallel axes outside the method's own degree p.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct OuterAxes {
     /// Pipeline stages (1: no pipeline).
     pub pp: u64,

@@ -79,6 +79,12 @@ pub const MAX_SEQ_LENGTHS: u64 = 1_000_000;
 /// Most points one sweep evaluates (models × profiles × methods × degrees × lengths).
 pub const MAX_SWEEP_POINTS: u64 = 100_000;
 
+/// Most shards a sweep or plan is split into (`--shard K/N`): each shard is one scheduler task.
+pub const MAX_SHARDS: u64 = 10_000;
+/// Largest shard file `merge` reads: a shard of the largest sweep (100,000 points at ~1 KB of
+/// JSON each) is under 128 MiB.
+pub const MAX_SHARD_FILE_BYTES: u64 = 256 << 20;
+
 /// The most GPUs a plan enumerates over: candidates are priced in closed form and the few
 /// simulated are reduced to one device per distinct program, so a plan's cost grows with the
 /// axes' divisors, not with N (4,096 GPUs in seconds, README "Performance"); beyond 16,384 the
@@ -217,6 +223,12 @@ pub fn table() -> Vec<Limit> {
             value: format!("{MAX_SEQ_LENGTHS} / {MAX_SWEEP_POINTS}"),
             why: "counted before anything is expanded or evaluated",
             commands: &["sweep", "maxseq"],
+        },
+        Limit {
+            what: "shards (--shard K/N) / shard file size",
+            value: format!("N ≤ {MAX_SHARDS} / {} MiB", MAX_SHARD_FILE_BYTES >> 20),
+            why: "one scheduler task per shard; a shard of the largest sweep is well under the file bound, which merge checks before reading",
+            commands: &["sweep", "plan", "merge"],
         },
         Limit {
             what: "plan: GPUs (--gpus) / global batch (--global-batch)",

@@ -2,13 +2,13 @@
 //! heads, widths and the sequence. These rules decide whether a configuration is valid at all;
 //! each method's tensors and step plan live in `memory` and `schedule`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Model, Options};
 use crate::error::{Error, Result};
 
 /// The parallel methods metp-sim compares (DESIGN §2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum MethodId {
     /// METP (DESIGN §1).
     #[serde(rename = "metp")]

@@ -21,8 +21,8 @@ mod workload;
 
 pub use dims::{Dims, Size};
 pub use files::{
-    data_dir, list_names, load_hardware, load_model, parse_json, read_json, read_text, resolve,
-    DataKind,
+    data_dir, list_names, load_hardware, load_model, parse_json, read_json, read_text,
+    read_text_capped, resolve, DataKind,
 };
 pub use hardware::{
     AttentionModel, AttentionTiles, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode,

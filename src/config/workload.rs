@@ -1,14 +1,14 @@
 //! A workload: model × hardware × method × degree × sequence × batch × options — everything one
 //! memory or time estimate needs.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::layout::{pipeline_order, virtual_stage_layers, Axes, Coord, PipeOp};
 use super::{Hardware, MethodId, Model, OuterAxes};
 use crate::error::{Error, Result};
 
 /// Activation recomputation policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Recompute {
     /// Store everything backward needs.
@@ -22,7 +22,7 @@ pub enum Recompute {
 
 /// ZeRO stage: what is sharded across the data-parallel (and, for methods with replicated
 /// weights, sequence-parallel) group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
 pub enum ZeroStage {
     /// Nothing sharded.
     #[default]
@@ -42,7 +42,7 @@ pub enum ZeroStage {
 /// How METP brings head group g's attention weights to every device: all devices work on the
 /// same group at once (the inner K/V ring needs every device's K/V of that group), so the
 /// owner's shard must reach all of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum WeightExchange {
     /// Relayed along the ring, owner → owner+1 → …, each device forwarding what it received.
@@ -63,7 +63,7 @@ impl WeightExchange {
 }
 
 /// METP knobs (DESIGN §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetpOptions {
     /// Head groups in the outer attention loop; `None` means one per device (p).
     pub head_groups: Option<u64>,
@@ -97,7 +97,7 @@ impl Default for MetpOptions {
 }
 
 /// Options that change memory or time but not the shape of the problem.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Options {
     /// Fused (FlashAttention-style) attention kernels.
     pub flash: bool,

@@ -37,7 +37,7 @@ use crate::schedule::{self, Devices, StepTimes};
 use crate::sim::{self, LinkModel};
 
 /// How much of the model the simulator runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum SimDepth {
     /// Every layer.

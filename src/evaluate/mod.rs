@@ -65,7 +65,8 @@ use crate::schedule::{self, StepPlan, StepTimes};
 use crate::sim::{self, LinkModel, TraceScope, WorkloadSim};
 
 /// How a study obtains step times.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Timing {
     /// The discrete-event simulator with this link model (the closed-form estimate is kept
     /// beside it).

@@ -1,7 +1,7 @@
 //! Candidates: one configuration each (method, degree, data parallelism, batch split,
 //! recomputation, ZeRO, FlashAttention), their enumeration and the pair-level checks.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{
     PlanSpec, RejectCategory, Rejection, INTERLEAVES, MAX_CP, MAX_PP, MICRO_BATCHES, RECOMPUTE,
@@ -11,7 +11,7 @@ use crate::config::{Hardware, MethodId, Options, OuterAxes, Recompute, Workload,
 use crate::error::Result;
 
 /// One configuration: method, degree, data parallelism, batch split and memory options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Candidate {
     /// Method.
     pub method: MethodId,

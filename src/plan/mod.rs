@@ -42,7 +42,10 @@ mod spec;
 
 pub use crate::evaluate::{SimDepth, EXTRAPOLATION_LAYERS};
 pub use candidate::{enumerate, recompute_name, Candidate};
-pub use rank::{plan, Plan, Ranked};
+pub use rank::{
+    merge, plan, plan_part, plan_part_with, plan_with, Plan, PlanPart, PlanProgress, Ranked,
+    Simulated,
+};
 pub use rejection::{RejectCategory, Rejection};
 pub use spec::{
     PlanSpec, INTERLEAVES, MAX_CP, MAX_GLOBAL_BATCH, MAX_GPUS, MAX_PP, MICRO_BATCHES, RECOMPUTE,
@@ -97,6 +100,32 @@ mod tests {
         assert_eq!(skipped, 3 * RECOMPUTE.len());
         // 2 methods × 4 degrees × 3 policies × 4 stages, less the skipped.
         assert_eq!(cands.len(), 2 * 4 * 3 * 4 - skipped);
+    }
+
+    /// Parts merged are the plan; a part given twice (its simulations twice, the other
+    /// part's none) or a part of another plan is refused.
+    #[test]
+    fn parts_merge_into_the_plan_and_foreign_parts_are_refused() {
+        use crate::shard::Shard;
+        let mut s = spec("gpt3-1.3b", 4, 16384);
+        s.methods = vec![MethodId::Metp, MethodId::TpSp];
+        s.top = 3;
+        let part = |s: &PlanSpec, k| plan_part(s, Shard { index: k, count: 2 }).unwrap();
+        let (p0, p1) = (part(&s, 0), part(&s, 1));
+        assert!(!p0.simulated.is_empty() && !p1.simulated.is_empty());
+        assert!(p1.rejected.is_empty());
+        let whole = plan(&s).unwrap();
+        assert_eq!(merge(&s, vec![p0.clone(), p1.clone()]).unwrap(), whole);
+        let e = merge(&s, vec![p0.clone(), p0.clone()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("simulated"), "{e}");
+        let mut other = s.clone();
+        other.seq = 8192;
+        let e = merge(&s, vec![p0, part(&other, 1)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not parts of one plan"), "{e}");
     }
 
     /// The planner sits below the command line (DESIGN §3).

@@ -1,21 +1,35 @@
 //! Ranking: every candidate's memory and closed-form estimate, the best simulated, ranked by
 //! simulated tokens per second.
+//!
+//! A plan runs as one or more parts ([`plan_part`]; `--shard K/N`) joined by [`merge`]. Every
+//! part prices every candidate in closed form (cheap: 13,000 configurations in about 2 s) and so
+//! finds the same best `pool` ([`PlanSpec::sim_candidates`]) the whole plan simulates; part K
+//! of N simulates the ones [`Shard::owners`] deals it. The simulations are what takes a plan
+//! long (a pipelined candidate walks all its micro-batches), so they are what is split; each
+//! is run once, by one part. Merge checks that the parts agree on the counts and the pool and
+//! that every pooled candidate was simulated exactly once, then ranks: no simulation, and the
+//! plan one run gives, byte for byte. Part 0 carries the rejections. One part
+//! ([`Shard::WHOLE`]) is the plan itself. (A split of the candidates instead, each part
+//! simulating its own best, was measured 2–3 times slower than one run: the parts' own best
+//! hold costly candidates the plan never ranks.)
 
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use super::{enumerate, Candidate, PlanSpec, RejectCategory, Rejection};
 use crate::config::{Hardware, MethodId};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::evaluate::{
     simulates_whole, Evaluation, SimDepth, SimulateOptions, EXTRAPOLATION_LAYERS,
 };
 use crate::memory;
+use crate::shard::Shard;
 use crate::sim::LinkModel;
 
 /// A feasible configuration with its times and memory (its columns: `report::RANKED`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Ranked {
     /// 1-based rank (by simulated tokens per second).
     pub rank: usize,
@@ -212,14 +226,91 @@ pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome 
     }))
 }
 
+/// What one part of a plan found (module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanPart {
+    /// Candidates whose memory inventory was built (the whole plan's, in every part).
+    pub evaluated: usize,
+    /// Candidates skipped as equivalent (the whole plan's).
+    pub equivalent_skipped: usize,
+    /// Candidates that fit (the whole plan's).
+    pub feasible: usize,
+    /// The pool: the best by the closed form, in that order (the whole plan's).
+    pub pool: Vec<Candidate>,
+    /// Rejections (part 0 only; the others leave them to it), unsorted.
+    pub rejected: Vec<Rejection>,
+    /// This part's share of the pool, simulated.
+    pub simulated: Vec<Simulated>,
+}
+
+/// A pooled candidate through the simulator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Simulated {
+    /// The configuration.
+    pub candidate: Candidate,
+    /// The simulated row, or the rejection when the simulation failed.
+    pub outcome: std::result::Result<Ranked, Rejection>,
+}
+
 /// Plans: enumerate, check memory, rank analytically, simulate the best, rank by simulation.
 pub fn plan(spec: &PlanSpec) -> Result<Plan> {
-    let (candidates, mut rejected, equivalent_skipped) = enumerate(spec)?;
+    plan_with(spec, &|_| {})
+}
+
+/// [`plan`], telling `on_progress` where it is (a progress bar and a time estimate).
+pub fn plan_with(spec: &PlanSpec, on_progress: &(dyn Fn(PlanProgress) + Sync)) -> Result<Plan> {
+    let part = plan_part_with(spec, Shard::WHOLE, on_progress)?;
+    merge(spec, vec![part])
+}
+
+/// Where a plan is: each phase announced with its items, then each item as it is done (from
+/// worker threads, in completion order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanProgress {
+    /// The closed form of this many candidates starts.
+    Evaluating(usize),
+    /// One candidate's memory and closed form done.
+    Evaluated,
+    /// This many of the best start through the simulator.
+    Simulating(usize),
+    /// One simulation done.
+    Simulated,
+}
+
+/// How many of the analytically best a plan simulates.
+fn pool_size(spec: &PlanSpec) -> usize {
+    spec.sim_candidates.unwrap_or(3 * spec.top).max(spec.top)
+}
+
+/// The hardware every candidate runs on: the profile with ceil(N / GPUs per node) nodes.
+fn plan_hardware(spec: &PlanSpec) -> Hardware {
     let mut hw = spec.hardware.clone();
     hw.nodes = spec.nodes();
+    hw
+}
+
+/// Part `shard` of a plan (module docs): every candidate in closed form, this part's share of
+/// the best simulated.
+pub fn plan_part(spec: &PlanSpec, shard: Shard) -> Result<PlanPart> {
+    plan_part_with(spec, shard, &|_| {})
+}
+
+/// [`plan_part`] with progress ([`plan_with`]).
+pub fn plan_part_with(
+    spec: &PlanSpec,
+    shard: Shard,
+    on_progress: &(dyn Fn(PlanProgress) + Sync),
+) -> Result<PlanPart> {
+    let (candidates, mut rejected, equivalent_skipped) = enumerate(spec)?;
+    let hw = plan_hardware(spec);
+    on_progress(PlanProgress::Evaluating(candidates.len()));
     let outcomes: Vec<Outcome> = candidates
         .par_iter()
-        .map(|&c| evaluate(c, spec, &hw))
+        .map(|&c| {
+            let o = evaluate(c, spec, &hw);
+            on_progress(PlanProgress::Evaluated);
+            o
+        })
         .collect();
     let mut fits = Vec::new();
     for o in outcomes {
@@ -257,32 +348,110 @@ pub fn plan(spec: &PlanSpec) -> Result<Plan> {
             .total_cmp(&a.analytic_tokens_per_s)
             .then_with(|| a.c.key().cmp(&b.c.key()))
     });
-    let pool = spec.sim_candidates.unwrap_or(3 * spec.top).max(spec.top);
-    feasible.truncate(pool);
+    feasible.truncate(pool_size(spec));
+    let pool: Vec<Candidate> = feasible.iter().map(|f| f.c).collect();
+    let owners = Shard::owners(shard.count, feasible.len());
+    let mine: Vec<Feasible> = feasible
+        .into_iter()
+        .zip(owners)
+        .filter(|(_, o)| *o == shard.index)
+        .map(|(f, _)| f)
+        .collect();
     let opts = SimulateOptions {
         link: spec.link_model,
         depth: spec.sim_depth,
         trace: crate::sim::TraceScope::Off,
         devices: crate::evaluate::Devices::Distinct,
     };
-    let simulated: Vec<_> = feasible
+    on_progress(PlanProgress::Simulating(mine.len()));
+    let simulated: Vec<Simulated> = mine
         .into_par_iter()
         .map(|f| {
             let peak = f.evaluation.inventory.peak_bytes;
             let capacity = f.evaluation.inventory.capacity_bytes;
-            (f.c, peak, capacity, f.evaluation.simulate(opts))
+            let c = f.c;
+            let outcome = match f.evaluation.simulate(opts) {
+                Ok(e) => Ok(Ranked::new(c, &e)),
+                Err(e) => Err(Rejection::of(
+                    &c,
+                    RejectCategory::Invalid,
+                    format!("simulation failed: {e}"),
+                    Some((peak, capacity)),
+                )),
+            };
+            on_progress(PlanProgress::Simulated);
+            Simulated {
+                candidate: c,
+                outcome,
+            }
         })
         .collect();
+    if shard.index != 0 {
+        rejected.clear();
+    }
+    Ok(PlanPart {
+        evaluated: candidates.len(),
+        equivalent_skipped,
+        feasible: n_feasible,
+        pool,
+        rejected,
+        simulated,
+    })
+}
+
+/// Joins the parts of a plan (all N of them, in part order) into the plan one run would have
+/// given (module docs); no simulation. Parts that disagree on the counts or the pool, or do not
+/// simulate every pooled candidate exactly once, are refused in one line.
+pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
+    let hw = plan_hardware(spec);
+    let mut parts = parts.into_iter();
+    let Some(first) = parts.next() else {
+        return Err(Error::Merge {
+            message: "no parts to merge".into(),
+        });
+    };
+    let (evaluated, equivalent_skipped, n_feasible) =
+        (first.evaluated, first.equivalent_skipped, first.feasible);
+    let pool = first.pool.clone();
+    let mut rejected = first.rejected;
+    let mut simulated = first.simulated;
+    for (k, part) in parts.enumerate() {
+        if (part.evaluated, part.equivalent_skipped, part.feasible)
+            != (evaluated, equivalent_skipped, n_feasible)
+            || part.pool != pool
+        {
+            return Err(Error::Merge {
+                message: format!(
+                    "part {} found other candidates than part 0 (evaluated {} vs {}, feasible                      {} vs {}, or another pool): not parts of one plan",
+                    k + 1,
+                    part.evaluated,
+                    evaluated,
+                    part.feasible,
+                    n_feasible
+                ),
+            });
+        }
+        rejected.extend(part.rejected);
+        simulated.extend(part.simulated);
+    }
+    let mut got: Vec<_> = simulated.iter().map(|s| s.candidate.key()).collect();
+    got.sort();
+    let mut want: Vec<_> = pool.iter().map(|c| c.key()).collect();
+    want.sort();
+    if got != want {
+        return Err(Error::Merge {
+            message: format!(
+                "the parts simulated {} configurations, but the plan's best by the closed form                  are {} others or in another number",
+                got.len(),
+                want.len()
+            ),
+        });
+    }
     let mut ranked = Vec::new();
-    for (c, peak, capacity, evaluation) in simulated {
-        match evaluation {
-            Ok(e) => ranked.push(Ranked::new(c, &e)),
-            Err(e) => rejected.push(Rejection::of(
-                &c,
-                RejectCategory::Invalid,
-                format!("simulation failed: {e}"),
-                Some((peak, capacity)),
-            )),
+    for s in simulated {
+        match s.outcome {
+            Ok(r) => ranked.push(r),
+            Err(r) => rejected.push(r),
         }
     }
     let n_simulated = ranked.len();
@@ -340,7 +509,7 @@ pub fn plan(spec: &PlanSpec) -> Result<Plan> {
         },
         sim_depth,
         sim_layers,
-        evaluated: candidates.len(),
+        evaluated,
         equivalent_skipped,
         feasible: n_feasible,
         simulated: n_simulated,

@@ -1,13 +1,13 @@
 //! Rejected configurations: the category and the reason, in words.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::candidate::recompute_index;
 use super::Candidate;
 use crate::config::{MethodId, OuterAxes, Recompute};
 
 /// Why a configuration was rejected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RejectCategory {
     /// The memory inventory's peak exceeds device memory.
@@ -37,7 +37,7 @@ impl RejectCategory {
 
 /// A rejected configuration. Rejections of a (method, degree) pair as a whole (degree, global
 /// batch, sequence granule) leave the per-combination fields empty.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rejection {
     /// Method.
     pub method: MethodId,

@@ -32,7 +32,7 @@ pub const ZERO: [ZeroStage; 4] = [
 ];
 
 /// What to plan.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PlanSpec {
     /// The model.
     pub model: Model,

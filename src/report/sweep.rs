@@ -20,14 +20,25 @@ fn status(s: Status) -> &'static str {
     }
 }
 
-/// The columns of a sweep point (`sweep.csv`, `sweep.json`'s `points`).
-pub fn point_columns() -> Vec<Column<Point>> {
+/// The columns of a sweep point (`sweep.csv`, `sweep.json`'s `points`); `cp`, `pp` and
+/// `interleave` after `p` when the sweep has outer axes (`SweepSpec::varies_outer`), so a sweep
+/// of the methods alone writes the columns it always did.
+pub fn point_columns(outer: bool) -> Vec<Column<Point>> {
     type C = Column<Point>;
-    vec![
+    let mut v = vec![
         C::data("model", |p| p.model.as_str().into()),
         C::data("hardware", |p| p.hardware.as_str().into()),
         C::data("method", |p| p.method.id().into()),
         C::data("p", |p| p.p.into()),
+    ];
+    if outer {
+        v.extend([
+            C::data("cp", |p| p.outer.cp.into()),
+            C::data("pp", |p| p.outer.pp.into()),
+            C::data("interleave", |p| p.outer.interleave.into()),
+        ]);
+    }
+    v.extend([
         C::data("seq", |p| p.seq.into()),
         C::data("status", |p| status(p.status).into()),
         C::data("fits", |p| p.fits.into()),
@@ -44,37 +55,45 @@ pub fn point_columns() -> Vec<Column<Point>> {
         C::data("tokens_per_s", |p| p.tokens_per_s.into()),
         C::data("mfu", |p| p.mfu.into()),
         C::data("analytic_step_time_s", |p| p.analytic_step_time_s.into()),
-    ]
+    ]);
+    v
 }
 
-/// The columns of a sweep's longest-sequence row: its model and hardware, then `maxseq`'s.
-pub fn sweep_maxseq_columns() -> Vec<Column<MaxSeqRow>> {
+/// The columns of a sweep's longest-sequence row: its model and hardware, then `maxseq`'s, with
+/// `cp`, `pp` and `interleave` after `p` when the sweep has outer axes.
+pub fn sweep_maxseq_columns(outer: bool) -> Vec<Column<MaxSeqRow>> {
     type C = Column<MaxSeqRow>;
     let mut v = vec![
         C::data("model", |r| r.model.as_str().into()),
         C::data("hardware", |r| r.hardware.as_str().into()),
     ];
-    v.extend(
-        maxseq_columns()
-            .into_iter()
-            .map(|c| c.lift(|r: &MaxSeqRow| &r.row)),
-    );
+    for c in maxseq_columns() {
+        let after_p = c.key == "p";
+        v.push(c.lift(|r: &MaxSeqRow| &r.row));
+        if outer && after_p {
+            v.extend([
+                C::data("cp", |r| r.outer.cp.into()),
+                C::data("pp", |r| r.outer.pp.into()),
+                C::data("interleave", |r| r.outer.interleave.into()),
+            ]);
+        }
+    }
     v
 }
 
 /// The CSV header line.
-pub fn sweep_csv_header() -> String {
-    columns::csv_header(&point_columns())
+pub fn sweep_csv_header(spec: &SweepSpec) -> String {
+    columns::csv_header(&point_columns(spec.varies_outer()))
 }
 
 /// One point as a CSV line (with newline).
-pub fn sweep_csv_row(p: &Point) -> String {
-    columns::csv_row(&point_columns(), p)
+pub fn sweep_csv_row(spec: &SweepSpec, p: &Point) -> String {
+    columns::csv_row(&point_columns(spec.varies_outer()), p)
 }
 
 /// The whole sweep as CSV, in spec order.
-pub fn sweep_csv(r: &SweepResult) -> String {
-    columns::csv(&point_columns(), &r.points)
+pub fn sweep_csv(r: &SweepResult, spec: &SweepSpec) -> String {
+    columns::csv(&point_columns(spec.varies_outer()), &r.points)
 }
 
 #[derive(Serialize)]
@@ -84,8 +103,9 @@ struct SweepJson<'a> {
 }
 
 /// The whole sweep as JSON: `{points, maxseq}`.
-pub fn sweep_json(r: &SweepResult) -> String {
-    let (points, maxseq) = (point_columns(), sweep_maxseq_columns());
+pub fn sweep_json(r: &SweepResult, spec: &SweepSpec) -> String {
+    let outer = spec.varies_outer();
+    let (points, maxseq) = (point_columns(outer), sweep_maxseq_columns(outer));
     to_json(&SweepJson {
         points: columns::json_rows(&points, &r.points),
         maxseq: columns::json_rows(&maxseq, &r.maxseq),
@@ -100,8 +120,8 @@ pub fn write_sweep(
     spec: &SweepSpec,
     exts: &[&str],
 ) -> Result<Vec<PathBuf>> {
-    write_atomic(&out.join("sweep.csv"), sweep_csv(result).as_bytes())?;
-    write_atomic(&out.join("sweep.json"), sweep_json(result).as_bytes())?;
+    write_atomic(&out.join("sweep.csv"), sweep_csv(result, spec).as_bytes())?;
+    write_atomic(&out.join("sweep.json"), sweep_json(result, spec).as_bytes())?;
     super::sweep_plots::write(result, spec, out, exts)
 }
 
@@ -115,44 +135,61 @@ pub fn sweep_table(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathB
                 "{} on {} — step time per sequence length (OOM: does not fit; -: invalid)\n\n",
                 m.name, hw.name
             ));
-            let mut header = vec!["method".to_string(), "p".into(), "max_seq".into()];
+            let outer_cols = spec.varies_outer();
+            let mut header = vec!["method".to_string(), "p".into()];
+            if outer_cols {
+                header.extend(["cp".into(), "pp".into(), "v".into()]);
+            }
+            header.push("max_seq".into());
             header.extend(spec.seqs.iter().map(|&q| super::fmt_tokens(q)));
             let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
-            let mut right = vec![false, true, true];
-            right.extend(spec.seqs.iter().map(|_| true));
+            let mut right = vec![false];
+            right.extend(header[1..].iter().map(|_| true));
             let mut t = Table::new(&hdr, &right);
             for &method in &spec.methods {
                 for &p in &spec.degrees {
-                    let max = r
-                        .maxseq
-                        .iter()
-                        .find(|x| {
-                            x.model == m.name
-                                && x.hardware == hw.name
-                                && x.row.method == method
-                                && x.row.p == p
-                        })
-                        .and_then(|x| x.row.max_seq)
-                        .map(super::fmt_tokens)
-                        .unwrap_or_else(|| "-".into());
-                    let mut row = vec![method.id().to_string(), p.to_string(), max];
-                    for &q in &spec.seqs {
-                        let pt = r.points.iter().find(|x| {
-                            x.model == m.name
-                                && x.hardware == hw.name
-                                && x.method == method
-                                && x.p == p
-                                && x.seq == q
-                        });
-                        row.push(match pt {
-                            Some(x) if x.status == Status::Ok => {
-                                format!("{:.3} s", x.step_time_s.unwrap_or(0.0))
-                            }
-                            Some(x) if x.status == Status::OutOfMemory => "OOM".into(),
-                            _ => "-".into(),
-                        });
+                    for &outer in &spec.outer {
+                        let max = r
+                            .maxseq
+                            .iter()
+                            .find(|x| {
+                                x.model == m.name
+                                    && x.hardware == hw.name
+                                    && x.row.method == method
+                                    && x.row.p == p
+                                    && x.outer == outer
+                            })
+                            .and_then(|x| x.row.max_seq)
+                            .map(super::fmt_tokens)
+                            .unwrap_or_else(|| "-".into());
+                        let mut row = vec![method.id().to_string(), p.to_string()];
+                        if outer_cols {
+                            row.extend([
+                                outer.cp.to_string(),
+                                outer.pp.to_string(),
+                                outer.interleave.to_string(),
+                            ]);
+                        }
+                        row.push(max);
+                        for &q in &spec.seqs {
+                            let pt = r.points.iter().find(|x| {
+                                x.model == m.name
+                                    && x.hardware == hw.name
+                                    && x.method == method
+                                    && x.p == p
+                                    && x.outer == outer
+                                    && x.seq == q
+                            });
+                            row.push(match pt {
+                                Some(x) if x.status == Status::Ok => {
+                                    format!("{:.3} s", x.step_time_s.unwrap_or(0.0))
+                                }
+                                Some(x) if x.status == Status::OutOfMemory => "OOM".into(),
+                                _ => "-".into(),
+                            });
+                        }
+                        t.row(row);
                     }
-                    t.row(row);
                 }
             }
             s.push_str(&t.render());

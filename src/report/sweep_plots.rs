@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::config::OuterAxes;
 use crate::error::Result;
 use crate::plot::{self, AxisFormat, Chart, Series};
 use crate::sweep::{Point, Status, SweepResult, SweepSpec};
@@ -65,10 +66,21 @@ pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Re
                     false,
                 ),
             ];
-            for &p in &spec.degrees {
+            for (&p, &outer) in spec
+                .degrees
+                .iter()
+                .flat_map(|p| spec.outer.iter().map(move |o| (p, o)))
+            {
                 for (file, ylabel, yfmt, ylog, metric, is_memory) in charts {
                     let mut chart = Chart::new(
-                        format!("{} — {}, {} on {}", ylabel, m.name, format_p(p), hw.name),
+                        format!(
+                            "{} — {}, {}{} on {}",
+                            ylabel,
+                            m.name,
+                            format_p(p),
+                            format_outer(outer),
+                            hw.name
+                        ),
                         "sequence length (tokens)",
                         ylabel,
                     )
@@ -86,7 +98,10 @@ pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Re
                     for &method in &spec.methods {
                         let mut points = Vec::new();
                         let mut bad = Vec::new();
-                        for pt in pts.iter().filter(|x| x.method == method && x.p == p) {
+                        for pt in pts
+                            .iter()
+                            .filter(|x| x.method == method && x.p == p && x.outer == outer)
+                        {
                             let show = if is_memory {
                                 pt.status != Status::Invalid
                             } else {
@@ -103,26 +118,33 @@ pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Re
                             .with_series(Series::new(method.id(), points).with_infeasible(bad));
                     }
                     for ext in exts {
-                        let path = dir.join(format!("{file}-p{p}.{ext}"));
+                        let path = dir.join(format!("{file}-p{p}{}.{ext}", outer_suffix(outer)));
                         plot::write_chart(&chart, &path)?;
                         written.push(path);
                     }
                 }
             }
-            let rows: Vec<(&str, u64, Option<u64>)> = r
-                .maxseq
-                .iter()
-                .filter(|x| x.model == m.name && x.hardware == hw.name)
-                .map(|x| (x.row.method.id(), x.row.p, x.row.max_seq))
-                .collect();
-            let chart = plot::max_seq_chart(
-                format!("longest sequence that fits — {} on {}", m.name, hw.name),
-                rows,
-            );
-            for ext in exts {
-                let path = dir.join(format!("maxseq.{ext}"));
-                plot::write_chart(&chart, &path)?;
-                written.push(path);
+            for &outer in &spec.outer {
+                let rows: Vec<(&str, u64, Option<u64>)> = r
+                    .maxseq
+                    .iter()
+                    .filter(|x| x.model == m.name && x.hardware == hw.name && x.outer == outer)
+                    .map(|x| (x.row.method.id(), x.row.p, x.row.max_seq))
+                    .collect();
+                let chart = plot::max_seq_chart(
+                    format!(
+                        "longest sequence that fits — {}{} on {}",
+                        m.name,
+                        format_outer(outer).replacen(", ", " with ", 1),
+                        hw.name
+                    ),
+                    rows,
+                );
+                for ext in exts {
+                    let path = dir.join(format!("maxseq{}.{ext}", outer_suffix(outer)));
+                    plot::write_chart(&chart, &path)?;
+                    written.push(path);
+                }
             }
         }
     }
@@ -131,4 +153,27 @@ pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Re
 
 fn format_p(p: u64) -> String {
     format!("p = {p}")
+}
+
+/// `, cp = 2, pp = 4, v = 2`, each axis only where it is above 1 (nothing for a sweep of the
+/// methods alone, whose titles stay as they were).
+fn format_outer(o: OuterAxes) -> String {
+    let mut s = String::new();
+    for (name, v) in [("cp", o.cp), ("pp", o.pp), ("v", o.interleave)] {
+        if v > 1 {
+            s.push_str(&format!(", {name} = {v}"));
+        }
+    }
+    s
+}
+
+/// `-cp2-pp4-v2` in file names, likewise.
+fn outer_suffix(o: OuterAxes) -> String {
+    let mut s = String::new();
+    for (name, v) in [("cp", o.cp), ("pp", o.pp), ("v", o.interleave)] {
+        if v > 1 {
+            s.push_str(&format!("-{name}{v}"));
+        }
+    }
+    s
 }

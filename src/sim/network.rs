@@ -29,7 +29,7 @@
 //! only for the connected component (links linked by shared flows) that a flow entered or left,
 //! once per simulated instant.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::maxmin::MaxMinSolver;
 use super::queue::{secs_to_ps, SimTime, PS_PER_S};
@@ -38,7 +38,7 @@ use crate::cost::{CostModel, LinkClass};
 use crate::schedule::{CollectiveOp, DeviceId};
 
 /// How concurrent flows share links.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LinkModel {
     /// No contention: every flow moves at the bandwidth of the narrowest link on its route.

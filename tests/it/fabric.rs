@@ -24,11 +24,12 @@ fn sweep_of(hw: &str, nodes: u64, degrees: Vec<u64>, seqs: Vec<u64>) -> String {
         methods: MethodId::ALL.to_vec(),
         degrees,
         seqs,
+        outer: vec![Default::default()],
         micro_batch: 1,
         options: Options::default(),
         timing: Timing::Simulated(LinkModel::MaxMin),
     };
-    sweep_json(&sweep::run(&spec, &|_| {}))
+    sweep_json(&sweep::run(&spec, &|_| {}), &spec)
 }
 
 #[test]
@@ -125,6 +126,7 @@ fn point(hw: metp_sim::config::Hardware, method: MethodId, p: u64, seq: u64) -> 
         methods: vec![method],
         degrees: vec![p],
         seqs: vec![seq],
+        outer: vec![Default::default()],
         micro_batch: 1,
         options: Options::default(),
         timing: Timing::Simulated(LinkModel::MaxMin),

@@ -22,6 +22,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("exec", &["config", "memory", "error"]),
     ("plot", &["atomic", "error"]),
+    ("shard", &["atomic", "config", "error"]),
     (
         "calibrate",
         &[
@@ -30,7 +31,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "sweep",
-        &["config", "evaluate", "memory", "search", "error"],
+        &["config", "evaluate", "memory", "search", "shard", "error"],
     ),
     (
         "validate",
@@ -38,7 +39,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "analytic", "config", "evaluate", "memory", "schedule", "search", "sim", "error",
         ],
     ),
-    ("plan", &["config", "evaluate", "memory", "sim", "error"]),
+    (
+        "plan",
+        &["config", "evaluate", "memory", "shard", "sim", "error"],
+    ),
     (
         "report",
         &[
@@ -52,6 +56,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "plot",
             "schedule",
             "search",
+            "shard",
             "sim",
             "sweep",
             "validate",

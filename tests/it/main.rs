@@ -22,6 +22,7 @@ mod plot;
 mod properties;
 mod scaling;
 mod schedules;
+mod shard;
 mod unit_memory;
 mod validate;
 mod zero;
