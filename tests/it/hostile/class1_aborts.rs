@@ -29,8 +29,8 @@ fn the_issues_examples_refuse_in_one_line() {
         "{e}"
     );
     // On a fabric where replicas fold (rail-optimised NICs, ring collectives) 1,000 replicas
-    // are simulated as one (README "Cluster scale"); on a full mesh nothing folds and the
-    // 8,000 devices are refused from the estimate.
+    // are simulated as one (README "Pipelines, context parallelism and thousands of GPUs");
+    // on a full mesh nothing folds and the 8,000 devices are refused from the estimate.
     let e = refuses(
         &[
             "simulate", "--hw", "mi300x-8", "--p", "8", "--dp", "1000", "--nodes", "1000",
