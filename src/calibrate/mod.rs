@@ -43,6 +43,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod fit;
 pub mod kernel_fit;
+mod link_fit;
 pub mod measure;
 pub mod measurements;
 pub mod mock;
