@@ -32,7 +32,8 @@ use std::collections::VecDeque;
 use serde::Serialize;
 
 use super::collective::{self, StepLatency, Transfer};
-use super::network::{FlowSet, LinkModel, Network};
+use super::flows::FlowSet;
+use super::network::{LinkModel, Network};
 use super::queue::{ps_to_secs, secs_to_ps, EventQueue, SimTime};
 use super::trace::{label_name, stream_name, Span, Trace, Track};
 use crate::config::Hardware;

@@ -40,6 +40,7 @@
 
 pub mod collective;
 pub mod engine;
+mod flows;
 pub mod maxmin;
 pub mod network;
 pub mod queue;
