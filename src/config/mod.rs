@@ -9,6 +9,7 @@ mod dims;
 mod files;
 mod hardware;
 mod hf;
+mod kernel_model;
 mod layout;
 pub mod limits;
 mod method;
@@ -25,10 +26,12 @@ pub use files::{
     read_text_capped, resolve, DataKind,
 };
 pub use hardware::{
-    AttentionModel, AttentionTiles, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode,
-    InterNodeKind, IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,
+    Figure, Gpu, Hardware, InterNode, InterNodeKind, IntraNode, IntraNodeKind, Reserved,
 };
 pub use hf::{from_hf_config, is_hf_config, FAMILIES as HF_FAMILIES};
+pub use kernel_model::{
+    AttentionModel, AttentionTiles, GemmModel, HostModel, KernelModel, MemoryModel,
+};
 pub use layout::{pipeline_order, virtual_stage_layers, Axes, Coord, OuterAxes, PipeOp};
 pub use method::MethodId;
 pub use model::{Activation, Model, Norm};
