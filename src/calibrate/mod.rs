@@ -42,6 +42,7 @@ pub mod compare;
 pub mod cpu;
 pub mod cuda;
 pub mod fit;
+mod fit_params;
 pub mod kernel_fit;
 mod link_fit;
 pub mod measure;
