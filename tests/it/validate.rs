@@ -3,22 +3,33 @@
 
 use assert_cmd::Command;
 
-#[test]
-fn regenerated_claims_report_matches_the_committed_one() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::cargo_bin("metp-sim")
+/// `metp-sim validate ARGS` run in `cwd`.
+fn validate_in(cwd: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("metp-sim")
         .unwrap()
-        .current_dir(root)
-        .args(["validate", "--out"])
-        .arg(dir.path())
+        .current_dir(cwd)
+        .arg("validate")
+        .args(args)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// The same, expected to succeed (stderr shown otherwise).
+fn validate_ok(cwd: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let out = validate_in(cwd, args);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+#[test]
+fn regenerated_claims_report_matches_the_committed_one() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    validate_ok(root, &["--out", dir.path().to_str().unwrap()]);
     let committed = root.join("reports/claims");
     let mut compared = 0;
     for entry in std::fs::read_dir(&committed).unwrap() {
@@ -78,17 +89,7 @@ fn claims_of(dir: &std::path::Path) -> Vec<serde_json::Value> {
 fn validate_on_another_profile_writes_its_own_complete_report() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let cwd = tempfile::tempdir().unwrap();
-    let out = Command::cargo_bin("metp-sim")
-        .unwrap()
-        .current_dir(cwd.path())
-        .args(["validate", "--hw", "mi300x-8", "--svg-only"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    validate_ok(cwd.path(), &["--hw", "mi300x-8", "--svg-only"]);
     let dir = cwd.path().join("reports/claims-mi300x-8");
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
@@ -166,17 +167,7 @@ fn validate_leaves_out_a_profile_too_small_for_a_claim_with_its_reason() {
     small["gpus_per_node"] = 4.into();
     let small_path = dir.path().join("x4.json");
     std::fs::write(&small_path, small.to_string()).unwrap();
-    let out = Command::cargo_bin("metp-sim")
-        .unwrap()
-        .current_dir(dir.path())
-        .args(["validate", "--svg-only", "--hw", "b200-8,x4.json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    validate_ok(dir.path(), &["--svg-only", "--hw", "b200-8,x4.json"]);
     let claims = claims_of(&dir.path().join("reports/claims-b200-8-a100-x4"));
     let reason = "it has 4 GPUs per node, fewer than the p = 8 this check runs within one node";
     for c in &claims[2..] {
@@ -198,20 +189,10 @@ fn validate_leaves_out_a_profile_too_small_for_a_claim_with_its_reason() {
         .unwrap()
         .starts_with("Checked on B200-8 (8 nodes, for p up to 64) (the first profile given"));
     // Alone, the small profile leaves C3 and C4 not checked, and says why.
-    let out = Command::cargo_bin("metp-sim")
-        .unwrap()
-        .current_dir(dir.path())
-        .args([
-            "validate",
-            "--svg-only",
-            "--hw",
-            "x4.json",
-            "--out",
-            "small",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let out = validate_ok(
+        dir.path(),
+        &["--svg-only", "--hw", "x4.json", "--out", "small"],
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("C3: not checked on these profiles"),
@@ -246,13 +227,7 @@ fn validate_refuses_bad_hardware_in_one_line() {
             "required arguments were not provided",
         ),
     ] {
-        let out = Command::cargo_bin("metp-sim")
-            .unwrap()
-            .current_dir(dir.path())
-            .arg("validate")
-            .args(args)
-            .output()
-            .unwrap();
+        let out = validate_in(dir.path(), args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
