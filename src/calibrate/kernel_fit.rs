@@ -7,7 +7,13 @@
 //! - memory-bound kernels (copies, element-wise passes): `gpu.hbm_bytes_per_s`,
 //!   `kernels.memory.{latency_s, elementwise_fraction}`, and for isolated timings the host's
 //!   `isolated_gap_s` and `isolated_floor_s`;
-//! - GEMMs: `kernels.gemm.{mma_fraction, tile_s, call_s}`;
+//! - GEMMs: `kernels.gemm.{mma_fraction, tile_s, call_s, power_fraction, power_time_s}` — and,
+//!   when the file joins GEMMs of several measurement sessions (`session`, numbered by
+//!   `gpu-check merge`), one clock factor per later session ([`SessionFactor`]: its GEMMs are
+//!   priced at factor × the tensor-core peak), each searched by golden section on its log
+//!   with the GEMM parameters refitted at every trial. The profile is the first session's
+//!   clock; the factors are reported, never written into it. (Two H200 sessions timed the same
+//!   square GEMMs 15–21% apart while their attention calls and copies agreed within 5%.)
 //! - attention forward and backward: `kernels.attention_*.{mma_fraction, tile_s, call_s,
 //!   extra_bytes_per_element, isolated_extra_s}` (the last only for isolated timings);
 //! - the host's time per eager op, when the file has `eager_op_s`; the SM count, when it has
@@ -98,6 +104,26 @@ pub struct ParamFit {
     pub status: Status,
 }
 
+/// Range of a later measurement session's clock factor against the first session's.
+pub const SESSION_FACTOR_RANGE: (f64, f64) = (0.5, 2.0);
+
+/// Golden-section steps of a session factor's search (the bracket shrinks by 0.618 each).
+const SESSION_SEARCH_STEPS: usize = 40;
+
+/// A later measurement session's GEMM clock against the first session's, fitted with the GEMM
+/// parameters (see [`fit_profile`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionFactor {
+    /// The session's number (1, 2, …; 0 is the first, which the profile describes).
+    pub session: u32,
+    /// Its GEMM samples.
+    pub gemm_samples: usize,
+    /// Its tensor-core rate over the first session's (< 1: slower).
+    pub rate_factor: f64,
+    /// Whether the factor stopped at an edge of [`SESSION_FACTOR_RANGE`] (not determined).
+    pub at_edge: bool,
+}
+
 /// What [`fit_profile`] produced.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FitReport {
@@ -111,6 +137,8 @@ pub struct FitReport {
     pub link: Option<LinkFit>,
     /// The overlap slowdown, if the file has overlap samples.
     pub slowdown_fraction: Option<f64>,
+    /// Each later measurement session's GEMM clock factor (empty for a file of one session).
+    pub sessions: Vec<SessionFactor>,
 }
 
 /// A sample's time as the model prices it under the file's timing.
@@ -122,10 +150,25 @@ pub fn predicted_s(hw: &Hardware, timing: Timing, s: &Sample) -> f64 {
     }
 }
 
-fn log_residuals(hw: &Hardware, timing: Timing, samples: &[Sample]) -> Vec<f64> {
+/// `hw` as a later measurement session ran its GEMMs: the tensor-core peak × `factor`, that
+/// session's clock against the first session's (see [`SessionFactor`]).
+pub fn session_hardware(hw: &Hardware, factor: f64) -> Hardware {
+    let mut h = hw.clone();
+    h.gpu.peak_bf16_flops_per_s.value *= factor;
+    h
+}
+
+/// Log of predicted over measured time per sample; a sample of session k > 0 is priced on
+/// `hw` at `factors[k − 1]` × its clock.
+fn log_residuals(hw: &Hardware, timing: Timing, samples: &[Sample], factors: &[f64]) -> Vec<f64> {
+    let sessions: Vec<Hardware> = factors.iter().map(|&f| session_hardware(hw, f)).collect();
     samples
         .iter()
         .map(|s| {
+            let hw = match s.session {
+                0 => hw,
+                k => sessions.get(k as usize - 1).unwrap_or(hw),
+            };
             let p = predicted_s(hw, timing, s);
             if p > 0.0 && p.is_finite() {
                 (p / s.measured_s).ln()
@@ -143,6 +186,7 @@ fn fit_group(
     timing: Timing,
     samples: &[Sample],
     params: &[(String, Scale)],
+    factors: &[f64],
 ) -> Vec<Status> {
     let scales: Vec<Scale> = params.iter().map(|p| p.1).collect();
     let bounds: Vec<(f64, f64)> = scales.iter().map(|sc| sc.x_range()).collect();
@@ -159,7 +203,7 @@ fn fit_group(
     let data_res = |x: &[f64]| -> Vec<f64> {
         let mut h = hw.clone();
         set(&mut h, x, &all);
-        log_residuals(&h, timing, samples)
+        log_residuals(&h, timing, samples, factors)
     };
     // Stage 1: every parameter, pulled weakly towards the base.
     let res1 = |x: &[f64]| -> Vec<f64> {
@@ -183,8 +227,8 @@ fn fit_group(
             let (mut a, mut b) = (hw.clone(), hw.clone());
             set(&mut a, &up, &all);
             set(&mut b, &dn, &all);
-            let ra = log_residuals(&a, timing, samples);
-            let rb = log_residuals(&b, timing, samples);
+            let ra = log_residuals(&a, timing, samples, factors);
+            let rb = log_residuals(&b, timing, samples, factors);
             ra.iter()
                 .zip(&rb)
                 .map(|(p, q)| (p - q) / (2.0 * h))
@@ -333,6 +377,84 @@ fn fit_group(
     status
 }
 
+/// Each later session's clock factor for the samples `ss` of one parameter group: for every
+/// session k ≥ 1 in turn (twice over when there are several), the factor in
+/// [`SESSION_FACTOR_RANGE`] whose full fit of the group (`fit_group`) leaves the least squared
+/// log error — a golden-section search on its log. Empty when the samples are of one session,
+/// or when the first session has none to anchor the clock (then all are priced alike).
+fn session_factors(
+    hw: &Hardware,
+    timing: Timing,
+    ss: &[Sample],
+    params: &[(String, Scale)],
+) -> Vec<f64> {
+    let n = ss.iter().map(|s| s.session).max().map_or(0, |k| k as usize);
+    if n == 0 || !ss.iter().any(|s| s.session == 0) {
+        return Vec::new();
+    }
+    let mut factors = vec![1.0; n];
+    let cost = |factors: &[f64]| -> f64 {
+        let mut h = hw.clone();
+        fit_group(&mut h, timing, ss, params, factors);
+        log_residuals(&h, timing, ss, factors)
+            .iter()
+            .map(|e| e * e)
+            .sum()
+    };
+    let passes = if n == 1 { 1 } else { 2 };
+    for _ in 0..passes {
+        for k in 0..n {
+            if !ss.iter().any(|s| s.session as usize == k + 1) {
+                continue;
+            }
+            let at = |u: f64| {
+                let mut f = factors.clone();
+                f[k] = u.exp();
+                cost(&f)
+            };
+            let g = (5f64.sqrt() - 1.0) / 2.0;
+            let (mut a, mut b) = (SESSION_FACTOR_RANGE.0.ln(), SESSION_FACTOR_RANGE.1.ln());
+            let (mut c, mut d) = (b - g * (b - a), a + g * (b - a));
+            let (mut fc, mut fd) = (at(c), at(d));
+            for _ in 0..SESSION_SEARCH_STEPS {
+                if fc <= fd {
+                    (b, d, fd) = (d, c, fc);
+                    c = b - g * (b - a);
+                    fc = at(c);
+                } else {
+                    (a, c, fc) = (c, d, fd);
+                    d = a + g * (b - a);
+                    fd = at(d);
+                }
+            }
+            factors[k] = ((a + b) / 2.0).exp();
+        }
+    }
+    factors
+}
+
+/// ", of N measurement sessions (…)" for a source, or nothing for one session.
+fn session_words(ss: &[Sample], factors: &[f64]) -> String {
+    if factors.is_empty() {
+        return String::new();
+    }
+    let each = factors
+        .iter()
+        .enumerate()
+        .map(|(k, f)| {
+            let n = ss.iter().filter(|s| s.session as usize == k + 1).count();
+            format!("session {} ×{f:.3} over its {n}", k + 1)
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        " of {} measurement sessions — each later session's GEMMs priced at one clock factor of \
+         its own, fitted with these ({each}); the profile is the first session's clock, and the \
+         sessions disagree by that much",
+        factors.len() + 1
+    )
+}
+
 /// ‖c − its least-squares projection on `others`‖ / ‖c‖.
 fn residual_share(c: &[f64], others: &[&Vec<f64>]) -> f64 {
     let norm = c.iter().map(|v| v * v).sum::<f64>().sqrt();
@@ -376,6 +498,7 @@ pub fn fit_profile(
         };
     }
     let mut params: Vec<ParamFit> = Vec::new();
+    let mut sessions: Vec<SessionFactor> = Vec::new();
     if let Some(t) = m.eager_op_s {
         params.push(ParamFit {
             field: "kernels.host.op_s".into(),
@@ -404,11 +527,28 @@ pub fn fit_profile(
             .filter(|(f, _)| figure_mut(&mut hw, f).value > 0.0)
             .cloned()
             .collect();
+        let factors = if active.is_empty() {
+            Vec::new()
+        } else {
+            session_factors(&hw, timing, &ss, &active)
+        };
         let status = if ss.is_empty() || active.is_empty() {
             vec![Status::Kept; active.len()]
         } else {
-            fit_group(&mut hw, timing, &ss, &active)
+            fit_group(&mut hw, timing, &ss, &active, &factors)
         };
+        let of_sessions = session_words(&ss, &factors);
+        for (k, &f) in factors.iter().enumerate() {
+            let session = k as u32 + 1;
+            sessions.push(SessionFactor {
+                session,
+                gemm_samples: ss.iter().filter(|s| s.session == session).count(),
+                rate_factor: f,
+                at_edge: [SESSION_FACTOR_RANGE.0, SESSION_FACTOR_RANGE.1]
+                    .iter()
+                    .any(|e| (f / e).ln().abs() < 1e-3),
+            });
+        }
         let names = kinds
             .iter()
             .map(|k| k.name())
@@ -426,15 +566,16 @@ pub fn fit_profile(
             match status[j] {
                 Status::Fitted => {
                     fig.source = origin(&format!(
-                        "least squares on log(predicted / measured) over {} {names} samples",
+                        "least squares on log(predicted / measured) over {} {names} \
+                         samples{of_sessions}",
                         ss.len()
                     ))
                 }
                 Status::Joint => {
                     fig.source = origin(&format!(
-                        "fitted together with {} over {} {names} samples, which fix only their \
-                         combined effect: each of these terms of the time scaled by one common \
-                         factor from its base value {:.4e} ({})",
+                        "fitted together with {} over {} {names} samples{of_sessions}, which fix \
+                         only their combined effect: each of these terms of the time scaled by \
+                         one common factor from its base value {:.4e} ({})",
                         joint.join(", "),
                         ss.len(),
                         base_fig.value,
@@ -506,9 +647,18 @@ pub fn fit_profile(
         .map_err(|e| Error::Calibration {
             message: format!("the fitted profile is invalid: {e}"),
         })?;
+    // The fit's own errors: each sample at its session's clock.
+    let factors: Vec<f64> = sessions.iter().map(|f| f.rate_factor).collect();
+    let at_clock: Vec<Hardware> = factors.iter().map(|&f| session_hardware(&hw, f)).collect();
     let priced: Vec<(KernelKind, f64, f64)> = samples
         .iter()
-        .map(|s| (s.shape.kind(), predicted_s(&hw, timing, s), s.measured_s))
+        .map(|s| {
+            let h = match s.session {
+                0 => &hw,
+                k => at_clock.get(k as usize - 1).unwrap_or(&hw),
+            };
+            (s.shape.kind(), predicted_s(h, timing, s), s.measured_s)
+        })
         .collect();
     Ok(FitReport {
         profile: hw,
@@ -516,5 +666,6 @@ pub fn fit_profile(
         errors: kind_errors(&priced),
         link,
         slowdown_fraction,
+        sessions,
     })
 }

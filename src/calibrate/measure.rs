@@ -281,6 +281,7 @@ pub fn measure(
                     k: shape.k as u64,
                     flops: Some(shape.flops()),
                     s,
+                    session: None,
                 });
             }
             Err(e) => g.failed(&what, e)?,

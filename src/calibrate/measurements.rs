@@ -59,6 +59,24 @@ pub struct KernelMeasurements {
     pub overlap: Vec<OverlapSample>,
 }
 
+/// The GEMMs of `files` joined, each file's sessions numbered after the previous files' (the
+/// first file's stay 0, 1, …), so that each file keeps a clock of its own in the fit.
+fn sessions_numbered(files: &[KernelMeasurements]) -> Vec<GemmSample> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for f in files {
+        out.extend(f.gemm.iter().map(|g| {
+            let session = offset + g.session.unwrap_or(0);
+            GemmSample {
+                session: (session > 0).then_some(session),
+                ..g.clone()
+            }
+        }));
+        offset += f.gemm_sessions();
+    }
+    out
+}
+
 /// What a measured time includes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -77,6 +95,8 @@ pub struct Sample {
     pub shape: KernelShape,
     /// Seconds per call.
     pub measured_s: f64,
+    /// The measurement session it comes from (0: the file's first; see [`GemmSample::session`]).
+    pub session: u32,
 }
 
 /// An m×k by k×n bf16 matrix product (fp32 accumulation).
@@ -94,6 +114,14 @@ pub struct GemmSample {
     pub flops: Option<f64>,
     /// Seconds per call.
     pub s: f64,
+    /// Which measurement session timed it, when a file joins several (`gpu-check merge` numbers
+    /// the files it joins 0, 1, …; absent = 0, the first). GEMMs only: two H200 sessions timed
+    /// the same square GEMMs 15–21% apart while their attention calls and copies agreed within
+    /// 5% — the tensor-core clock a session runs at (power and thermal state, the board) moves
+    /// GEMMs, which run closest to the power limit — so the fit gives every later session one
+    /// clock factor of its own against the first (`kernel_fit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<u32>,
 }
 
 /// A fused attention call over `b` sequences × `heads` heads.
@@ -286,6 +314,15 @@ impl KernelMeasurements {
             if !time_ok(g.s) {
                 return Err(bad(format!("gemm[{i}].s"), "must be a positive time"));
             }
+            if g.session.unwrap_or(0) >= crate::config::limits::MAX_MEASUREMENT_SESSIONS {
+                return Err(bad(
+                    format!("gemm[{i}].session"),
+                    &format!(
+                        "must be below {} (the sessions a file may join)",
+                        crate::config::limits::MAX_MEASUREMENT_SESSIONS
+                    ),
+                ));
+            }
         }
         for (i, a) in self.attention.iter().enumerate() {
             let dims = [
@@ -365,6 +402,7 @@ impl KernelMeasurements {
             v.push(Sample {
                 shape: KernelShape::gemm(g.m, g.n, g.k),
                 measured_s: g.s,
+                session: g.session.unwrap_or(0),
             });
         }
         for a in &self.attention {
@@ -383,11 +421,13 @@ impl KernelMeasurements {
             v.push(Sample {
                 shape: call(AttnPass::Fwd),
                 measured_s: a.fwd_s,
+                session: 0,
             });
             if let Some(t) = a.bwd_s {
                 v.push(Sample {
                     shape: call(AttnPass::Bwd),
                     measured_s: t,
+                    session: 0,
                 });
             }
         }
@@ -396,12 +436,14 @@ impl KernelMeasurements {
                 v.push(Sample {
                     shape: KernelShape::Copy { bytes: 2 * c.bytes },
                     measured_s: t,
+                    session: 0,
                 });
             }
             if let Some(t) = c.mul_s {
                 v.push(Sample {
                     shape: KernelShape::Elementwise { bytes: 2 * c.bytes },
                     measured_s: t,
+                    session: 0,
                 });
             }
         }
@@ -464,6 +506,16 @@ impl KernelMeasurements {
                 });
             }
         }
+        let sessions: u32 = files.iter().map(|f| f.gemm_sessions()).sum();
+        if sessions > crate::config::limits::MAX_MEASUREMENT_SESSIONS {
+            return Err(Error::arg(
+                "--input",
+                format!(
+                    "the files join {sessions} measurement sessions; at most {} may be merged",
+                    crate::config::limits::MAX_MEASUREMENT_SESSIONS
+                ),
+            ));
+        }
         let ops: Vec<f64> = files.iter().filter_map(|f| f.eager_op_s).collect();
         let what = files
             .iter()
@@ -497,7 +549,7 @@ impl KernelMeasurements {
             software: software.join(", "),
             sm_count: files.iter().find_map(|f| f.sm_count),
             timing: first.timing,
-            gemm: files.iter().flat_map(|f| f.gemm.clone()).collect(),
+            gemm: sessions_numbered(files),
             attention: files.iter().flat_map(|f| f.attention.clone()).collect(),
             copy: files.iter().flat_map(|f| f.copy.clone()).collect(),
             eager_op_s: (!ops.is_empty()).then(|| ops.iter().sum::<f64>() / ops.len() as f64),
@@ -505,6 +557,15 @@ impl KernelMeasurements {
             collectives: files.iter().flat_map(|f| f.collectives.clone()).collect(),
             overlap: files.iter().flat_map(|f| f.overlap.clone()).collect(),
         })
+    }
+
+    /// The measurement sessions of the file's GEMMs: 1 + the highest [`GemmSample::session`].
+    pub fn gemm_sessions(&self) -> u32 {
+        self.gemm
+            .iter()
+            .map(|g| g.session.unwrap_or(0) + 1)
+            .max()
+            .unwrap_or(1)
     }
 
     /// Whether the attention calls were this crate's own CUDA kernels (`calibrate --backend

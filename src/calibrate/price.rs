@@ -69,6 +69,26 @@ pub struct Item {
     pub shape: KernelShape,
     /// The measured time the object carries.
     pub measured_s: Option<f64>,
+    /// The measurement session of a GEMM (`session` in a measurement file or an object; 0
+    /// when absent).
+    pub session: u32,
+}
+
+/// How far one measurement session's GEMMs are from the prices.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionErrors {
+    /// The session (0: the first).
+    pub session: u32,
+    /// Its GEMMs with a measured time.
+    pub samples: usize,
+    /// The clock factor they were priced at (1 unless given, as the fit gives it).
+    pub rate_factor: f64,
+    /// Median of predicted / measured − 1: the session's offset (< 0: it ran slower).
+    pub median_error: f64,
+    /// Median of |predicted / measured − 1|.
+    pub median_abs_error: f64,
+    /// Largest |predicted / measured − 1|.
+    pub max_abs_error: f64,
 }
 
 /// The priced list.
@@ -78,6 +98,9 @@ pub struct Priced {
     pub timing: Timing,
     /// The objects with `predicted_s`, `device_s`, `step_s` (and `error` where measured).
     pub kernels: Vec<Value>,
+    /// Per measurement session, its GEMMs' errors (files of several sessions only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by_session: Vec<SessionErrors>,
     /// Per kind, where times were measured.
     pub by_kind: Vec<KindErrors>,
 }
@@ -216,10 +239,27 @@ fn item(path: &Path, i: usize, v: &Value) -> Result<Item> {
             None => time_field(path, o, i, pass_time)?,
         },
     };
+    let session = match o.get("session") {
+        None => 0,
+        Some(v) => match v.as_u64().and_then(|k| u32::try_from(k).ok()) {
+            Some(k) if k < crate::config::limits::MAX_MEASUREMENT_SESSIONS => k,
+            _ => {
+                return Err(bad(
+                    path,
+                    format!("[{i}].session"),
+                    &format!(
+                        "must be a whole number below {}",
+                        crate::config::limits::MAX_MEASUREMENT_SESSIONS
+                    ),
+                ))
+            }
+        },
+    };
     Ok(Item {
         object: o.clone(),
         shape,
         measured_s,
+        session,
     })
 }
 
@@ -273,11 +313,15 @@ pub fn read_input(path: &Path) -> Result<(Vec<Item>, Timing)> {
                 .into_iter()
                 .map(|s| {
                     let mut object = shape_object(&s.shape);
+                    if s.session > 0 {
+                        object.insert("session".into(), json!(s.session));
+                    }
                     object.insert("measured_s".into(), json!(s.measured_s));
                     Item {
                         object,
                         shape: s.shape,
                         measured_s: Some(s.measured_s),
+                        session: s.session,
                     }
                 })
                 .collect();
@@ -293,11 +337,32 @@ pub fn read_input(path: &Path) -> Result<(Vec<Item>, Timing)> {
 /// Prices every item on `hw`; `compare` adds each measured item's `error` and the per-kind
 /// summary.
 pub fn price(hw: &Hardware, items: &[Item], timing: Timing, compare: bool) -> Priced {
-    let cost = CostModel::new(hw);
+    price_at_clocks(hw, items, timing, compare, &[])
+}
+
+/// [`price`], with a GEMM of session k > 0 priced at `factors[k − 1]` × the profile's clock
+/// (the factors `calibrate --fit` gives a file of several sessions; 1 where none is given).
+pub fn price_at_clocks(
+    hw: &Hardware,
+    items: &[Item],
+    timing: Timing,
+    compare: bool,
+    factors: &[f64],
+) -> Priced {
+    let clocks: Vec<Hardware> = factors
+        .iter()
+        .map(|&f| super::kernel_fit::session_hardware(hw, f))
+        .collect();
     let mut triples = Vec::new();
+    let mut gemms: Vec<(u32, f64)> = Vec::new();
     let kernels = items
         .iter()
         .map(|it| {
+            let at = match it.session {
+                0 => hw,
+                k => clocks.get(k as usize - 1).unwrap_or(hw),
+            };
+            let cost = CostModel::new(at);
             let device = cost.device_s(&it.shape);
             let predicted = match timing {
                 Timing::Isolated => cost.isolated_s(&it.shape),
@@ -311,6 +376,9 @@ pub fn price(hw: &Hardware, items: &[Item], timing: Timing, compare: bool) -> Pr
                 if let Some(m) = it.measured_s {
                     o.insert("error".into(), json!(predicted / m - 1.0));
                     triples.push((it.shape.kind(), predicted, m));
+                    if it.shape.kind() == KernelKind::Gemm {
+                        gemms.push((it.session, predicted / m - 1.0));
+                    }
                 }
             }
             Value::Object(o)
@@ -319,6 +387,36 @@ pub fn price(hw: &Hardware, items: &[Item], timing: Timing, compare: bool) -> Pr
     Priced {
         timing,
         kernels,
+        by_session: session_errors(&gemms, factors),
         by_kind: kind_errors(&triples),
     }
+}
+
+/// Per session, when the GEMMs are of more than one: their errors.
+fn session_errors(gemms: &[(u32, f64)], factors: &[f64]) -> Vec<SessionErrors> {
+    let n = gemms.iter().map(|g| g.0).max().unwrap_or(0);
+    if n == 0 {
+        return Vec::new();
+    }
+    (0..=n)
+        .filter_map(|k| {
+            let mut e: Vec<f64> = gemms.iter().filter(|g| g.0 == k).map(|g| g.1).collect();
+            if e.is_empty() {
+                return None;
+            }
+            let mut abs: Vec<f64> = e.iter().map(|x| x.abs()).collect();
+            let max = abs.iter().copied().fold(0.0, f64::max);
+            Some(SessionErrors {
+                session: k,
+                samples: e.len(),
+                rate_factor: match k {
+                    0 => 1.0,
+                    k => factors.get(k as usize - 1).copied().unwrap_or(1.0),
+                },
+                median_error: super::fit::median(&mut e),
+                median_abs_error: super::fit::median(&mut abs),
+                max_abs_error: max,
+            })
+        })
+        .collect()
 }

@@ -7,9 +7,11 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::link::OutFormat;
-use crate::calibrate::price::{price, read_input};
+use crate::calibrate::kernel_fit::SESSION_FACTOR_RANGE;
+use crate::calibrate::price::{price_at_clocks, read_input};
+use crate::config::limits::MAX_MEASUREMENT_SESSIONS;
 use crate::config::load_hardware;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::report::{kernels_table, to_json};
 
 #[derive(Debug, Args)]
@@ -28,12 +30,49 @@ pub struct KernelsArgs {
     /// object with `kernels` and `by_kind`).
     #[arg(long, value_enum, default_value = "table")]
     format: OutFormat,
+    /// Price the GEMMs of measurement session K (≥ 1) at FACTOR × the profile's clock, as
+    /// `calibrate --fit` fitted it for a file joining several sessions (repeatable).
+    #[arg(long = "session-clock", value_name = "K=FACTOR")]
+    session_clock: Vec<String>,
+}
+
+/// `K=FACTOR` flags as factors for sessions 1…max K (1 where none is given).
+fn session_clocks(flags: &[String]) -> Result<Vec<f64>> {
+    let mut factors: Vec<f64> = Vec::new();
+    for flag in flags {
+        let bad = || {
+            Error::arg(
+                "--session-clock",
+                format!(
+                    "'{flag}': expected K=FACTOR with K from 1 to {} and FACTOR from {} to {}",
+                    MAX_MEASUREMENT_SESSIONS - 1,
+                    SESSION_FACTOR_RANGE.0,
+                    SESSION_FACTOR_RANGE.1
+                ),
+            )
+        };
+        let (k, f) = flag.split_once('=').ok_or_else(bad)?;
+        let k: u32 = k.trim().parse().map_err(|_| bad())?;
+        let f: f64 = f.trim().parse().map_err(|_| bad())?;
+        if k == 0
+            || k >= MAX_MEASUREMENT_SESSIONS
+            || !(SESSION_FACTOR_RANGE.0..=SESSION_FACTOR_RANGE.1).contains(&f)
+        {
+            return Err(bad());
+        }
+        if factors.len() < k as usize {
+            factors.resize(k as usize, 1.0);
+        }
+        factors[k as usize - 1] = f;
+    }
+    Ok(factors)
 }
 
 pub fn run(a: KernelsArgs) -> Result<String> {
+    let clocks = session_clocks(&a.session_clock)?;
     let hw = load_hardware(&a.hw)?;
     let (items, timing) = read_input(&a.input)?;
-    let p = price(&hw, &items, timing, a.compare);
+    let p = price_at_clocks(&hw, &items, timing, a.compare, &clocks);
     Ok(match a.format {
         OutFormat::Json if a.compare => to_json(&p),
         OutFormat::Json => to_json(&p.kernels),

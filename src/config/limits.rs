@@ -108,6 +108,9 @@ pub const MAX_SIM_PS: u64 = 1 << 62;
 /// device: the methods are symmetric) unless `--trace-all-devices` is given.
 pub const TRACE_ALL_DEVICES_MAX_SPANS: u64 = 1 << 20;
 
+/// Most measurement sessions a measurement file's GEMMs may come from (`session` below this):
+/// the fit searches one clock factor per later session.
+pub const MAX_MEASUREMENT_SESSIONS: u32 = 16;
 /// Most virtual devices of `run` (`--p`) and `calibrate` (`--devices`): threads on the CPU.
 pub const MAX_VIRTUAL_DEVICES: u64 = 256;
 /// Most timed runs of `run` and `calibrate` (`--runs`).
@@ -263,6 +266,12 @@ pub fn table() -> Vec<Limit> {
             value: format!("{MAX_VIRTUAL_DEVICES} / 1 to {MAX_RUNS}"),
             why: "one thread per virtual device; runs are checks, not benchmarks",
             commands: &["run", "calibrate"],
+        },
+        Limit {
+            what: "measurement sessions in one measurement file (GEMM `session`)",
+            value: MAX_MEASUREMENT_SESSIONS.to_string(),
+            why: "the fit searches one clock factor per session after the first",
+            commands: &["calibrate", "kernels", "gpu-check"],
         },
         Limit {
             what: "CPU link throttle",

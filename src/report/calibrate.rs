@@ -139,6 +139,20 @@ fn fit_text(f: &FitReport) -> String {
     if let Some(sd) = f.slowdown_fraction {
         s.push_str(&format!("compute slowdown under a transfer {sd:.3}\n"));
     }
+    for k in &f.sessions {
+        s.push_str(&format!(
+            "measurement session {}: its {} GEMMs ran at {:.3}× the first session's clock{} \
+             (the profile is the first's; errors above price each session at its own)\n",
+            k.session,
+            k.gemm_samples,
+            k.rate_factor,
+            if k.at_edge {
+                ", at the edge of the range searched: NOT determined by the data"
+            } else {
+                ""
+            }
+        ));
+    }
     s
 }
 
@@ -290,6 +304,35 @@ pub fn kernels_table(hw: &str, p: &Priced, compare: bool) -> String {
     if compare && !p.by_kind.is_empty() {
         s.push('\n');
         s.push_str(&kind_errors_table(&p.by_kind));
+    }
+    if compare && !p.by_session.is_empty() {
+        let mut t = Table::new(
+            &[
+                "GEMMs of session",
+                "kernels",
+                "priced at clock",
+                "median error",
+                "median |error|",
+                "largest |error|",
+            ],
+            &[true, true, true, true, true, true],
+        );
+        for e in &p.by_session {
+            t.row(vec![
+                e.session.to_string(),
+                e.samples.to_string(),
+                format!("{:.3}×", e.rate_factor),
+                format!("{:+.1}%", 100.0 * e.median_error),
+                format!("{:.1}%", 100.0 * e.median_abs_error),
+                format!("{:.1}%", 100.0 * e.max_abs_error),
+            ]);
+        }
+        s.push_str(
+            "\nthe file joins measurement sessions whose GEMMs ran at different clocks; the \
+             profile is one clock (`calibrate --fit` fits one factor per later session and \
+             prints it; `--session-clock K=FACTOR` prices session K at it):\n\n",
+        );
+        s.push_str(&t.render());
     }
     s
 }

@@ -673,3 +673,116 @@ fn calib_latency_bound_messages_leave_the_link_bandwidth_in_range() {
     let a = r.profile.intra_node.p2p_latency_s.value;
     assert!((a / 2e-6 - 1.0).abs() < 1e-6, "latency {a}");
 }
+
+/// GEMMs from two measurement sessions, the second at 0.85× the first's tensor-core clock, each
+/// timed exactly as the truth prices them: the fit gives the second session's clock back and
+/// the first session's GEMM rate, from a base whose GEMM rate and power plateau are off by 10%.
+/// Merging numbers the sessions after the files' order, and a file whose first session has no
+/// GEMM to anchor the clock gets no factor at all.
+#[test]
+fn calib_fit_recovers_a_later_sessions_clock() {
+    use metp_sim::calibrate::kernel_fit::{predicted_s, session_hardware};
+    use metp_sim::calibrate::measurements::{GemmSample, Sample, Timing as FileTiming};
+    use metp_sim::calibrate::{fit_profile, KernelMeasurements};
+    use metp_sim::schedule::KernelShape;
+
+    let truth = load_hardware("hgx-h200").unwrap();
+    let clock = 0.85;
+    let slow = session_hardware(&truth, clock);
+    let time = |hw: &metp_sim::config::Hardware, (m, n, k): (u64, u64, u64)| {
+        let s = Sample {
+            shape: KernelShape::gemm(m, n, k),
+            measured_s: 1.0,
+            session: 0,
+        };
+        predicted_s(hw, FileTiming::Isolated, &s)
+    };
+    let sample = |hw, session: Option<u32>, mnk: (u64, u64, u64)| GemmSample {
+        m: mnk.0,
+        n: mnk.1,
+        k: mnk.2,
+        flops: None,
+        s: time(hw, mnk),
+        session,
+    };
+    let squares: Vec<(u64, u64, u64)> = [1024u64, 2048, 4096, 8192, 16384]
+        .iter()
+        .map(|&n| (n, n, n))
+        .collect();
+    let mut skinny = Vec::new();
+    for m in [512u64, 2048, 8192, 32768] {
+        for (n, k) in [
+            (12288u64, 4096u64),
+            (4096, 4096),
+            (22016, 4096),
+            (4096, 11008),
+        ] {
+            skinny.push((m, n, k));
+        }
+    }
+    let file = |gemm: Vec<GemmSample>| KernelMeasurements {
+        what: "synthetic".into(),
+        date: "2026-12-01".into(),
+        device: "NVIDIA H200".into(),
+        software: "test".into(),
+        sm_count: Some(132),
+        timing: None,
+        gemm,
+        attention: vec![],
+        copy: vec![],
+        eager_op_s: None,
+        p2p: vec![],
+        collectives: vec![],
+        overlap: vec![],
+    };
+    let first = file(squares.iter().map(|&g| sample(&truth, None, g)).collect());
+    let second = file(
+        skinny
+            .iter()
+            .chain(&squares)
+            .map(|&g| sample(&slow, None, g))
+            .collect(),
+    );
+    let merged = KernelMeasurements::merge(&[first.clone(), second]).unwrap();
+    assert_eq!(merged.gemm_sessions(), 2);
+    assert!(merged.gemm[..squares.len()]
+        .iter()
+        .all(|g| g.session.is_none()));
+    assert!(merged.gemm[squares.len()..]
+        .iter()
+        .all(|g| g.session == Some(1)));
+    // A third file joins as session 2.
+    let three = KernelMeasurements::merge(&[merged.clone(), first.clone()]).unwrap();
+    assert_eq!(three.gemm.last().unwrap().session, Some(2));
+
+    let mut base = truth.clone();
+    base.kernels.gemm.mma_fraction.value *= 0.9;
+    if let Some(p) = base.kernels.gemm.power_fraction.as_mut() {
+        p.value *= 0.9;
+    }
+    let fit = fit_profile(&merged, &base, &|w| format!("test: {w}")).unwrap();
+    assert_eq!(fit.sessions.len(), 1);
+    let got = fit.sessions[0].rate_factor;
+    assert!(close(got, clock, 2e-3), "session clock {got} vs {clock}");
+    assert!(!fit.sessions[0].at_edge);
+    let (f, t) = (&fit.profile.kernels.gemm, &truth.kernels.gemm);
+    assert!(
+        close(f.mma_fraction.value, t.mma_fraction.value, 1e-2),
+        "mma_fraction {} vs {}",
+        f.mma_fraction.value,
+        t.mma_fraction.value
+    );
+    assert!(
+        f.mma_fraction.source.contains("session 1 ×0.85"),
+        "{}",
+        f.mma_fraction.source
+    );
+    let gemm = fit.errors.iter().find(|e| e.kind.name() == "gemm").unwrap();
+    assert!(gemm.max_abs_error < 1e-2, "{gemm:?}");
+
+    // No GEMM of the first session: nothing anchors the clock, so there is no factor.
+    let mut unanchored = merged.clone();
+    unanchored.gemm.retain(|g| g.session.is_some());
+    let fit = fit_profile(&unanchored, &base, &|w| format!("test: {w}")).unwrap();
+    assert!(fit.sessions.is_empty());
+}

@@ -6,7 +6,9 @@
 //! 16k…256k at p = 8, 16 on two nodes) of commit fd5bc6f, the commit before the topology.
 //! Kernel model v2 (branch `kmodel`) moved these profiles' kernel prices; the files were then
 //! rewritten by the kmodel build before it met the topology (commit 0143be2), and the merged
-//! build reproduces them byte for byte — the topology still moves nothing.
+//! build reproduces them byte for byte — the topology still moves nothing. The H200 refit
+//! with a clock per measurement session (issue 8) rewrote the dgx-h100, hgx-h200 and
+//! two-node files with the same commands (steps −0.2% to −6.0%; the A100 files did not move).
 //! The claims report's own test (`validate.rs`) keeps `reports/claims/` unmoved the same way.
 
 use metp_sim::config::{load_hardware, load_model, MethodId, Options};
