@@ -193,23 +193,18 @@ pub fn measure(
     let mut g = Guard::new(plan.budget);
     let description = backend.device();
     let mut m = KernelMeasurements {
-        what: String::new(),
-        date: date.to_string(),
-        device: device_name(&description),
-        software: format!(
-            "metp-sim {} {} backend",
-            env!("CARGO_PKG_VERSION"),
-            backend.name()
-        ),
         sm_count: backend.sm_count(),
         timing: Some(backend.timing()),
-        gemm: vec![],
-        attention: vec![],
-        copy: vec![],
-        eager_op_s: None,
-        p2p: vec![],
-        collectives: vec![],
-        overlap: vec![],
+        ..KernelMeasurements::empty(
+            "",
+            date,
+            &device_name(&description),
+            &format!(
+                "metp-sim {} {} backend",
+                env!("CARGO_PKG_VERSION"),
+                backend.name()
+            ),
+        )
     };
 
     // ---- host overhead, copies and element-wise passes ----

@@ -388,6 +388,26 @@ impl KernelMeasurements {
         Ok(())
     }
 
+    /// A file with no entries yet: what, date, device and software as given, times `isolated`
+    /// (the default), SM count unknown.
+    pub fn empty(what: &str, date: &str, device: &str, software: &str) -> KernelMeasurements {
+        KernelMeasurements {
+            what: what.to_string(),
+            date: date.to_string(),
+            device: device.to_string(),
+            software: software.to_string(),
+            sm_count: None,
+            timing: None,
+            gemm: vec![],
+            attention: vec![],
+            copy: vec![],
+            eager_op_s: None,
+            p2p: vec![],
+            collectives: vec![],
+            overlap: vec![],
+        }
+    }
+
     /// How the times were taken (`isolated` unless the file says otherwise).
     pub fn timing(&self) -> Timing {
         self.timing.unwrap_or(Timing::Isolated)

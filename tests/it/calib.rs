@@ -721,19 +721,9 @@ fn calib_fit_recovers_a_later_sessions_clock() {
         }
     }
     let file = |gemm: Vec<GemmSample>| KernelMeasurements {
-        what: "synthetic".into(),
-        date: "2026-12-01".into(),
-        device: "NVIDIA H200".into(),
-        software: "test".into(),
         sm_count: Some(132),
-        timing: None,
         gemm,
-        attention: vec![],
-        copy: vec![],
-        eager_op_s: None,
-        p2p: vec![],
-        collectives: vec![],
-        overlap: vec![],
+        ..KernelMeasurements::empty("synthetic", "2026-12-01", "NVIDIA H200", "test")
     };
     let first = file(squares.iter().map(|&g| sample(&truth, None, g)).collect());
     let second = file(

@@ -24,14 +24,12 @@ fn json_of(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// Issue 8's "done when": the bundled H200 profile prices every kernel of the measured file
-/// with median |error| ≤ 5% and none above 15%, for attention forward and backward and copies
-/// alike (element-wise passes too). GEMMs: none above 15%, but the median is ~10%, not ≤ 5%:
-/// the bundled profile is fitted to this file and the PyTorch run of the GPU check together,
-/// and the two sessions disagree by 15–20% on the very same square GEMMs
-/// (`the_two_h200_sessions_disagree_on_the_same_square_gemms`), so no one profile is within
-/// 5% of both; the fit follows the 400 GEMMs of the later run. A fit to this file alone meets
-/// the goals (`calibrate_fit_from_the_shared_file_alone`).
+/// Issue 8's check: `metp-sim kernels --hw hgx-h200 --input ../shared/gpu-data/h200-2026-11-30.json
+/// --compare` — median |error| ≤ 5% and none over 15% for every kind, GEMMs included. The
+/// bundled profile is fitted to this file and the GPU check's PyTorch run together; the two
+/// sessions timed the very same square GEMMs 15–21% apart
+/// (`the_two_h200_sessions_disagree_on_the_same_square_gemms`), so the fit gives the later run
+/// a clock factor of its own and the profile keeps this file's clock (`kernel_fit`).
 #[test]
 fn h200_profile_prices_the_measured_kernels_within_the_goals() {
     let v = json_of(&[
@@ -67,8 +65,7 @@ fn h200_profile_prices_the_measured_kernels_within_the_goals() {
             100.0 * med,
             100.0 * max
         );
-        let median_goal = if k["kind"] == "gemm" { 0.11 } else { 0.05 };
-        assert!(med <= median_goal && max <= 0.15, "{k}");
+        assert!(med <= 0.05 && max <= 0.15, "{k}");
     }
     // Every entry is priced, in file order, with its measured time and error.
     let ks = v["kernels"].as_array().unwrap();
@@ -160,6 +157,15 @@ fn bad_kernel_lists_fail_with_one_line() {
         ),
         (r#"[{"op": "copy", "bytes": 1e300}]"#, "[0].bytes"),
         (r#"[{"op": "copy", "bytes": 8, "s": -1}]"#, "[0].s"),
+        (
+            r#"[{"op": "gemm", "m": 1, "n": 1, "k": 1, "session": 16}]"#,
+            "[0].session",
+        ),
+        (
+            r#"{"what": "", "date": "", "device": "", "software": "",
+                "gemm": [{"m": 1, "n": 1, "k": 1, "s": 1e-5, "session": 99}]}"#,
+            "gemm[0].session",
+        ),
         (r#"[3]"#, "[0]"),
         (r#"{"what": 1}"#, "h.json"),
         ("[", "h.json"),
@@ -178,6 +184,30 @@ fn bad_kernel_lists_fail_with_one_line() {
             err.contains(needle) && !err.contains("panicked"),
             "{body}: {err}"
         );
+    }
+}
+
+/// `--session-clock` takes K=FACTOR with K ≥ 1 and a factor in the searched range: anything
+/// else is a usage error (exit 2, one line).
+#[test]
+fn bad_session_clocks_are_usage_errors() {
+    for flag in ["0=0.9", "1=3", "1", "x=0.9", "1=nan", "16=1"] {
+        let out = cmd()
+            .args([
+                "kernels",
+                "--hw",
+                "hgx-h200",
+                "--input",
+                H200_FILE,
+                "--session-clock",
+                flag,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag}: {out:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.trim_end().lines().count(), 1, "{flag}: {err}");
+        assert!(err.contains("--session-clock"), "{flag}: {err}");
     }
 }
 
