@@ -158,18 +158,39 @@ pub fn session_hardware(hw: &Hardware, factor: f64) -> Hardware {
     h
 }
 
+/// A profile at each measurement session's clock: session 0's is the profile itself, session
+/// k's the profile at `factors[k − 1]` × its clock (k beyond the factors: the profile's).
+pub struct SessionClocks<'a> {
+    first: &'a Hardware,
+    later: Vec<Hardware>,
+}
+
+impl<'a> SessionClocks<'a> {
+    /// `hw` at the clock of every session `factors` names.
+    pub fn new(hw: &'a Hardware, factors: &[f64]) -> SessionClocks<'a> {
+        SessionClocks {
+            first: hw,
+            later: factors.iter().map(|&f| session_hardware(hw, f)).collect(),
+        }
+    }
+
+    /// The profile as session `session` ran.
+    pub fn of(&self, session: u32) -> &Hardware {
+        match session {
+            0 => self.first,
+            k => self.later.get(k as usize - 1).unwrap_or(self.first),
+        }
+    }
+}
+
 /// Log of predicted over measured time per sample; a sample of session k > 0 is priced on
 /// `hw` at `factors[k − 1]` × its clock.
 fn log_residuals(hw: &Hardware, timing: Timing, samples: &[Sample], factors: &[f64]) -> Vec<f64> {
-    let sessions: Vec<Hardware> = factors.iter().map(|&f| session_hardware(hw, f)).collect();
+    let clocks = SessionClocks::new(hw, factors);
     samples
         .iter()
         .map(|s| {
-            let hw = match s.session {
-                0 => hw,
-                k => sessions.get(k as usize - 1).unwrap_or(hw),
-            };
-            let p = predicted_s(hw, timing, s);
+            let p = predicted_s(clocks.of(s.session), timing, s);
             if p > 0.0 && p.is_finite() {
                 (p / s.measured_s).ln()
             } else {
@@ -649,14 +670,11 @@ pub fn fit_profile(
         })?;
     // The fit's own errors: each sample at its session's clock.
     let factors: Vec<f64> = sessions.iter().map(|f| f.rate_factor).collect();
-    let at_clock: Vec<Hardware> = factors.iter().map(|&f| session_hardware(&hw, f)).collect();
+    let clocks = SessionClocks::new(&hw, &factors);
     let priced: Vec<(KernelKind, f64, f64)> = samples
         .iter()
         .map(|s| {
-            let h = match s.session {
-                0 => &hw,
-                k => at_clock.get(k as usize - 1).unwrap_or(&hw),
-            };
+            let h = clocks.of(s.session);
             (s.shape.kind(), predicted_s(h, timing, s), s.measured_s)
         })
         .collect();

@@ -349,20 +349,13 @@ pub fn price_at_clocks(
     compare: bool,
     factors: &[f64],
 ) -> Priced {
-    let clocks: Vec<Hardware> = factors
-        .iter()
-        .map(|&f| super::kernel_fit::session_hardware(hw, f))
-        .collect();
+    let clocks = super::kernel_fit::SessionClocks::new(hw, factors);
     let mut triples = Vec::new();
     let mut gemms: Vec<(u32, f64)> = Vec::new();
     let kernels = items
         .iter()
         .map(|it| {
-            let at = match it.session {
-                0 => hw,
-                k => clocks.get(k as usize - 1).unwrap_or(hw),
-            };
-            let cost = CostModel::new(at);
+            let cost = CostModel::new(clocks.of(it.session));
             let device = cost.device_s(&it.shape);
             let predicted = match timing {
                 Timing::Isolated => cost.isolated_s(&it.shape),

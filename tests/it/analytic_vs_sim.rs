@@ -5,27 +5,12 @@
 //! largest phase's transients + reserved) byte for byte — the lowering frees and allocates in
 //! an order that never holds more than the peak rule says, and reaches it.
 
+use super::common::agrees_with_the_analytic_twin;
 use metp_sim::config::{load_hardware, load_model, MethodId, Options, WeightExchange, Workload};
-use metp_sim::evaluate::{Evaluation, SimulateOptions};
-use metp_sim::sim::LinkModel;
 
 fn check(w: &Workload, label: &str) {
-    let e = Evaluation::new(w.clone().validate().unwrap())
-        .simulate(SimulateOptions::full(LinkModel::Ideal))
-        .unwrap_or_else(|e| panic!("{label}: {e}"));
-    let (sim, est) = (e.metrics.step_time_s, e.estimate.step_time_s);
-    let rel = sim / est - 1.0;
-    assert!(
-        rel.abs() < 0.01,
-        "{label}: simulated {sim:.6} s vs analytic {est:.6} s ({:+.2}%)",
-        100.0 * rel
-    );
+    let e = agrees_with_the_analytic_twin(w, label);
     let run = e.simulation.and_then(|s| s.run).expect("simulated whole");
-    let high = run.result.max_memory_high_water_bytes();
-    assert_eq!(
-        high, e.inventory.peak_bytes,
-        "{label}: the engine's alloc/free high-water vs the inventory's peak"
-    );
     for (d, dev) in run.result.devices.iter().enumerate() {
         assert!(
             dev.memory_high_water_bytes <= e.inventory.peak_bytes,

@@ -581,6 +581,23 @@ fn the_gpu_plan_calibrates_through_the_one_path_on_the_mock() {
     assert!(calibrate(&mut b, &plan, &o, &mut |_| {}).is_err());
 }
 
+/// `file` (a measurement file as JSON) written, read back as `calibrate --fit` reads it, and
+/// fitted from the bundled `hgx-h200`.
+fn fit_file(
+    file: &serde_json::Value,
+) -> (
+    metp_sim::calibrate::KernelMeasurements,
+    metp_sim::calibrate::FitReport,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.json");
+    std::fs::write(&p, file.to_string()).unwrap();
+    let m = metp_sim::calibrate::KernelMeasurements::read(&p).unwrap();
+    let base = load_hardware("hgx-h200").unwrap();
+    let r = metp_sim::calibrate::fit_profile(&m, &base, &|w| format!("test: {w}")).unwrap();
+    (m, r)
+}
+
 /// Copies and element-wise passes that are pure latency (the same time at every size, as tiny
 /// kernels on a loaded CPU measure) do not bound the memory bandwidth: the fit used to run it
 /// off to ~1e32 B/s, which profile validation then refused ("the fitted profile is invalid").
@@ -589,7 +606,6 @@ fn the_gpu_plan_calibrates_through_the_one_path_on_the_mock() {
 #[test]
 fn calib_latency_bound_copies_leave_the_bandwidth_undetermined_and_in_range() {
     use metp_sim::calibrate::kernel_fit::fit_profile;
-    use metp_sim::calibrate::KernelMeasurements;
     use metp_sim::config::limits::PROFILE_RATE_RANGE;
     let copy: Vec<serde_json::Value> = (12..=22)
         .map(|e| serde_json::json!({"bytes": 1u64 << e, "copy_s": 5e-6, "mul_s": 5e-6}))
@@ -602,12 +618,7 @@ fn calib_latency_bound_copies_leave_the_bandwidth_undetermined_and_in_range() {
         "timing": "device",
         "copy": copy,
     });
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("m.json");
-    std::fs::write(&p, file.to_string()).unwrap();
-    let m = KernelMeasurements::read(&p).unwrap();
-    let base = load_hardware("hgx-h200").unwrap();
-    let r = fit_profile(&m, &base, &|w| format!("test: {w}")).unwrap();
+    let (m, r) = fit_file(&file);
     r.profile
         .validate(Path::new("<fitted>"))
         .expect("the fitted profile validates");
@@ -642,8 +653,6 @@ fn calib_latency_bound_copies_leave_the_bandwidth_undetermined_and_in_range() {
 /// to be undetermined, with the latency refitted there.
 #[test]
 fn calib_latency_bound_messages_leave_the_link_bandwidth_in_range() {
-    use metp_sim::calibrate::kernel_fit::fit_profile;
-    use metp_sim::calibrate::KernelMeasurements;
     let p2p: Vec<serde_json::Value> = (10..=20)
         .map(|e| {
             let n = (1u64 << e) as f64;
@@ -657,12 +666,7 @@ fn calib_latency_bound_messages_leave_the_link_bandwidth_in_range() {
         "software": "test",
         "p2p": p2p,
     });
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("m.json");
-    std::fs::write(&p, file.to_string()).unwrap();
-    let m = KernelMeasurements::read(&p).unwrap();
-    let base = load_hardware("hgx-h200").unwrap();
-    let r = fit_profile(&m, &base, &|w| format!("test: {w}")).unwrap();
+    let (_, r) = fit_file(&file);
     let b = &r.profile.intra_node.bytes_per_s_per_direction;
     assert_eq!(b.value, 1e18);
     assert!(

@@ -51,3 +51,32 @@ pub fn no_flash() -> Options {
 pub fn inventory(w: &Workload) -> metp_sim::Result<Inventory> {
     Ok(metp_sim::memory::inventory(&w.clone().validate()?))
 }
+
+/// `w` simulated whole on ideal links: its step time within 1% of the analytic twin's and the
+/// engine's alloc/free high-water mark equal to the inventory's peak (for a pipeline, the
+/// critical stage's), byte for byte. Returns the evaluation for further checks.
+pub fn agrees_with_the_analytic_twin(w: &Workload, label: &str) -> metp_sim::evaluate::Evaluation {
+    use metp_sim::evaluate::{Evaluation, SimulateOptions};
+    use metp_sim::sim::LinkModel;
+    let e = Evaluation::new(w.clone().validate().unwrap())
+        .simulate(SimulateOptions::full(LinkModel::Ideal))
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    let (sim, est) = (e.metrics.step_time_s, e.estimate.step_time_s);
+    let rel = sim / est - 1.0;
+    assert!(
+        rel.abs() < 0.01,
+        "{label}: simulated {sim:.6} s vs analytic {est:.6} s ({:+.2}%)",
+        100.0 * rel
+    );
+    let run = e
+        .simulation
+        .as_ref()
+        .and_then(|s| s.run.as_ref())
+        .expect("simulated whole");
+    assert_eq!(
+        run.result.max_memory_high_water_bytes(),
+        e.inventory.peak_bytes,
+        "{label}: the engine's alloc/free high-water vs the inventory's peak"
+    );
+    e
+}

@@ -2,6 +2,7 @@
 //! against the simulator on pipelined steps with ideal links, the symmetric-rank reduction
 //! against the full simulation, and the per-stage memory of 1F1B and interleaved 1F1B.
 
+use super::common::agrees_with_the_analytic_twin;
 use metp_sim::config::{load_hardware, load_model, MethodId, Options, OuterAxes, Workload};
 use metp_sim::evaluate::{Devices, Evaluation, SimulateOptions};
 use metp_sim::memory::stage_inventories;
@@ -65,22 +66,7 @@ fn pipelines_agree_with_the_analytic_twin_within_one_percent() {
         for (stages, v, m) in [(2, 1, 4), (4, 1, 8), (2, 2, 4), (4, 2, 8), (3, 1, 2)] {
             let w = workload(method, 4, pp(stages, v), 1, m, 8 * v.max(1), 8192, false);
             let label = format!("{method} p 4, pp {stages}, v {v}, m {m}");
-            let e = Evaluation::new(w.validate().unwrap())
-                .simulate(SimulateOptions::full(LinkModel::Ideal))
-                .unwrap_or_else(|e| panic!("{label}: {e}"));
-            let (sim, est) = (e.metrics.step_time_s, e.estimate.step_time_s);
-            let rel = sim / est - 1.0;
-            assert!(
-                rel.abs() < 0.01,
-                "{label}: simulated {sim:.6} s vs analytic {est:.6} s ({:+.2}%)",
-                100.0 * rel
-            );
-            let run = e.simulation.and_then(|s| s.run).expect("simulated whole");
-            assert_eq!(
-                run.result.max_memory_high_water_bytes(),
-                e.inventory.peak_bytes,
-                "{label}: simulated high-water vs the critical stage's inventory"
-            );
+            agrees_with_the_analytic_twin(&w, &label);
             checked += 1;
         }
     }
@@ -94,19 +80,20 @@ fn pipelines_agree_with_the_analytic_twin_within_one_percent() {
 fn the_bubble_follows_narayanans_fraction() {
     let step = |outer: OuterAxes, layers: u64| {
         let w = workload(MethodId::TpSp, 2, outer, 1, 8, layers, 4096, false);
-        Evaluation::new(w.validate().unwrap())
+        let e = Evaluation::new(w.validate().unwrap())
             .simulate(SimulateOptions::full(LinkModel::Ideal))
+            .unwrap();
+        let stages = e
+            .simulation
+            .as_ref()
             .unwrap()
+            .run
+            .as_ref()
+            .unwrap()
+            .stages();
+        (e, stages)
     };
-    let plain = step(pp(4, 1), 64);
-    let stages = plain
-        .simulation
-        .as_ref()
-        .unwrap()
-        .run
-        .as_ref()
-        .unwrap()
-        .stages();
+    let (plain, stages) = step(pp(4, 1), 64);
     assert_eq!(stages.len(), 4);
     // Stage 1 (no embedding, no head): its idle time over its busy time (compute and exposed
     // communication) is (pp − 1)/m = 3/8, up to the head's extra work on the last stage (16
@@ -117,15 +104,8 @@ fn the_bubble_follows_narayanans_fraction() {
         (fraction - 3.0 / 8.0).abs() < 0.03,
         "bubble fraction {fraction:.3} vs (pp − 1)/m = 0.375"
     );
-    let inter = step(pp(4, 2), 64);
-    let s1i = inter
-        .simulation
-        .as_ref()
-        .unwrap()
-        .run
-        .as_ref()
-        .unwrap()
-        .stages()[1];
+    let (inter, inter_stages) = step(pp(4, 2), 64);
+    let s1i = inter_stages[1];
     let fraction_i = s1i.bubble_s / (s1i.compute_s + s1i.exposed_communication_s);
     assert!(
         (fraction_i - 3.0 / 16.0).abs() < 0.03,
