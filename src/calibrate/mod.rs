@@ -52,6 +52,7 @@ pub mod predict;
 pub mod price;
 pub mod profile;
 pub mod repredict;
+pub mod sessions;
 pub mod threshold;
 pub mod unit_run;
 

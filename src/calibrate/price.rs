@@ -349,7 +349,7 @@ pub fn price_at_clocks(
     compare: bool,
     factors: &[f64],
 ) -> Priced {
-    let clocks = super::kernel_fit::SessionClocks::new(hw, factors);
+    let clocks = super::sessions::SessionClocks::new(hw, factors);
     let mut triples = Vec::new();
     let mut gemms: Vec<(u32, f64)> = Vec::new();
     let kernels = items

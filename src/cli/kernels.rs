@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::link::OutFormat;
-use crate::calibrate::kernel_fit::SESSION_FACTOR_RANGE;
 use crate::calibrate::price::{price_at_clocks, read_input};
+use crate::calibrate::sessions::SESSION_FACTOR_RANGE;
 use crate::config::limits::MAX_MEASUREMENT_SESSIONS;
 use crate::config::load_hardware;
 use crate::error::{Error, Result};

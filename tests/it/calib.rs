@@ -685,8 +685,9 @@ fn calib_latency_bound_messages_leave_the_link_bandwidth_in_range() {
 /// GEMM to anchor the clock gets no factor at all.
 #[test]
 fn calib_fit_recovers_a_later_sessions_clock() {
-    use metp_sim::calibrate::kernel_fit::{predicted_s, session_hardware};
+    use metp_sim::calibrate::kernel_fit::predicted_s;
     use metp_sim::calibrate::measurements::{GemmSample, Sample, Timing as FileTiming};
+    use metp_sim::calibrate::sessions::session_hardware;
     use metp_sim::calibrate::{fit_profile, KernelMeasurements};
     use metp_sim::schedule::KernelShape;
 
