@@ -60,8 +60,13 @@ pub struct SimulateArgs {
     trace_all_devices: bool,
     /// Simulate 2 and 4 layers (and at most 2 micro-batches) and extrapolate the step time, as
     /// plan does (exact to ~1e-5): for models too large to simulate whole. No trace.
-    #[arg(long, conflicts_with_all = ["trace", "timeline"])]
+    #[arg(long, conflicts_with_all = ["trace", "timeline", "full_sim"])]
     extrapolate: bool,
+    /// Simulate every layer and micro-batch. By default a step whose layers (or steady
+    /// pipeline rounds) repeat is simulated short and the rest proven to repeat it exactly: the
+    /// same numbers, faster.
+    #[arg(long)]
+    full_sim: bool,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -126,8 +131,10 @@ pub fn run(a: SimulateArgs) -> Result<String> {
         link: a.link_model.into(),
         depth: if a.extrapolate {
             SimDepth::Extrapolate
-        } else {
+        } else if a.full_sim {
             SimDepth::Full
+        } else {
+            SimDepth::Periodic
         },
         trace,
         devices: crate::schedule::Devices::Distinct,

@@ -152,13 +152,7 @@ pub fn pipeline_order(pp: u32, v: u32, m: u32, stage: u32) -> Vec<PipeOp> {
         micro_batch: (k / group) * pp + k % pp,
         chunk: v - 1 - (k % group) / pp,
     };
-    let warmup = if v == 1 {
-        (pp - stage - 1).min(m)
-    } else if m == pp {
-        total
-    } else {
-        ((pp - stage - 1) * 2 + (v - 1) * pp).min(total)
-    };
+    let warmup = warmup_forwards(pp, v, m, stage);
     let mut out = Vec::with_capacity(2 * total as usize);
     for k in 0..warmup {
         out.push(fwd(k));
@@ -171,6 +165,63 @@ pub fn pipeline_order(pp: u32, v: u32, m: u32, stage: u32) -> Vec<PipeOp> {
         out.push(bwd(k));
     }
     out
+}
+
+/// The forwards stage `stage` runs before its first backward (Megatron's warm-up; every
+/// forward when interleaving with as many micro-batches as stages).
+fn warmup_forwards(pp: u32, v: u32, m: u32, stage: u32) -> u32 {
+    let (pp, v) = (pp.max(1), v.max(1));
+    let total = m * v;
+    if v == 1 {
+        (pp - stage - 1).min(m)
+    } else if m == pp {
+        total
+    } else {
+        ((pp - stage - 1) * 2 + (v - 1) * pp).min(total)
+    }
+}
+
+/// The steady part of a stage's [`pipeline_order`], cut into rounds that repeat: after the
+/// warm-up's forwards, op pairs (a forward, a backward) whose pattern repeats every
+/// `pairs_per_round` pairs (one pair without interleaving; pp · v pairs, a group of pp
+/// micro-batches through every chunk, with it). `rounds` counts the whole rounds before the
+/// first pair that holds a backward of the last micro-batch (which synchronises gradients and
+/// so differs from the others).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SteadyRounds {
+    /// Forwards before the first pair.
+    pub warmup: u32,
+    /// Pairs per round.
+    pub pairs_per_round: u32,
+    /// Whole rounds of plain pairs.
+    pub rounds: u32,
+}
+
+/// [`SteadyRounds`] of stage `stage` (the arguments of [`pipeline_order`]).
+pub fn steady_rounds(pp: u32, v: u32, m: u32, stage: u32) -> SteadyRounds {
+    let order = pipeline_order(pp, v, m, stage);
+    let warmup = warmup_forwards(pp, v, m, stage);
+    let pairs_per_round = if v.max(1) == 1 { 1 } else { pp.max(1) * v };
+    let pairs = (m * v.max(1)).saturating_sub(warmup);
+    let last_mb = m.saturating_sub(1);
+    let mut rounds = 0;
+    while (rounds + 1) * pairs_per_round <= pairs {
+        let first = warmup + 2 * rounds * pairs_per_round;
+        let ops = &order[first as usize..(first + 2 * pairs_per_round) as usize];
+        // A round must be forward/backward pairs, none of them the last micro-batch's backward.
+        let plain = ops
+            .chunks(2)
+            .all(|p| p[0].forward && !p[1].forward && p[1].micro_batch != last_mb);
+        if !plain {
+            break;
+        }
+        rounds += 1;
+    }
+    SteadyRounds {
+        warmup,
+        pairs_per_round,
+        rounds,
+    }
 }
 
 #[cfg(test)]

@@ -40,8 +40,12 @@ use crate::sim::{self, LinkModel};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum SimDepth {
-    /// Every layer.
+    /// Every layer and micro-batch.
     Full,
+    /// A copy with fewer layers (no pipeline) or steady pipeline rounds, where the simulator
+    /// proves the rest repeats exactly (`sim::simulate_shortened`): the same numbers as
+    /// [`SimDepth::Full`], to the picosecond; the whole step where nothing is proven.
+    Periodic,
     /// [`EXTRAPOLATION_LAYERS`] layers and at most two micro-batches, extrapolated linearly to
     /// the workload's (module docs).
     #[default]
@@ -67,15 +71,15 @@ fn simulate_once(w: &ValidWorkload, link: LinkModel) -> Result<StepTimes> {
 }
 
 /// Whether `depth` simulates a model of `layers` layers whole (it always does for four layers
-/// or fewer).
+/// or fewer; [`SimDepth::Periodic`] is exact, whole or not).
 pub fn simulates_whole(layers: u64, depth: SimDepth) -> bool {
-    depth == SimDepth::Full || layers <= EXTRAPOLATION_LAYERS.1
+    depth != SimDepth::Extrapolate || layers <= EXTRAPOLATION_LAYERS.1
 }
 
 /// The same for a workload: a pipelined model is shortened to 4 layers per virtual stage, so
 /// it runs whole when it has no more than that.
 pub fn workload_simulates_whole(w: &ValidWorkload, depth: SimDepth) -> bool {
-    depth == SimDepth::Full
+    depth != SimDepth::Extrapolate
         || w.model.layers <= EXTRAPOLATION_LAYERS.1 * w.outer.pp * w.outer.interleave
 }
 
@@ -110,7 +114,7 @@ pub fn extrapolated_times(
     let virtual_stages = w.outer.pp * w.outer.interleave;
     let in_layers = |m: u64| -> Result<StepTimes> {
         let layers = w.model.layers;
-        if depth == SimDepth::Full || layers <= EXTRAPOLATION_LAYERS.1 * virtual_stages {
+        if depth != SimDepth::Extrapolate || layers <= EXTRAPOLATION_LAYERS.1 * virtual_stages {
             return at(layers, m);
         }
         let (lo, hi) = EXTRAPOLATION_LAYERS;
@@ -126,7 +130,7 @@ pub fn extrapolated_times(
     // state is reached from m = pp on, and interleaving needs multiples of pp).
     let m = w.micro_batches;
     let m1 = w.outer.pp;
-    let t = if depth == SimDepth::Full || m <= 2 * m1 {
+    let t = if depth != SimDepth::Extrapolate || m <= 2 * m1 {
         in_layers(m)?
     } else {
         lerp(

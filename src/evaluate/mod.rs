@@ -90,11 +90,12 @@ pub struct SimulateOptions {
 }
 
 impl SimulateOptions {
-    /// The whole model with `link`, no trace.
+    /// The whole step with `link`, no trace: simulated short where the simulator proves the rest
+    /// repeats it ([`SimDepth::Periodic`], the same numbers as every layer simulated).
     pub fn full(link: LinkModel) -> SimulateOptions {
         SimulateOptions {
             link,
-            depth: SimDepth::Full,
+            depth: SimDepth::Periodic,
             trace: TraceScope::Off,
             devices: Devices::Distinct,
         }
@@ -106,8 +107,10 @@ impl SimulateOptions {
 pub struct Simulation {
     /// Link model.
     pub link: LinkModel,
-    /// How much of the model ran: [`SimDepth::Full`], or [`SimDepth::Extrapolate`] when the
-    /// times were extrapolated from shortened copies.
+    /// How much of the model ran: [`SimDepth::Full`] (every layer and micro-batch),
+    /// [`SimDepth::Periodic`] (a shortened copy, the rest proven to repeat it; `run` says what
+    /// was left out) or [`SimDepth::Extrapolate`] when the times were extrapolated from
+    /// shortened copies.
     pub depth: SimDepth,
     /// The step's times on the critical device.
     pub times: StepTimes,
@@ -177,7 +180,7 @@ impl Evaluation {
         // impossible MFU) is refused before it is simulated.
         self.analytic_metrics().check("closed-form")?;
         let w = &self.workload;
-        let simulation = if workload_simulates_whole(w, opts.depth) {
+        let whole = |w: &ValidWorkload| -> Result<Simulation> {
             let run = sim::simulate_plan(
                 w,
                 &self.plan,
@@ -186,19 +189,34 @@ impl Evaluation {
                 opts.trace,
                 opts.devices,
             )?;
-            Simulation {
+            Ok(Simulation {
                 link: opts.link,
                 depth: SimDepth::Full,
                 times: run.times(),
                 run: Some(run),
+            })
+        };
+        let simulation = match opts.depth {
+            // A trace records every task: only a whole simulation has them.
+            SimDepth::Periodic if !opts.trace.on() => {
+                match sim::simulate_shortened(w, &self.plan, &self.stages, opts.link, opts.devices)?
+                {
+                    Some(run) => Simulation {
+                        link: opts.link,
+                        depth: SimDepth::Periodic,
+                        times: run.times(),
+                        run: Some(run),
+                    },
+                    None => whole(w)?,
+                }
             }
-        } else {
-            Simulation {
+            _ if workload_simulates_whole(w, opts.depth) => whole(w)?,
+            _ => Simulation {
                 link: opts.link,
                 depth: SimDepth::Extrapolate,
                 times: extrapolated_times(w, opts.link, opts.depth)?,
                 run: None,
-            }
+            },
         };
         let metrics = Metrics::new(w, &simulation.times, &self.inventory);
         metrics.check("simulated")?;

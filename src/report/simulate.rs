@@ -67,6 +67,9 @@ struct SimulateJson<'a> {
     analytic: AnalyticJson,
     tasks: Option<u64>,
     events: Option<u64>,
+    /// What a shortened simulation left out (the rest proven to repeat it exactly).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shortened: Option<crate::sim::Shortened>,
     stages: Vec<StageJson>,
     devices: &'a [DeviceStats],
 }
@@ -138,6 +141,7 @@ pub fn simulate_json(e: &Evaluation) -> String {
         },
         tasks: run.map(|r| r.result.tasks),
         events: run.map(|r| r.result.events),
+        shortened: run.and_then(|r| r.shortened),
         stages: stage_rows(e),
         devices: run.map_or(&[], |r| &r.result.devices),
     })
@@ -222,8 +226,15 @@ pub fn simulate_table(e: &Evaluation) -> String {
             } else {
                 String::new()
             };
+            let short = r.shortened.map_or(String::new(), |x| {
+                format!(
+                    "{}; the others repeat them exactly (proven periodic; --full-sim runs them \
+                     all)\n",
+                    x.describe()
+                )
+            });
             format!(
-                "{} tasks, {} events{reduced}\n",
+                "{} tasks, {} events{reduced}\n{short}",
                 r.result.tasks, r.result.events
             )
         })

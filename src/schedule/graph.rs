@@ -193,6 +193,48 @@ impl Placement {
     }
 }
 
+/// A run of rounds that repeat: in each [`Segment`], round k + 1 is round k with every task id
+/// shifted by the segment's stride (the same devices, streams and work; dependencies, message
+/// peers and collective members shifted the same way, or left alone when they lie outside the
+/// segments). The lowering declares them (layers of a step without a pipeline, the steady
+/// rounds of a pipeline: one segment per stage), the simulator checks the claim task by task
+/// and uses it to prove that the step is periodic there (`sim::engine`'s recurrence monitor).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Periodic {
+    /// One segment per group of devices that repeats (a stage); the first is the reference:
+    /// round k starts when its first task does.
+    pub segments: Vec<Segment>,
+    /// Rounds the step to be reported has beyond those in this graph (0: none). When the
+    /// simulator proves the rounds periodic, it reports the step with that many more periods
+    /// inserted — the graph is a shortened copy of the step.
+    pub insert: u64,
+}
+
+/// Consecutive rounds of equal size: tasks `base + k·stride .. base + (k+1)·stride` form round k.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Segment {
+    /// First task of round 0.
+    pub base: TaskId,
+    /// Tasks per round.
+    pub stride: u32,
+    /// Rounds.
+    pub rounds: u32,
+}
+
+impl Segment {
+    /// The round task `t` belongs to, if it lies in the segment.
+    pub fn round_of(&self, t: TaskId) -> Option<u32> {
+        let off = t.checked_sub(self.base)?;
+        let r = off / self.stride.max(1);
+        (r < self.rounds).then_some(r)
+    }
+
+    /// One past the last task of the segment.
+    pub fn end(&self) -> TaskId {
+        self.base + self.stride * self.rounds
+    }
+}
+
 /// A training step on `devices` devices.
 ///
 /// The distinct kernel shapes are kept once in `kernels` (a step has hundreds of thousands of
@@ -208,6 +250,8 @@ pub struct TaskGraph {
     /// The cluster the devices stand for, when only distinct programs are simulated (`None`:
     /// every cluster rank is a device of the graph).
     pub placement: Option<Placement>,
+    /// Runs of repeating rounds the lowering declared (empty unless asked for).
+    pub periodic: Vec<Periodic>,
 }
 
 impl TaskGraph {
@@ -218,6 +262,7 @@ impl TaskGraph {
             tasks: Vec::new(),
             kernels: Vec::new(),
             placement: None,
+            periodic: Vec::new(),
         }
     }
 
@@ -228,6 +273,7 @@ impl TaskGraph {
             tasks: Vec::with_capacity(tasks),
             kernels: Vec::new(),
             placement: None,
+            periodic: Vec::new(),
         }
     }
 

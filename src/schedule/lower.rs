@@ -42,12 +42,14 @@ use crate::config::{Axes, Coord, ValidWorkload};
 use crate::memory::Inventory;
 
 mod devices;
+mod periodic;
 mod pipeline;
 mod ring;
 mod size;
 mod sync;
 
 pub use devices::Devices;
+
 pub use size::{graph_size, GraphSize, GRAPH_BYTES_PER_TASK};
 
 /// What to include in the lowered graph.
@@ -59,6 +61,8 @@ pub struct LowerOptions {
     pub memory: bool,
     /// Include the optimizer step.
     pub optimizer: bool,
+    /// Which repeating rounds to declare in the graph ([`super::Periodic`]).
+    pub rounds: Rounds,
 }
 
 impl LowerOptions {
@@ -68,8 +72,39 @@ impl LowerOptions {
             devices: Devices::Distinct,
             memory: true,
             optimizer: true,
+            rounds: Rounds::None,
         }
     }
+}
+
+/// Which repeating rounds a lowering declares in its graph ([`super::Periodic`]), for the
+/// simulator to prove the step periodic there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Rounds {
+    /// None.
+    #[default]
+    None,
+    /// Each forward and each backward run of layers, one round per layer (a step without a
+    /// pipeline: one stage).
+    Layers,
+    /// The steady rounds of each stage's 1F1B order ([`crate::config::steady_rounds`]), one
+    /// segment per stage.
+    MicroBatches,
+}
+
+/// Where one pipeline op's tasks start in the graph, and its layers'.
+#[derive(Debug, Clone, Default)]
+struct OpMarks {
+    start: TaskId,
+    layers: Vec<TaskId>,
+    layers_end: TaskId,
+}
+
+/// The op marks of one stage, and where its ops end.
+#[derive(Debug, Clone, Default)]
+struct StageMarks {
+    ops: Vec<OpMarks>,
+    end: TaskId,
 }
 
 const PRE_SEND: Stream = Stream::Comm(0);
@@ -139,6 +174,9 @@ struct Lower<'a> {
     /// The memory inventory of the stage being lowered.
     inv: &'a Inventory,
     memory: bool,
+    /// Messages to other stages and the embedding group's all-reduce (off: one stage's ops
+    /// alone, [`lower_ops`]).
+    messages: bool,
     next_id: u64,
     label: Label,
     /// Per device: what the next compute task must wait for.
@@ -154,6 +192,8 @@ struct Lower<'a> {
     /// The same, by the address of the plan's `Kernel` (every layer and device lowers the same
     /// plan objects, and the plan is borrowed for the whole lowering): one word to hash.
     kernel_at: HashMap<usize, KernelId, BuildHasherDefault<FxHasher>>,
+    /// Per stage lowered, where its ops and layers start (when rounds are declared).
+    marks: Option<Vec<StageMarks>>,
 }
 
 impl<'a> Lower<'a> {
@@ -406,60 +446,111 @@ pub fn lower(
     stages: &[Inventory],
     opts: LowerOptions,
 ) -> TaskGraph {
-    assert_eq!(
-        stages.len() as u64,
-        w.outer.pp,
-        "one memory inventory per pipeline stage"
-    );
-    let map = devices::device_map(w, plan, opts.devices);
-    let n = map.coords.len();
-    // The estimate bounds what is built (and is at most twice it), so the task list is
-    // allocated once; large graphs otherwise spend a noticeable share of their build time
-    // growing and copying it. Capped, as callers outside the simulator's guard may be large.
     let estimate = graph_size(w, plan, opts.devices).tasks;
-    let mut g = TaskGraph::with_capacity(
-        n as u32,
-        estimate.min(crate::config::limits::MAX_GRAPH_TASKS) as usize,
-    );
-    g.placement = map.placement();
-    let mut l = Lower {
-        g,
-        w,
-        axes: w.axes(),
-        coords: map.coords,
-        ranks: map.ranks,
-        rep: map.representative,
-        active: Vec::new(),
-        inv: &stages[0],
-        memory: opts.memory,
-        next_id: 0,
-        label: Label {
-            pass: Pass::Fwd,
-            layer: None,
-            block: "step",
-            name: "start",
-            outer: None,
-            step: None,
-            micro_batch: 0,
-        },
-        frontier: vec![Vec::new(); n],
-        last_compute: vec![None; n],
-        phase_tasks: vec![[None; STREAMS]; n],
-        kernel_ids: HashMap::default(),
-        kernel_at: HashMap::default(),
-    };
+    let mut l = Lower::new(w, plan, stages, opts, estimate);
     for (stage, inv) in stages.iter().enumerate() {
-        l.inv = inv;
-        l.active = (0..n as DeviceId)
-            .filter(|&d| l.coords[d as usize].stage == stage as u32)
-            .collect();
-        l.stage_step(plan, stage as u32, opts.optimizer);
+        l.begin_stage(stage as u32, inv);
+        l.stage_step(plan, stage as u32, None, opts.optimizer);
     }
-    // The estimate the simulator's guard checks before building must bound what was built.
-    debug_assert!(
-        l.g.tasks.len() as u64 <= estimate,
-        "graph_size underestimates: {} tasks built",
-        l.g.tasks.len()
-    );
-    l.g
+    l.finish(opts, estimate)
+}
+
+/// Lowers `ops` of stage `stage` alone, on that stage's devices: their layers, embedding, head
+/// and gradient synchronisations (a backward of the last micro-batch synchronises), without
+/// the messages to other stages, the embedding group's all-reduce, the optimizer or memory —
+/// one pipeline op's program, to simulate once and compose (`sim::compose`).
+pub fn lower_ops(
+    w: &ValidWorkload,
+    plan: &StepPlan,
+    stages: &[Inventory],
+    stage: u32,
+    ops: &[crate::config::PipeOp],
+    opts: LowerOptions,
+) -> TaskGraph {
+    let opts = LowerOptions {
+        memory: false,
+        optimizer: false,
+        ..opts
+    };
+    let estimate = graph_size(w, plan, opts.devices).tasks;
+    let mut l = Lower::new(w, plan, stages, opts, estimate.min(1 << 20));
+    l.messages = false;
+    l.begin_stage(stage, &stages[stage as usize]);
+    l.stage_step(plan, stage, Some(ops), false);
+    l.finish(opts, u64::MAX)
+}
+
+impl<'a> Lower<'a> {
+    fn new(
+        w: &'a ValidWorkload,
+        plan: &StepPlan,
+        stages: &'a [Inventory],
+        opts: LowerOptions,
+        capacity: u64,
+    ) -> Lower<'a> {
+        assert_eq!(
+            stages.len() as u64,
+            w.outer.pp,
+            "one memory inventory per pipeline stage"
+        );
+        let map = devices::device_map(w, plan, opts.devices);
+        let n = map.coords.len();
+        // The estimate bounds what is built (and is at most twice it), so the task list is
+        // allocated once; large graphs otherwise spend a noticeable share of their build time
+        // growing and copying it. Capped, as callers outside the simulator's guard may be large.
+        let mut g = TaskGraph::with_capacity(
+            n as u32,
+            capacity.min(crate::config::limits::MAX_GRAPH_TASKS) as usize,
+        );
+        g.placement = map.placement();
+        Lower {
+            g,
+            w,
+            axes: w.axes(),
+            coords: map.coords,
+            ranks: map.ranks,
+            rep: map.representative,
+            active: Vec::new(),
+            inv: &stages[0],
+            memory: opts.memory,
+            messages: true,
+            next_id: 0,
+            label: Label {
+                pass: Pass::Fwd,
+                layer: None,
+                block: "step",
+                name: "start",
+                outer: None,
+                step: None,
+                micro_batch: 0,
+            },
+            frontier: vec![Vec::new(); n],
+            last_compute: vec![None; n],
+            phase_tasks: vec![[None; STREAMS]; n],
+            kernel_ids: HashMap::default(),
+            kernel_at: HashMap::default(),
+            marks: (opts.rounds != Rounds::None).then(Vec::new),
+        }
+    }
+
+    /// Makes stage `stage`'s devices the active ones, with its inventory.
+    fn begin_stage(&mut self, stage: u32, inv: &'a Inventory) {
+        self.inv = inv;
+        self.active = (0..self.coords.len() as DeviceId)
+            .filter(|&d| self.coords[d as usize].stage == stage)
+            .collect();
+    }
+
+    fn finish(mut self, opts: LowerOptions, estimate: u64) -> TaskGraph {
+        // The estimate the simulator's guard checks before building must bound what was built.
+        debug_assert!(
+            self.g.tasks.len() as u64 <= estimate,
+            "graph_size underestimates: {} tasks built",
+            self.g.tasks.len()
+        );
+        if let Some(marks) = self.marks.take() {
+            self.g.periodic = periodic::declare(self.w, &marks, opts.rounds);
+        }
+        self.g
+    }
 }

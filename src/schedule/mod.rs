@@ -21,10 +21,13 @@ mod tp_sp;
 mod ulysses;
 
 pub use graph::{
-    CollectiveOp, DeviceId, KernelId, Label, Pass, Placement, Stream, Task, TaskGraph, TaskId, Work,
+    CollectiveOp, DeviceId, KernelId, Label, Pass, Periodic, Placement, Segment, Stream, Task,
+    TaskGraph, TaskId, Work,
 };
 pub use kernels::{attention_bwd, attention_fwd, AttnShape};
-pub use lower::{graph_size, lower, Devices, GraphSize, LowerOptions, GRAPH_BYTES_PER_TASK};
+pub use lower::{
+    graph_size, lower, lower_ops, Devices, GraphSize, LowerOptions, Rounds, GRAPH_BYTES_PER_TASK,
+};
 pub use shape::{Attention, AttnPass, Gemm, KernelKind, KernelShape};
 pub use stage::{
     Axis, Block, CausalBlocks, Exchange, Kernel, Outer, PhaseBlock, Ring, RingStep, Stage, StepPlan,

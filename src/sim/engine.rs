@@ -39,7 +39,7 @@ use super::trace::{label_name, stream_name, Span, Trace, Track};
 use crate::config::Hardware;
 use crate::cost::CostModel;
 use crate::error::Error;
-use crate::schedule::{CollectiveOp, DeviceId, Stream, TaskGraph, Work};
+use crate::schedule::{CollectiveOp, DeviceId, Segment, Stream, TaskGraph, Work};
 
 /// What to record besides the totals.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -49,6 +49,9 @@ pub struct SimOptions {
     /// With `trace`: record only this device's stream spans and the link spans of the messages
     /// and collectives it takes part in (a representative device of a large run); `None`: all.
     pub trace_device: Option<DeviceId>,
+    /// Watch the graph's declared rounds ([`crate::schedule::Periodic`]) and prove where they
+    /// repeat ([`SimResult::periodic`]; `recurrence`).
+    pub periodic: bool,
 }
 
 /// Per-device totals of one simulated step.
@@ -84,6 +87,9 @@ pub struct SimResult {
     pub tasks: u64,
     /// Spans, when [`SimOptions::trace`] was set.
     pub trace: Option<Trace>,
+    /// With [`SimOptions::periodic`], per declared run of rounds, its proof of periodicity
+    /// (`None`: not proven).
+    pub periodic: Vec<Option<PeriodProof>>,
 }
 
 impl SimResult {
@@ -258,6 +264,8 @@ struct Engine<'g> {
     /// With `trace_device`: per flow slot, whether the flow starts or ends at that device (a
     /// collective's flows between other devices stay out of a one-device trace).
     flow_traced: Vec<bool>,
+    /// The recurrence monitor, with [`SimOptions::periodic`].
+    mon: Option<Box<recurrence::Monitor>>,
 }
 
 /// Send/recv rendezvous key `(from, to, tag)` packed for fast sorting.
@@ -272,6 +280,9 @@ fn invalid(message: String) -> Error {
 mod deadlock;
 mod event_loop;
 mod prepare;
+mod recurrence;
+
+pub use recurrence::PeriodProof;
 
 #[cfg(test)]
 mod tests;

@@ -25,6 +25,10 @@ pub(crate) struct Flow {
     pub(crate) owner: u32,
     /// When the flow entered the network.
     pub(crate) start: SimTime,
+    /// Its place among the flows its owner started together (a collective step's transfers).
+    pub(crate) index: u32,
+    /// In flight (a slot on the free list is not).
+    pub(crate) alive: bool,
     scheduled: bool,
 }
 
@@ -87,8 +91,16 @@ impl FlowSet {
         &self.flows[slot as usize]
     }
 
-    /// Adds a flow of `bytes` over `route` at `now`; its rate is set by the next `resolve`.
-    pub(crate) fn add(&mut self, now: SimTime, route: Route, bytes: f64, owner: u32) -> u32 {
+    /// Adds a flow of `bytes` over `route` at `now`, the `index`-th its owner starts at once;
+    /// its rate is set by the next `resolve`.
+    pub(crate) fn add(
+        &mut self,
+        now: SimTime,
+        route: Route,
+        bytes: f64,
+        owner: u32,
+        index: u32,
+    ) -> u32 {
         let flow = Flow {
             route,
             remaining: bytes,
@@ -97,6 +109,8 @@ impl FlowSet {
             gen: 0,
             owner,
             start: now,
+            index,
+            alive: true,
             scheduled: false,
         };
         let slot = match self.free.pop() {
@@ -133,6 +147,7 @@ impl FlowSet {
     pub(crate) fn remove(&mut self, slot: u32) {
         let f = &mut self.flows[slot as usize];
         f.gen = f.gen.wrapping_add(1);
+        f.alive = false;
         let route = f.route;
         if self.model == LinkModel::MaxMin {
             for &l in route.links() {
@@ -249,6 +264,29 @@ impl FlowSet {
         changed.push(slot);
     }
 
+    /// The slots of the flows in flight, in slot order.
+    pub(crate) fn alive(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.flows.len() as u32).filter(|&s| self.flows[s as usize].alive)
+    }
+
+    /// What decides a flow's future, as words relative to `now`: bytes left and rate (their
+    /// bits), time since they were last settled, whether it has a rate yet.
+    pub(crate) fn state_words(&self, slot: u32, now: SimTime) -> [u64; 4] {
+        let f = &self.flows[slot as usize];
+        [
+            f.remaining.to_bits(),
+            f.rate.to_bits(),
+            now - f.last,
+            u64::from(f.scheduled),
+        ]
+    }
+
+    /// The flows in flight over link `l` in the order the max-min solver visits them (empty
+    /// with ideal links, which keep no such lists).
+    pub(crate) fn on_link(&self, l: u32) -> &[u32] {
+        self.link_flows.get(l as usize).map_or(&[], Vec::as_slice)
+    }
+
     /// When the flow in `slot` completes at its current rate; `None` if it never does (rate 0).
     pub(crate) fn finish_time(&self, slot: u32) -> Option<SimTime> {
         let f = &self.flows[slot as usize];
@@ -273,8 +311,8 @@ mod tests {
         let net = Network::new(&hw, 4);
         for (model, want_rate) in [(LinkModel::Ideal, 230e9), (LinkModel::MaxMin, 115e9)] {
             let mut fs = FlowSet::new(&net, model);
-            let a = fs.add(0, net.route(0, 1), 230e6, 0);
-            let b = fs.add(0, net.route(0, 2), 230e6, 1);
+            let a = fs.add(0, net.route(0, 1), 230e6, 0, 0);
+            let b = fs.add(0, net.route(0, 2), 230e6, 1, 0);
             let mut changed = Vec::new();
             fs.resolve(0, &mut changed);
             assert_eq!(changed.len(), 2);
@@ -292,8 +330,8 @@ mod tests {
         let hw = crate::sim::test_hardware();
         let net = Network::new(&hw, 4);
         let mut fs = FlowSet::new(&net, LinkModel::MaxMin);
-        let a = fs.add(0, net.route(0, 1), 115e6, 0);
-        let b = fs.add(0, net.route(0, 2), 230e6, 1);
+        let a = fs.add(0, net.route(0, 1), 115e6, 0, 0);
+        let b = fs.add(0, net.route(0, 2), 230e6, 1, 0);
         let mut changed = Vec::new();
         fs.resolve(0, &mut changed);
         let t_a = fs.finish_time(a).unwrap();

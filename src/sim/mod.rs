@@ -19,7 +19,9 @@
 //!   deadlock diagnosis;
 //! - [`trace`]: spans of a run ([`Span`], [`Trace`]) and their Chrome trace JSON;
 //! - `workload`: a workload's plan lowered with its inventory and simulated
-//!   ([`simulate_plan`]).
+//!   ([`simulate_plan`]);
+//! - `shorten`: the same from a shortened copy of the step, where the engine proves the rest
+//!   repeats it ([`simulate_shortened`]; the engine's recurrence monitor).
 //!
 //! ```
 //! use metp_sim::schedule::{Label, Pass, Stream, TaskGraph, Work};
@@ -44,10 +46,12 @@ mod flows;
 pub mod maxmin;
 pub mod network;
 pub mod queue;
+mod shorten;
 pub mod trace;
 mod workload;
 
-pub use engine::{simulate, DeviceStats, SimOptions, SimResult};
+pub use engine::{simulate, DeviceStats, PeriodProof, SimOptions, SimResult};
+pub use shorten::{shortening, simulate_shortened, Shortened, SHORT_LAYERS, SHORT_ROUNDS};
 
 /// The DGX-A100 profile with the round link figures the simulator's tests derive their
 /// expected times from (230 GB/s per direction, α = 3 µs inside a node), whatever the bundled
@@ -83,6 +87,8 @@ mod tests {
             ("engine/prepare.rs", include_str!("engine/prepare.rs")),
             ("engine/event_loop.rs", include_str!("engine/event_loop.rs")),
             ("engine/deadlock.rs", include_str!("engine/deadlock.rs")),
+            ("engine/recurrence.rs", include_str!("engine/recurrence.rs")),
+            ("shorten.rs", include_str!("shorten.rs")),
             ("trace.rs", include_str!("trace.rs")),
         ];
         let forbidden = ["analytic", "cli", "search", "sweep", "report", "plot"];

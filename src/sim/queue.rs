@@ -110,6 +110,13 @@ impl<E> EventQueue<E> {
     pub fn pushed(&self) -> u64 {
         self.seq
     }
+
+    /// The pending events in the order they will come out: `(time, event)`.
+    pub fn pending(&self) -> Vec<(SimTime, &E)> {
+        let mut v: Vec<&Entry<E>> = self.heap.iter().collect();
+        v.sort_unstable_by_key(|e| (e.time, e.seq));
+        v.into_iter().map(|e| (e.time, &e.event)).collect()
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 
 use serde::Serialize;
 
+use super::shorten::Shortened;
 use super::{simulate, DeviceStats, LinkModel, SimOptions, SimResult};
 use crate::config::limits;
 use crate::config::{Coord, ValidWorkload};
@@ -66,6 +67,9 @@ pub struct WorkloadSim {
     /// The one device the trace records, when it records one ([`TraceScope::Auto`] on a large
     /// step); `None`: every device, or no trace.
     pub trace_device: Option<u32>,
+    /// When a shortened copy of the step ran and the rest was proven to repeat it
+    /// ([`super::simulate_shortened`]): what was shortened.
+    pub shortened: Option<Shortened>,
 }
 
 /// One pipeline stage of a simulated step, on its busiest simulated device.
@@ -198,15 +202,28 @@ pub fn simulate_plan(
             ..LowerOptions::step()
         },
     );
-    let mut result = simulate(
+    let result = simulate(
         &graph,
         &w.hardware,
         link,
         SimOptions {
             trace: trace.on(),
             trace_device,
+            periodic: false,
         },
     )?;
+    Ok(workload_sim(w, &graph, result, trace_device, None))
+}
+
+/// The outcome of simulating `graph`, a lowering of `w` (or of a shortened copy of it,
+/// described by `shortened`).
+pub(super) fn workload_sim(
+    w: &ValidWorkload,
+    graph: &crate::schedule::TaskGraph,
+    mut result: SimResult,
+    trace_device: Option<u32>,
+    shortened: Option<Shortened>,
+) -> WorkloadSim {
     let axes = w.axes();
     let coords: Vec<Coord> = (0..graph.devices)
         .map(|d| axes.coord_of(graph.rank_of(d)))
@@ -225,16 +242,17 @@ pub fn simulate_plan(
         stands_for,
         result,
         trace_device,
+        shortened,
     };
     if let Some(mut t) = trace {
         t.devices = out.device_names(w.outer.pp > 1, w.outer.cp > 1);
         out.result.trace = Some(t);
     }
-    Ok(out)
+    out
 }
 
 /// Checks `size` against the task limit and sets its memory aside (module docs).
-fn reserve(
+pub(super) fn reserve(
     w: &ValidWorkload,
     size: &GraphSize,
     trace: TraceScope,

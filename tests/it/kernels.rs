@@ -428,6 +428,7 @@ fn causal_ring_steps_run_the_blocks_the_gpu_really_runs() {
                 devices: metp_sim::schedule::Devices::All,
                 memory: false,
                 optimizer: false,
+                rounds: metp_sim::schedule::Rounds::None,
             },
         );
         for dev in 0..4u32 {

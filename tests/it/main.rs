@@ -16,6 +16,7 @@ mod hostile;
 mod kernels;
 mod korthikanti;
 mod layering;
+mod periodic;
 mod pipeline;
 mod plan;
 mod plot;

@@ -67,6 +67,7 @@ fn lowered_graphs_are_well_formed() {
                         devices: metp_sim::schedule::Devices::All,
                         memory: true,
                         optimizer: true,
+                        rounds: metp_sim::schedule::Rounds::None,
                     },
                 );
                 g.check()

@@ -26,8 +26,14 @@ impl Lower<'_> {
             .fold(0u128, |acc, t| acc.saturating_add(t.bytes_each))
     }
 
-    /// Lowers stage `stage` for the active devices.
-    pub(super) fn stage_step(&mut self, plan: &StepPlan, stage: u32, optimizer: bool) {
+    /// Lowers stage `stage` for the active devices: its 1F1B order, or `ops`.
+    pub(super) fn stage_step(
+        &mut self,
+        plan: &StepPlan,
+        stage: u32,
+        ops: Option<&[PipeOp]>,
+        optimizer: bool,
+    ) {
         let w = self.w;
         let pp = w.outer.pp as u32;
         let chunks = w.stage_chunks(stage);
@@ -54,7 +60,18 @@ impl Lower<'_> {
         }
         let mut grad_sync: Vec<Vec<TaskId>> = vec![Vec::new(); self.sim_devices()];
         let m = w.micro_batches as u32;
-        for op in w.pipeline_order(stage) {
+        let mut marks = self.marks.as_ref().map(|_| StageMarks::default());
+        let order = match ops {
+            Some(ops) => ops.to_vec(),
+            None => w.pipeline_order(stage),
+        };
+        for op in order {
+            if let Some(mk) = &mut marks {
+                mk.ops.push(OpMarks {
+                    start: self.next_task(),
+                    ..OpMarks::default()
+                });
+            }
             let PipeOp {
                 forward,
                 micro_batch: mb,
@@ -68,7 +85,7 @@ impl Lower<'_> {
             if forward {
                 self.label.pass = Pass::Fwd;
                 self.label.layer = None;
-                if !first {
+                if !first && self.messages {
                     self.pipe_recv(false, mb, u - 1, plan.pipeline_bytes);
                 }
                 self.label.block = "embedding";
@@ -83,6 +100,7 @@ impl Lower<'_> {
                     self.each_mem(true, head_bytes, "head-activations");
                 }
                 for layer in first_layer..first_layer + n_layers {
+                    self.mark_layer(&mut marks);
                     self.label.layer = Some(layer as u32);
                     self.label.pass = Pass::Fwd;
                     self.each_mem(true, per_layer, "layer-activations");
@@ -93,19 +111,21 @@ impl Lower<'_> {
                         self.phase(b, Pass::Fwd, Some(layer as u32));
                     }
                 }
+                self.mark_layers_end(&mut marks);
                 self.label.layer = None;
                 if last {
                     self.phase(&plan.head, Pass::Fwd, None);
-                } else {
+                } else if self.messages {
                     self.pipe_send(false, mb, u, plan.pipeline_bytes);
                 }
             } else {
                 self.label.pass = Pass::Bwd;
                 self.label.layer = None;
-                if !last {
+                if !last && self.messages {
                     self.pipe_recv(true, mb, u + 1, plan.pipeline_bytes);
                 }
                 for layer in (first_layer..first_layer + n_layers).rev() {
+                    self.mark_layer(&mut marks);
                     self.label.layer = Some(layer as u32);
                     self.label.pass = Pass::Bwd;
                     if plan.zero3_gather_bytes > 0 {
@@ -121,6 +141,7 @@ impl Lower<'_> {
                         }
                     }
                 }
+                self.mark_layers_end(&mut marks);
                 self.label.layer = None;
                 if last {
                     self.label.block = "head";
@@ -132,14 +153,21 @@ impl Lower<'_> {
                         self.kernels(self.active[i], &plan.embedding_bwd, &[]);
                     }
                     self.each_mem(false, emb_bytes, "embedding-activations");
-                } else {
+                } else if self.messages {
                     self.pipe_send(true, mb, u, plan.pipeline_bytes);
                 }
             }
         }
+        if let (Some(mut mk), Some(all)) = (marks, self.marks.as_mut()) {
+            mk.end = self.g.tasks.len() as TaskId;
+            all.push(mk);
+        }
         self.label.layer = None;
         self.label.micro_batch = 0;
-        if plan.embedding_sync_bytes > 0 && (w.has_embedding(stage) || w.has_head(stage)) {
+        if self.messages
+            && plan.embedding_sync_bytes > 0
+            && (w.has_embedding(stage) || w.has_head(stage))
+        {
             for (d, id) in self.embedding_sync(plan.embedding_sync_bytes) {
                 grad_sync[d as usize].push(id);
             }
@@ -166,6 +194,27 @@ impl Lower<'_> {
                 inv.static_bytes + inv.reserved_bytes,
                 "static+reserved",
             );
+        }
+    }
+
+    /// The id the next task added will have.
+    fn next_task(&self) -> TaskId {
+        self.g.tasks.len() as TaskId
+    }
+
+    /// Records that a layer's tasks start here (when rounds are declared).
+    fn mark_layer(&self, marks: &mut Option<StageMarks>) {
+        let next = self.next_task();
+        if let Some(op) = marks.as_mut().and_then(|m| m.ops.last_mut()) {
+            op.layers.push(next);
+        }
+    }
+
+    /// Records that the op's layers end here.
+    fn mark_layers_end(&self, marks: &mut Option<StageMarks>) {
+        let next = self.next_task();
+        if let Some(op) = marks.as_mut().and_then(|m| m.ops.last_mut()) {
+            op.layers_end = next;
         }
     }
 

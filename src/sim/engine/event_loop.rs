@@ -1,6 +1,7 @@
 //! The event loop: starts and completes tasks, moves flows, slows compute while
 //! communication is in flight, and accounts busy and exposed time.
 
+use super::recurrence::{extend, proven, DeviceTotals};
 use super::*;
 
 impl<'g> Engine<'g> {
@@ -16,6 +17,9 @@ impl<'g> Engine<'g> {
             if self.flows.needs_resolve() && self.q.peek_time().is_none_or(|t| t > self.now) {
                 self.resolve_flows();
                 continue;
+            }
+            if self.monitor_due() && self.q.peek_time().is_none_or(|t| t > self.now) {
+                self.monitor_instant();
             }
             let Some((t, ev)) = self.q.pop() else { break };
             self.now = t;
@@ -67,7 +71,7 @@ impl<'g> Engine<'g> {
     }
 
     /// Accounts the device's time since its last change, before its state changes.
-    fn touch(&mut self, d: u32) {
+    pub(super) fn touch(&mut self, d: u32) {
         let now = self.now;
         let dev = &mut self.dev[d as usize];
         let dt = now - dev.last;
@@ -86,6 +90,9 @@ impl<'g> Engine<'g> {
     }
 
     fn start(&mut self, t: u32) -> Result<(), Error> {
+        if self.mon.is_some() {
+            self.monitor_start(t);
+        }
         let ti = t as usize;
         let st = &mut self.ts[ti];
         st.state = STARTED;
@@ -138,6 +145,9 @@ impl<'g> Engine<'g> {
                 let dev = &mut self.dev[d as usize];
                 dev.live += self.ts[ti].work as u128;
                 dev.high = dev.high.max(dev.live);
+                if self.mon.is_some() {
+                    self.monitor_alloc(d);
+                }
                 self.actions.push_back(Action::Complete(t));
             }
             Kind::Free => {
@@ -392,7 +402,7 @@ impl<'g> Engine<'g> {
                 let mirror = self.g.device_of(x.dst).map_or(x.dst, |d| self.g.rank_of(d));
                 self.net.route_mirrored(x.src, x.dst, mirror)
             };
-            let slot = self.flows.add(self.now, route, x.bytes, op) as usize;
+            let slot = self.flows.add(self.now, route, x.bytes, op, n) as usize;
             if let Some(d) = self.trace_device {
                 if self.flow_traced.len() <= slot {
                     self.flow_traced.resize(slot + 1, false);
@@ -482,23 +492,40 @@ impl<'g> Engine<'g> {
         for d in 0..self.dev.len() as u32 {
             self.touch(d);
         }
-        let makespan = self.dev.iter().map(|d| d.finish).max().unwrap_or(0);
+        let periodic = self.monitor_finish();
+        let mut totals: Vec<DeviceTotals> = self
+            .dev
+            .iter()
+            .map(|d| DeviceTotals {
+                compute: d.compute_busy,
+                comm: d.comm_busy,
+                exposed: d.exposed,
+                finish: d.finish,
+                high: d.high,
+            })
+            .collect();
+        let (mut events, mut tasks) = (self.events, self.done as u64);
+        let inserts: Vec<u64> = self.g.periodic.iter().map(|p| p.insert).collect();
+        if inserts.iter().any(|&n| n > 0) && proven(&periodic, &inserts) {
+            (events, tasks) = extend(&mut totals, &periodic, &inserts, events, tasks);
+        }
+        let makespan = totals.iter().map(|d| d.finish).max().unwrap_or(0);
         SimResult {
             step_time_s: ps_to_secs(makespan),
             makespan_ps: makespan,
-            devices: self
-                .dev
+            devices: totals
                 .iter()
                 .map(|d| DeviceStats {
-                    compute_busy_s: ps_to_secs(d.compute_busy),
-                    comm_busy_s: ps_to_secs(d.comm_busy),
+                    compute_busy_s: ps_to_secs(d.compute),
+                    comm_busy_s: ps_to_secs(d.comm),
                     exposed_comm_s: ps_to_secs(d.exposed),
                     memory_high_water_bytes: d.high,
                     finish_s: ps_to_secs(d.finish),
                 })
                 .collect(),
-            events: self.events,
-            tasks: self.done as u64,
+            events,
+            tasks,
+            periodic,
             trace: self.spans.take().map(|spans| Trace {
                 spans,
                 links: self.net.links().iter().map(|l| l.name()).collect(),

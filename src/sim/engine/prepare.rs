@@ -263,7 +263,7 @@ impl<'g> Engine<'g> {
         }
 
         let slow_rate = 1.0 - cost.overlap_slowdown();
-        Ok(Engine {
+        let mut e = Engine {
             g,
             net,
             flows,
@@ -293,7 +293,12 @@ impl<'g> Engine<'g> {
             spans: opts.trace.then(Vec::new),
             trace_device: opts.trace_device,
             flow_traced: Vec::new(),
-        })
+            mon: None,
+        };
+        if opts.periodic {
+            e.mon = e.monitor_new();
+        }
+        Ok(e)
     }
 
     fn check_collective(g: &TaskGraph, id: u64, members: &[u32]) -> Result<(), Error> {

@@ -147,6 +147,7 @@ fn a_one_device_trace_keeps_that_devices_spans() {
         SimOptions {
             trace: true,
             trace_device: None,
+            periodic: false,
         },
     )
     .unwrap();
@@ -157,6 +158,7 @@ fn a_one_device_trace_keeps_that_devices_spans() {
         SimOptions {
             trace: true,
             trace_device: Some(1),
+            periodic: false,
         },
     )
     .unwrap();
