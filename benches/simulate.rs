@@ -43,6 +43,7 @@ fn bench(c: &mut Criterion) {
         seqs: (0..8).map(|i| 4096u64 << i).collect(),
         outer: vec![Default::default()],
         micro_batch: 1,
+        micro_batches: None,
         options: Options::default(),
         timing: Timing::Simulated(LinkModel::MaxMin),
     };

@@ -53,6 +53,16 @@ impl PartTimes {
     }
 
     /// `s` of communication the compute stream waits for (nothing to overlap it with).
+    /// `k` of these in a row.
+    fn times(self, k: f64) -> PartTimes {
+        PartTimes {
+            wall: self.wall * k,
+            compute: self.compute * k,
+            busy: self.busy * k,
+            comm: self.comm * k,
+        }
+    }
+
     fn waiting_on_comm(s: f64) -> PartTimes {
         PartTimes {
             wall: s,
@@ -402,6 +412,10 @@ impl Clock {
     }
 }
 
+/// Micro-batches the closed form of an unpipelined step sums one by one; past them, the ones
+/// before the last are priced once and counted.
+const MICRO_BATCHES_SUMMED: u32 = 64;
+
 /// Prices a plan in closed form.
 pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
     let pr = Pricer::new(w);
@@ -453,8 +467,29 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
         );
     }
     let layers = plan.layers as f64;
-    for mb in 0..plan.micro_batches {
+    // Every micro-batch before the last is the same work: past a few, one is priced and counted
+    // (the loop's sum, to rounding), so a step of 65,536 micro-batches costs what 2 do.
+    let m = plan.micro_batches;
+    let (repeat, first) = if m > MICRO_BATCHES_SUMMED {
+        let mut one = PartTimes::computing(emb_f);
+        for _ in 0..plan.layers {
+            one += PartTimes::waiting_on_comm(gather);
+            one += fwd_layer;
+        }
+        one += head;
+        for _ in 0..plan.layers {
+            one += PartTimes::waiting_on_comm(gather);
+            one += bwd_layer;
+        }
+        one += PartTimes::computing(emb_b);
+        step += one.times(f64::from(m - 1));
+        (true, m - 1)
+    } else {
+        (false, 0)
+    };
+    for mb in first..m {
         let last = mb + 1 == plan.micro_batches;
+        debug_assert!(!repeat || last);
         step += PartTimes::computing(emb_f);
         for _ in 0..plan.layers {
             step += PartTimes::waiting_on_comm(gather);

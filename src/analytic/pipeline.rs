@@ -21,10 +21,11 @@
 use std::collections::HashMap;
 
 use super::{PartTimes, Pricer};
-use crate::config::{Coord, ValidWorkload};
+use crate::config::{pipeline_op, Coord, ValidWorkload};
 use crate::schedule::{CollectiveOp, StepPlan, StepTimes};
 
 /// The prices the unpipelined step is made of.
+#[derive(Clone, Copy)]
 pub(super) struct Parts {
     pub emb_f: f64,
     pub emb_b: f64,
@@ -53,8 +54,37 @@ struct StageClock {
     slowed: f64,
 }
 
+/// Ops past which a walk is not taken to the end: the steady rounds repeat, so the step is
+/// priced from two walks of fewer micro-batches and extrapolated along them (the same numbers
+/// to rounding; a step of 65,536 micro-batches over 64 stages would be 8 M ops per
+/// configuration, and a plan prices thousands).
+const MAX_WALK_OPS: u64 = 1 << 20;
+
 /// Prices a pipelined plan (pp > 1).
 pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts) -> StepTimes {
+    let (pp, v, m) = (w.outer.pp, w.outer.interleave, w.micro_batches);
+    let ops = 2 * pp * v * m;
+    // Micro-batches per steady round (Megatron's interleaving goes in groups of pp).
+    let period = if v > 1 { pp } else { 1 };
+    // Enough micro-batches for every stage's warm-up and cool-down and a few steady rounds.
+    let m1 = (8 * pp * v).div_ceil(period) * period;
+    if ops <= MAX_WALK_OPS || m <= m1 + period {
+        return walk(w, plan, pr, parts, m as u32);
+    }
+    let a = walk(w, plan, pr, parts, m1 as u32);
+    let b = walk(w, plan, pr, parts, (m1 + period) as u32);
+    let k = (m - m1) as f64 / period as f64;
+    let f = |x: f64, y: f64| (x + k * (y - x)).max(0.0);
+    StepTimes {
+        step_time_s: f(a.step_time_s, b.step_time_s),
+        compute_s: f(a.compute_s, b.compute_s),
+        communication_s: f(a.communication_s, b.communication_s),
+        exposed_communication_s: f(a.exposed_communication_s, b.exposed_communication_s),
+    }
+}
+
+/// The walk of every stage's 1F1B order with `m` micro-batches per replica.
+fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts, m: u32) -> StepTimes {
     let pp = w.outer.pp as u32;
     let v = w.outer.interleave;
     let last_u = pp as u64 * v - 1;
@@ -70,9 +100,10 @@ pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Part
     // α + bytes/B of a message from stage a to stage b.
     let msg =
         |a: u32, b: u32| cost.message_s(stage_rank(a), stage_rank(b), plan.pipeline_bytes as f64);
-    let orders: Vec<_> = (0..pp).map(|s| w.pipeline_order(s)).collect();
+    let v32 = v as u32;
+    let len = 2 * m * v32;
+    let op_at = |s: u32, k: u32| pipeline_op(pp, v32, m, s, k);
     let chunks: Vec<_> = (0..pp).map(|s| w.stage_chunks(s)).collect();
-    let m = w.micro_batches as u32;
     let Parts {
         emb_f,
         emb_b,
@@ -97,13 +128,14 @@ pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Part
         let mut progress = false;
         for s in 0..pp {
             let su = s as usize;
-            while idx[su] < orders[su].len() {
-                let op = orders[su][idx[su]];
+            while (idx[su] as u32) < len {
+                let op = op_at(s, idx[su] as u32);
                 let u = op.chunk as u64 * pp as u64 + s as u64;
                 let needs = if op.forward { u > 0 } else { u < last_u };
                 let arrival = if needs {
-                    match arrivals.get(&(!op.forward, op.micro_batch, u)) {
-                        Some(&a) => Some(a),
+                    // Each message is consumed once: the map holds the ones in flight only.
+                    match arrivals.remove(&(!op.forward, op.micro_batch, u)) {
+                        Some(a) => Some(a),
                         None => break,
                     }
                 } else {

@@ -237,6 +237,43 @@ impl CommonArgs {
     }
 }
 
+/// `--global-batch` for the commands that look at one step's memory or many steps (`memory`,
+/// `maxseq`, `sweep`): a pipeline's stages hold activations for the micro-batches in flight,
+/// and Megatron's interleaving needs the micro-batches to be a multiple of the stages.
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// Global batch in sequences: micro-batches per replica = G / (dp × micro-batch)
+    /// (default: one micro-batch per replica).
+    #[arg(long)]
+    pub global_batch: Option<String>,
+}
+
+/// Sets `w`'s micro-batches per replica from a global batch of `g` sequences (`--global-batch`):
+/// G / (dp × micro-batch), which must be whole.
+pub fn apply_global_batch(w: &mut Workload, g: Option<&str>) -> Result<()> {
+    let Some(g) = g else {
+        return Ok(());
+    };
+    let g = parse_count("--global-batch", g)?;
+    let Some(per) = w.dp.checked_mul(w.micro_batch) else {
+        return Err(Error::arg(
+            "--global-batch",
+            format!(
+                "dp × micro-batch = {} × {} is too large",
+                w.dp, w.micro_batch
+            ),
+        ));
+    };
+    if g % per != 0 {
+        return Err(Error::arg(
+            "--global-batch",
+            format!("{g} is not a multiple of dp × micro-batch = {per}"),
+        ));
+    }
+    w.micro_batches = g / per;
+    Ok(())
+}
+
 /// Loads a hardware profile by name or path and applies the `--scale` values.
 pub fn load_scaled(name: &str, scale: &[String]) -> Result<Hardware> {
     let scales = parse_scales(scale)?;

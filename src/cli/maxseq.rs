@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::args::CommonArgs;
+use super::args::{apply_global_batch, BatchArgs, CommonArgs};
 use crate::config::{parse_list, MethodId};
 use crate::error::Result;
 use crate::report::{self, Format};
@@ -17,13 +17,16 @@ pub struct MaxseqArgs {
     #[arg(long, default_value = "1,2,4,8")]
     p: String,
     #[command(flatten)]
+    batch: BatchArgs,
+    #[command(flatten)]
     common: CommonArgs,
 }
 
 pub fn run(a: MaxseqArgs) -> Result<String> {
     let methods = MethodId::parse_list("--methods", &a.methods)?;
     let degrees = parse_list("--p", &a.p)?;
-    let template = a.common.workload(methods[0], degrees[0], 1)?;
+    let mut template = a.common.workload(methods[0], degrees[0], 1)?;
+    apply_global_batch(&mut template, a.batch.global_batch.as_deref())?;
     let rows = search::max_seq_grid(&template, &methods, &degrees);
     Ok(match a.common.format.into() {
         Format::Table => report::maxseq_table(&template, &rows),

@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::args::{single_degree, CommonArgs};
+use super::args::{apply_global_batch, single_degree, BatchArgs, CommonArgs};
 use crate::config::{parse_count, MethodId};
 use crate::error::Result;
 use crate::report::{self, Format};
@@ -19,6 +19,8 @@ pub struct MemoryArgs {
     #[arg(long, default_value = "32k")]
     seq: String,
     #[command(flatten)]
+    batch: BatchArgs,
+    #[command(flatten)]
     common: CommonArgs,
 }
 
@@ -26,7 +28,9 @@ pub fn run(a: MemoryArgs) -> Result<String> {
     let method = MethodId::parse("--method", &a.method)?;
     let p = single_degree(&a.p)?;
     let seq = parse_count("--seq", &a.seq)?;
-    let w = a.common.workload(method, p, seq)?.validate()?;
+    let mut w = a.common.workload(method, p, seq)?;
+    apply_global_batch(&mut w, a.batch.global_batch.as_deref())?;
+    let w = w.validate()?;
     let inv = crate::memory::inventory(&w);
     Ok(match a.common.format.into() {
         Format::Table => report::memory_table(&w, &inv),

@@ -8,9 +8,11 @@ use clap::Args;
 use super::args::{CausalOrderArg, FormatArg, OnOff};
 use super::progress::Progress;
 use super::simulate::LinkModelArg;
-use crate::config::{load_model, parse_count, MethodId, Options};
+use crate::config::{
+    load_model, parse_amount, parse_count, parse_list, MethodId, Options, Recompute,
+};
 use crate::error::{Error, Result};
-use crate::plan::{self, PlanPart, PlanProgress, PlanSpec, SimDepth};
+use crate::plan::{self, Constraints, PlanPart, PlanProgress, PlanSpec, SimDepth};
 use crate::report;
 use crate::shard::{self, Shard, ShardFile};
 
@@ -29,13 +31,45 @@ pub struct PlanArgs {
     /// Sequence length (4k = 4096).
     #[arg(long)]
     seq: String,
-    /// Global batch in sequences (default: one sequence per data-parallel replica and pipeline
-    /// stage, dp · pp, the fewest that fill a 1F1B pipeline).
+    /// Global batch in sequences, the same for every configuration (default: about 4M tokens
+    /// per step, the power of two nearest 2^22 / seq).
     #[arg(long)]
     global_batch: Option<String>,
     /// Methods: a comma-separated list or `all`.
     #[arg(long, alias = "method", default_value = "all")]
     methods: String,
+    /// Only these degrees p (a value or a list: 8 or 4,8).
+    #[arg(long)]
+    p: Option<String>,
+    /// Only these context-parallel degrees (tp-sp; a value or a list).
+    #[arg(long)]
+    cp: Option<String>,
+    /// Only these numbers of pipeline stages (a value or a list).
+    #[arg(long)]
+    pp: Option<String>,
+    /// Only these virtual stages per pipeline stage (a value or a list; by default every count
+    /// that divides a stage's layers).
+    #[arg(long)]
+    pp_interleave: Option<String>,
+    /// Only these data-parallel degrees (a value or a list).
+    #[arg(long)]
+    dp: Option<String>,
+    /// Only these micro-batch sizes (a value or a list; by default 1, 2, 4).
+    #[arg(long)]
+    micro_batch: Option<String>,
+    /// Only these recomputation policies (none, selective, full; a value or a list).
+    #[arg(long)]
+    recompute: Option<String>,
+    /// Only these ZeRO stages (0-3; a value or a list).
+    #[arg(long)]
+    zero: Option<String>,
+    /// Tokens to train (15T = 15·10^12, 2.5M, 1.5e13): adds each configuration's days and
+    /// GPU-hours for the whole run.
+    #[arg(long)]
+    tokens: Option<String>,
+    /// Price of one GPU-hour (with --tokens): adds the cost of the whole run.
+    #[arg(long, requires = "tokens")]
+    gpu_hour_price: Option<f64>,
     /// How many configurations to list.
     #[arg(long, default_value = "10")]
     top: String,
@@ -60,8 +94,9 @@ pub struct PlanArgs {
     /// Only method × p × dp (no pipeline stages, interleaving or context parallelism).
     #[arg(long)]
     no_outer_axes: bool,
-    /// Simulate every layer instead of extrapolating from 2 and 4 layers (slower; the two
-    /// agree to ~1e-5).
+    /// Simulate every configuration exactly (a shortened copy where the simulator proves the
+    /// rest repeats it, else every layer and micro-batch) instead of composing large steps from
+    /// their distinct op programs (slower; the two agree within ~1%).
     #[arg(long)]
     full_sim: bool,
     /// Rejections to list in JSON (the counts are always complete).
@@ -158,9 +193,50 @@ fn spec(a: &PlanArgs) -> Result<PlanSpec> {
         .as_deref()
         .map(|n| parse_count("--sim-candidates", n).map(|n| n as usize))
         .transpose()?;
+    let list =
+        |flag: &str, v: &Option<String>| v.as_deref().map(|t| parse_list(flag, t)).transpose();
+    let constraints = Constraints {
+        p: list("--p", &a.p)?,
+        cp: list("--cp", &a.cp)?,
+        pp: list("--pp", &a.pp)?,
+        interleave: list("--pp-interleave", &a.pp_interleave)?,
+        dp: list("--dp", &a.dp)?,
+        micro_batch: list("--micro-batch", &a.micro_batch)?,
+        recompute: a
+            .recompute
+            .as_deref()
+            .map(|t| parse_recompute_list("--recompute", t))
+            .transpose()?,
+        zero: a
+            .zero
+            .as_deref()
+            .map(|t| {
+                t.split(',')
+                    .map(|z| match z.trim() {
+                        "0" => Ok(0u8),
+                        "1" => Ok(1),
+                        "2" => Ok(2),
+                        "3" => Ok(3),
+                        other => Err(Error::arg(
+                            "--zero",
+                            format!("'{other}': ZeRO stages are 0, 1, 2 and 3"),
+                        )),
+                    })
+                    .collect::<Result<Vec<u8>>>()
+            })
+            .transpose()?,
+    };
+    let tokens = a
+        .tokens
+        .as_deref()
+        .map(|t| parse_amount("--tokens", t))
+        .transpose()?;
     let model = load_model(&a.model)?;
     let hardware = super::args::load_scaled(&a.hw, &a.scale)?;
     let mut s = PlanSpec::new(model, hardware, gpus, seq);
+    s.constraints = constraints;
+    s.tokens = tokens;
+    s.gpu_hour_price = a.gpu_hour_price;
     s.global_batch = global_batch;
     s.methods = methods;
     s.top = top;
@@ -175,7 +251,7 @@ fn spec(a: &PlanArgs) -> Result<PlanSpec> {
     };
     s.link_model = a.link_model.into();
     s.sim_depth = if a.full_sim {
-        SimDepth::Full
+        SimDepth::Periodic
     } else {
         SimDepth::Extrapolate
     };
@@ -252,4 +328,26 @@ fn with_progress<T>(what: &str, f: impl FnOnce(&(dyn Fn(PlanProgress) + Sync)) -
         }
     }
     out
+}
+
+/// `none,selective,full` into policies, each once, in that order.
+fn parse_recompute_list(flag: &str, text: &str) -> Result<Vec<Recompute>> {
+    let mut out = Vec::new();
+    for item in text.split(',') {
+        let r = match item.trim() {
+            "none" => Recompute::None,
+            "selective" => Recompute::Selective,
+            "full" => Recompute::Full,
+            other => {
+                return Err(Error::arg(
+                    flag,
+                    format!("'{other}': the policies are none, selective and full"),
+                ))
+            }
+        };
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    Ok(out)
 }

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
 
-use super::args::{distinct, names, CommonArgs};
+use super::args::{distinct, names, BatchArgs, CommonArgs};
 use super::progress::Progress;
 use super::simulate::LinkModelArg;
 use crate::atomic::OutputFolder;
@@ -54,6 +54,8 @@ pub struct SweepArgs {
     /// <out>/sweep.shard-K-of-N.json; `metp-sim merge <out>` writes what one run would have.
     #[arg(long, value_name = "K/N")]
     shard: Option<String>,
+    #[command(flatten)]
+    batch: BatchArgs,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -135,6 +137,20 @@ pub fn run(a: SweepArgs) -> Result<String> {
     distinct("--hw", hardware.iter().map(|h| h.name.as_str()))?;
     // Options and micro-batch only (the profiles and models are the lists above).
     let micro_batch = parse_count("--micro-batch", &a.common.micro_batch)?;
+    // A sweep runs one replica (dp = 1): the global batch is its micro-batches × b.
+    let micro_batches = match a.batch.global_batch.as_deref() {
+        None => None,
+        Some(g) => {
+            let g = parse_count("--global-batch", g)?;
+            if g % micro_batch != 0 {
+                return Err(Error::arg(
+                    "--global-batch",
+                    format!("{g} is not a multiple of the micro-batch {micro_batch} (dp = 1)"),
+                ));
+            }
+            Some(g / micro_batch)
+        }
+    };
     let options = a.common.options();
     // Context-parallel ranks outermost, then pipeline stages (the planner's order).
     let outer = cps
@@ -149,6 +165,7 @@ pub fn run(a: SweepArgs) -> Result<String> {
         outer,
         seqs,
         micro_batch,
+        micro_batches,
         options,
         timing: match a.engine {
             EngineArg::Sim => Timing::Simulated(a.link_model.into()),

@@ -167,6 +167,38 @@ pub fn pipeline_order(pp: u32, v: u32, m: u32, stage: u32) -> Vec<PipeOp> {
     out
 }
 
+/// The `k`-th op of [`pipeline_order`] (`k < 2 · m · v`), without building the order: a walk
+/// of a long step keeps no list of its ops.
+pub fn pipeline_op(pp: u32, v: u32, m: u32, stage: u32, k: u32) -> PipeOp {
+    let (pp, v) = (pp.max(1), v.max(1));
+    let total = m * v;
+    let group = pp * v;
+    let fwd = |k: u32| PipeOp {
+        forward: true,
+        micro_batch: (k / group) * pp + k % pp,
+        chunk: (k % group) / pp,
+    };
+    let bwd = |k: u32| PipeOp {
+        forward: false,
+        micro_batch: (k / group) * pp + k % pp,
+        chunk: v - 1 - (k % group) / pp,
+    };
+    let warmup = warmup_forwards(pp, v, m, stage);
+    let steady_end = warmup + 2 * (total - warmup);
+    if k < warmup {
+        fwd(k)
+    } else if k < steady_end {
+        let j = (k - warmup) / 2;
+        if (k - warmup).is_multiple_of(2) {
+            fwd(j + warmup)
+        } else {
+            bwd(j)
+        }
+    } else {
+        bwd(total - warmup + (k - steady_end))
+    }
+}
+
 /// The forwards stage `stage` runs before its first backward (Megatron's warm-up; every
 /// forward when interleaving with as many micro-batches as stages).
 fn warmup_forwards(pp: u32, v: u32, m: u32, stage: u32) -> u32 {
@@ -227,6 +259,29 @@ pub fn steady_rounds(pp: u32, v: u32, m: u32, stage: u32) -> SteadyRounds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pipeline_op_is_the_order_op_by_op() {
+        for (pp, v, m) in [
+            (1, 1, 3),
+            (4, 1, 2),
+            (4, 1, 9),
+            (4, 2, 4),
+            (4, 2, 12),
+            (3, 3, 6),
+        ] {
+            for stage in 0..pp {
+                let order = pipeline_order(pp, v, m, stage);
+                for (k, op) in order.iter().enumerate() {
+                    assert_eq!(
+                        pipeline_op(pp, v, m, stage, k as u32),
+                        *op,
+                        "{pp} {v} {m} {k}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn ranks_and_coordinates_round_trip_in_megatron_order() {

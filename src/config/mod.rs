@@ -33,13 +33,13 @@ pub use kernel_model::{
     AttentionModel, AttentionTiles, GemmModel, HostModel, KernelModel, MemoryModel,
 };
 pub use layout::{
-    pipeline_order, steady_rounds, virtual_stage_layers, Axes, Coord, OuterAxes, PipeOp,
-    SteadyRounds,
+    pipeline_op, pipeline_order, steady_rounds, virtual_stage_layers, Axes, Coord, OuterAxes,
+    PipeOp, SteadyRounds,
 };
 pub use method::MethodId;
 pub use model::{Activation, Model, Norm};
 pub use scale::{apply_scales, parse_scales, Scale, ALIASES as SCALE_ALIASES};
-pub use seq::{parse_count, parse_list, parse_seq_spec};
+pub use seq::{parse_amount, parse_count, parse_list, parse_seq_spec};
 pub use topology::{
     choose_algorithm, tree_runs, Algorithm, CollectiveKind, CollectiveRule, Scope, Spine, Wiring,
 };

@@ -27,6 +27,33 @@ pub fn parse_count(flag: &str, text: &str) -> Result<u64> {
     Ok(v)
 }
 
+/// Parses an amount in decimal units — `15T` = 15·10^12, `2.5M`, `400B` (K, M, B or G, T, P:
+/// 10^3 to 10^15), or a plain number such as `1.5e13` — positive and finite, as tokens to
+/// train are written.
+pub fn parse_amount(flag: &str, text: &str) -> Result<f64> {
+    let t = text.trim();
+    let (digits, mult) = match t.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&t[..t.len() - 1], 1e3),
+        Some('M') => (&t[..t.len() - 1], 1e6),
+        Some('B') | Some('G') => (&t[..t.len() - 1], 1e9),
+        Some('T') => (&t[..t.len() - 1], 1e12),
+        Some('P') => (&t[..t.len() - 1], 1e15),
+        _ => (t, 1.0),
+    };
+    let bad = || {
+        Error::arg(
+            flag,
+            format!("'{text}' is not a positive amount (e.g. 15T, 2.5M, 1.5e13)"),
+        )
+    };
+    let x: f64 = digits.trim().parse().map_err(|_| bad())?;
+    let v = x * mult;
+    if !(v.is_finite() && v > 0.0) {
+        return Err(bad());
+    }
+    Ok(v)
+}
+
 /// Parses a comma-separated list of counts (`1,2,4,8`).
 pub fn parse_list(flag: &str, text: &str) -> Result<Vec<u64>> {
     let items = text.split(',').count() as u64;

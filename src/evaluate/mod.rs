@@ -52,9 +52,7 @@ mod extrapolate;
 mod metrics;
 
 pub use crate::schedule::Devices;
-pub use extrapolate::{
-    extrapolated_times, simulates_whole, workload_simulates_whole, SimDepth, EXTRAPOLATION_LAYERS,
-};
+pub use extrapolate::{fast_path, whole_is_cheap, FastPath, SimDepth, FAST_EXACT_TASKS};
 pub use metrics::{model_flops, Metrics};
 
 use crate::analytic;
@@ -107,15 +105,15 @@ impl SimulateOptions {
 pub struct Simulation {
     /// Link model.
     pub link: LinkModel,
-    /// How much of the model ran: [`SimDepth::Full`] (every layer and micro-batch),
+    /// How the step was simulated: [`SimDepth::Full`] (every layer and micro-batch),
     /// [`SimDepth::Periodic`] (a shortened copy, the rest proven to repeat it; `run` says what
-    /// was left out) or [`SimDepth::Extrapolate`] when the times were extrapolated from
-    /// shortened copies.
+    /// was left out) or [`SimDepth::Extrapolate`] (composed from its distinct op programs;
+    /// `run.composed` says how many).
     pub depth: SimDepth,
     /// The step's times on the critical device.
     pub times: StepTimes,
-    /// The whole step as simulated — per-device statistics, memory high-water marks, the trace
-    /// — when the whole model ran.
+    /// The step as simulated — per-device statistics, memory high-water marks, the trace when
+    /// the whole step ran.
     pub run: Option<WorkloadSim>,
 }
 
@@ -196,26 +194,42 @@ impl Evaluation {
                 run: Some(run),
             })
         };
-        let simulation = match opts.depth {
-            // A trace records every task: only a whole simulation has them.
-            SimDepth::Periodic if !opts.trace.on() => {
-                match sim::simulate_shortened(w, &self.plan, &self.stages, opts.link, opts.devices)?
-                {
-                    Some(run) => Simulation {
+        let shortened = || -> Result<Option<Simulation>> {
+            Ok(
+                sim::simulate_shortened(w, &self.plan, &self.stages, opts.link, opts.devices)?.map(
+                    |run| Simulation {
                         link: opts.link,
                         depth: SimDepth::Periodic,
                         times: run.times(),
                         run: Some(run),
                     },
-                    None => whole(w)?,
-                }
-            }
-            _ if workload_simulates_whole(w, opts.depth) => whole(w)?,
-            _ => Simulation {
+                ),
+            )
+        };
+        let composed = || -> Result<Simulation> {
+            let run = sim::simulate_composed(w, &self.plan, &self.stages, opts.link, opts.devices)?;
+            Ok(Simulation {
                 link: opts.link,
                 depth: SimDepth::Extrapolate,
-                times: extrapolated_times(w, opts.link, opts.depth)?,
-                run: None,
+                times: run.times(),
+                run: Some(run),
+            })
+        };
+        let simulation = match opts.depth {
+            // A trace records every task: only a whole simulation has them.
+            SimDepth::Full => whole(w)?,
+            _ if opts.trace.on() => whole(w)?,
+            SimDepth::Periodic => match shortened()? {
+                Some(s) => s,
+                None => whole(w)?,
+            },
+            SimDepth::Extrapolate => match fast_path(w, &self.plan, opts.devices) {
+                FastPath::Exact => match shortened()? {
+                    Some(s) => s,
+                    None if whole_is_cheap(w, &self.plan, opts.devices) => whole(w)?,
+                    None => composed()?,
+                },
+                FastPath::Composed => composed()?,
             },
         };
         let metrics = Metrics::new(w, &simulation.times, &self.inventory);

@@ -3,8 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::spec::Constraints;
 use super::{
-    PlanSpec, RejectCategory, Rejection, INTERLEAVES, MAX_CP, MAX_PP, MICRO_BATCHES, RECOMPUTE,
+    PlanSpec, RejectCategory, Rejection, MAX_CP, MAX_INTERLEAVE, MAX_PP, MICRO_BATCHES, RECOMPUTE,
     ZERO,
 };
 use crate::config::{Hardware, MethodId, Options, OuterAxes, Recompute, Workload, ZeroStage};
@@ -133,14 +134,19 @@ pub fn outer_label(o: OuterAxes) -> String {
 }
 
 /// The outer axes to try for `method` at degree p on N GPUs: context parallelism (tp-sp only)
-/// over divisors of N/p, pipeline stages over divisors of N/(p·cp) that divide the layers (and
-/// at most [`MAX_PP`]), and interleaving v ∈ [`INTERLEAVES`] where pp > 1 and pp·v divides the
-/// layers — Megatron's rule without uneven splits, so every virtual stage holds the same
-/// layers.
+/// over divisors of N/p up to [`MAX_CP`], pipeline stages over divisors of N/(p·cp) up to
+/// [`MAX_PP`] and the layers (split as evenly as possible, Megatron's uneven split: the middle
+/// stages take the remainder, as LLaMA 3 405B's 126 layers over 16 stages), and every
+/// interleave v ≥ 2 that divides the layers of the fullest stage (with pp·v virtual stages no
+/// more than the layers, up to [`MAX_INTERLEAVE`]) — each restricted to the values the user
+/// fixed ([`Constraints`]).
 fn outer_axes(method: MethodId, p: u64, n: u64, layers: u64, spec: &PlanSpec) -> Vec<OuterAxes> {
+    let c = &spec.constraints;
     let divisors = |x: u64| (1..=x).filter(move |d| x.is_multiple_of(*d));
     let cps: Vec<u64> = if method == MethodId::TpSp && spec.outer_axes {
-        divisors(n / p).filter(|&c| c <= MAX_CP).collect()
+        divisors(n / p)
+            .filter(|&x| (x <= MAX_CP || c.cp.is_some()) && Constraints::allows(&c.cp, &x))
+            .collect()
     } else {
         vec![1]
     };
@@ -148,14 +154,24 @@ fn outer_axes(method: MethodId, p: u64, n: u64, layers: u64, spec: &PlanSpec) ->
     for cp in cps {
         let pps: Vec<u64> = if spec.outer_axes {
             divisors(n / (p * cp))
-                .filter(|&s| s <= MAX_PP && layers.is_multiple_of(s))
+                .filter(|&s| {
+                    (s <= MAX_PP || c.pp.is_some()) && s <= layers && Constraints::allows(&c.pp, &s)
+                })
                 .collect()
         } else {
             vec![1]
         };
         for pp in pps {
-            for v in INTERLEAVES {
-                if v > 1 && (pp < 2 || !layers.is_multiple_of(pp * v)) {
+            let fullest = layers.div_ceil(pp);
+            for v in 1..=fullest.min(
+                MAX_INTERLEAVE.max(
+                    c.interleave
+                        .as_ref()
+                        .map_or(0, |l| l.iter().copied().max().unwrap_or(0)),
+                ),
+            ) {
+                let usable = v == 1 || (pp >= 2 && fullest.is_multiple_of(v) && pp * v <= layers);
+                if !usable || !Constraints::allows(&c.interleave, &v) {
                     continue;
                 }
                 out.push(OuterAxes {
@@ -191,8 +207,22 @@ pub fn enumerate(spec: &PlanSpec) -> Result<(Vec<Candidate>, Vec<Rejection>, usi
     } else {
         &[true]
     };
+    let c = &spec.constraints;
+    let g = spec.global_batch_or_default();
+    let recomputes: Vec<Recompute> = RECOMPUTE
+        .into_iter()
+        .filter(|r| Constraints::allows(&c.recompute, r))
+        .collect();
+    let zeros: Vec<ZeroStage> = ZERO
+        .into_iter()
+        .filter(|&z| Constraints::allows(&c.zero, &zero_number(z)))
+        .collect();
+    let micro_batches: Vec<u64> = c
+        .micro_batch
+        .clone()
+        .unwrap_or_else(|| MICRO_BATCHES.to_vec());
     for &method in &spec.methods {
-        for p in (1..=n).filter(|p| n.is_multiple_of(*p)) {
+        for p in (1..=n).filter(|p| n.is_multiple_of(*p) && Constraints::allows(&c.p, p)) {
             if let Err(reason) = method.check_degree(&spec.model, p, &spec.options) {
                 rejected.push(Rejection::pair(
                     method,
@@ -206,12 +236,14 @@ pub fn enumerate(spec: &PlanSpec) -> Result<(Vec<Candidate>, Vec<Rejection>, usi
             }
             for outer in outer_axes(method, p, n, spec.model.layers, spec) {
                 let dp = n / (p * outer.cp * outer.pp);
-                // Sequences per replica: the global batch's share, or by default one per
-                // pipeline stage (the fewest micro-batches that fill a 1F1B pipeline).
-                let share = match spec.global_batch {
-                    None => outer.pp,
-                    Some(g) if g.is_multiple_of(dp) => g / dp,
-                    Some(g) => {
+                if !Constraints::allows(&c.dp, &dp) {
+                    continue;
+                }
+                // Sequences per replica: the global batch's share (the same global batch for
+                // every configuration).
+                let share = match g {
+                    g if g.is_multiple_of(dp) => g / dp,
+                    g => {
                         rejected.push(Rejection::pair(
                             method,
                             p,
@@ -265,18 +297,15 @@ pub fn enumerate(spec: &PlanSpec) -> Result<(Vec<Candidate>, Vec<Rejection>, usi
                     } else {
                         dp * outer.cp * p
                     };
-                    for recompute in RECOMPUTE {
-                        for b in MICRO_BATCHES
-                            .into_iter()
-                            .filter(|b| share.is_multiple_of(*b))
-                        {
+                    for &recompute in &recomputes {
+                        for &b in micro_batches.iter().filter(|b| share.is_multiple_of(**b)) {
                             let micro_batches = share / b;
                             // Interleaving needs the micro-batches to be a multiple of pp.
                             if outer.interleave > 1 && !micro_batches.is_multiple_of(outer.pp) {
                                 continue;
                             }
-                            for z in ZERO {
-                                if z != ZeroStage::Zero0 && zero_group == 1 {
+                            for &z in &zeros {
+                                if z != ZeroStage::Zero0 && zero_group == 1 && c.zero.is_none() {
                                     skipped += 1;
                                     continue;
                                 }

@@ -1,61 +1,71 @@
 //! Capacity planning: the configurations that train a model at a sequence length on N GPUs,
 //! ranked by simulated throughput (DESIGN §6, `metp-sim plan`).
 //!
-//! Input: a [`PlanSpec`] — model, hardware profile, N GPUs, sequence length, global batch,
-//! methods. Output: a [`Plan`].
+//! Input: a [`PlanSpec`] — model, hardware profile, N GPUs, sequence length, the one global
+//! batch every configuration trains (given, or about 4M tokens: [`default_global_batch`]),
+//! methods, the axes the user fixed ([`Constraints`]), and optionally the tokens to train and
+//! the price of a GPU-hour. Output: a [`Plan`].
 //!
-//! 1. **Enumerate.** For every method and every degree p that divides N (dp = N / p replicas;
-//!    devices are numbered replica by replica and node by node, so a degree up to the node
-//!    size keeps each ring inside a node with data parallelism across nodes, and larger degrees
-//!    run the ring across nodes over InfiniBand): recomputation none, selective and full;
-//!    micro-batch 1, 2 and 4 where it divides a replica's share of the global batch (the rest
-//!    is gradient accumulation; the default global batch is dp, one sequence per replica);
-//!    ZeRO stages 0–3; FlashAttention on (and off on request). METP runs with its default
-//!    knobs (p head groups, broadcast weights, two receive buffers). The hardware profile's
-//!    node count is set to ceil(N / GPUs per node). A ZeRO stage above 0 whose sharding group
-//!    is one device (dp = 1 for the methods that shard weights) is the same configuration as
-//!    stage 0 and is not enumerated; a recomputation policy that changes neither the memory
-//!    inventory nor the step plan of a feasible configuration (METP with FlashAttention
-//!    recomputes the attention core anyway: selective = none) is dropped after the policy
-//!    before it (both counted in [`Plan::equivalent_skipped`]).
+//! 1. **Enumerate.** For every method and every degree p that divides N: context parallelism
+//!    (tp-sp) over divisors of N/p, pipeline stages over divisors of N/(p·cp) no more than the
+//!    layers (split as evenly as possible: LLaMA 3 405B's 126 over 16 stages), every interleave
+//!    that divides the layers of the fullest stage, dp = N/(p·cp·pp); recomputation none,
+//!    selective and full; micro-batch 1, 2 and 4 where it divides a replica's share of the
+//!    global batch (the rest is gradient accumulation; interleaving needs the micro-batches to
+//!    be a multiple of pp); ZeRO stages 0–3; FlashAttention on (and off on request) — each axis
+//!    restricted to the values the user fixed. METP runs with its default knobs. The hardware
+//!    profile's node count is set to ceil(N / GPUs per node). A ZeRO stage above 0 whose
+//!    sharding group is one device is the same configuration as stage 0 and is not enumerated
+//!    (unless ZeRO was fixed); a recomputation policy that changes neither the memory nor the
+//!    closed-form times of a feasible configuration (METP with FlashAttention recomputes the
+//!    attention core anyway: selective = none) is dropped after the policy before it (both
+//!    counted in [`Plan::equivalent_skipped`]).
 //! 2. **Check.** A degree the model does not allow, a global batch dp does not divide, or a
 //!    sequence length that is not a multiple of the method's granule rejects the (method,
 //!    degree) pair once, with the reason; every other combination is rejected if its memory
 //!    inventory's peak exceeds device memory ([`RejectCategory`]).
 //! 3. **Rank.** Each candidate goes through the one evaluation path ([`crate::evaluate`]): its
-//!    closed-form estimate ranks everything that fits; the best [`PlanSpec::sim_candidates`] of
-//!    those (default 3 × top) are simulated ([`crate::evaluate::extrapolated_times`]: by
-//!    default extrapolated from 2 and 4 layers — exact to ~10⁻⁵) and ranked by simulated tokens
-//!    per second. Ties, and the order of everything else, are broken by method (in
-//!    [`crate::config::MethodId::ALL`] order), p, dp, recomputation (none, selective, full),
-//!    micro-batch, ZeRO stage and FlashAttention (on first), so the same spec gives the same
-//!    plan, byte for byte. Configurations that do not fit are rejected with `fits: false`, the
-//!    peak and the capacity.
+//!    closed-form estimate ranks everything that fits (only what ranks is kept: thousands of
+//!    candidates' stage inventories would not fit in memory); the best
+//!    [`PlanSpec::sim_candidates`] of those (default 3 × top) are evaluated again and
+//!    simulated — exactly where the step is small (a shortened copy where the simulator proves
+//!    the rest repeats it), else composed from its distinct op programs (within ~1%; `--full-sim`
+//!    simulates all of them exactly) — and ranked by simulated tokens per second. Ties, and the
+//!    order of everything else, are broken by method (in [`crate::config::MethodId::ALL`]
+//!    order), p, cp, pp, interleave, dp, recomputation (none, selective, full), micro-batch,
+//!    ZeRO stage and FlashAttention (on first), so the same spec gives the same plan, byte for
+//!    byte. The plan says what separates the best from the next ([`Comparison`]: compute,
+//!    recomputation, exposed communication, bubble, memory headroom) and, given the tokens,
+//!    each configuration's days, GPU-hours and cost ([`Training`]).
 //!
-//! Layout: [`spec`](PlanSpec), candidates and their enumeration, rejections, ranking. Depends on
-//! `config`, `memory`, `evaluate` and `sim` (the link model); never on `cli`.
+//! Layout: [`spec`](PlanSpec), candidates and their enumeration, rejections, ranking, the
+//! comparison. Depends on `config`, `memory`, `evaluate` and `sim` (the link model); never on
+//! `cli`.
 
 mod candidate;
+mod compare;
 mod rank;
 mod rejection;
 mod spec;
 
-pub use crate::evaluate::{SimDepth, EXTRAPOLATION_LAYERS};
+pub use crate::evaluate::SimDepth;
 pub use candidate::{enumerate, recompute_name, Candidate};
+pub use compare::{Comparison, Part};
 pub use rank::{
     merge, plan, plan_part, plan_part_with, plan_with, Plan, PlanPart, PlanProgress, Ranked,
-    Simulated,
+    Simulated, Simulation, Training,
 };
 pub use rejection::{RejectCategory, Rejection};
 pub use spec::{
-    PlanSpec, INTERLEAVES, MAX_CP, MAX_GLOBAL_BATCH, MAX_GPUS, MAX_PP, MICRO_BATCHES, RECOMPUTE,
-    ZERO,
+    default_global_batch, Constraints, PlanSpec, DEFAULT_BATCH_TOKENS, MAX_CP, MAX_GLOBAL_BATCH,
+    MAX_GPUS, MAX_INTERLEAVE, MAX_PP, MICRO_BATCHES, RECOMPUTE, ZERO,
 };
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::{load_hardware, load_model, MethodId, Recompute};
+    use crate::plan::spec::default_global_batch;
 
     fn spec(model: &str, gpus: u64, seq: u64) -> PlanSpec {
         PlanSpec::new(
@@ -78,10 +88,12 @@ mod tests {
         degrees.sort();
         degrees.dedup();
         assert_eq!(degrees, [1, 2, 4, 8]);
-        // Default global batch = dp: one sequence per replica, micro-batch 1.
+        // The default global batch, about 4M tokens: 2^22 / 32k = 128 sequences, the same for
+        // every configuration; micro-batches 1, 2 and 4 all divide each replica's share.
+        assert_eq!(s.global_batch_or_default(), 128);
         assert!(cands
             .iter()
-            .all(|c| c.micro_batch == 1 && c.micro_batches == 1 && c.p * c.dp == 8));
+            .all(|c| c.micro_batch * c.micro_batches * c.dp == 128 && c.p * c.dp == 8));
         // METP at p = 8 (dp = 1) shards over a one-device ZeRO group: stage 0 only (3 skipped
         // per recompute policy); ring replicates weights, so ZeRO shards over its 8 devices.
         let stages = |m: MethodId, p: u64| {
@@ -97,9 +109,80 @@ mod tests {
         assert_eq!(stages(MethodId::Metp, 8), [0]);
         assert_eq!(stages(MethodId::Metp, 4), [0, 1, 2, 3]);
         assert_eq!(stages(MethodId::Ring, 8), [0, 1, 2, 3]);
-        assert_eq!(skipped, 3 * RECOMPUTE.len());
-        // 2 methods × 4 degrees × 3 policies × 4 stages, less the skipped.
-        assert_eq!(cands.len(), 2 * 4 * 3 * 4 - skipped);
+        assert_eq!(skipped, 3 * MICRO_BATCHES.len() * RECOMPUTE.len());
+        // 2 methods × 4 degrees × 3 policies × 3 micro-batch sizes × 4 stages, less the skipped.
+        assert_eq!(cands.len(), 2 * 4 * 3 * 3 * 4 - skipped);
+    }
+
+    /// The default global batch is about 4M tokens, a power of two, at least 1.
+    #[test]
+    fn the_default_global_batch_is_about_four_million_tokens() {
+        for (seq, g) in [
+            (2048, 2048),
+            (32768, 128),
+            (131072, 32),
+            (1 << 22, 1),
+            (1 << 30, 1),
+        ] {
+            assert_eq!(default_global_batch(seq), g, "{seq}");
+        }
+        // 3000 tokens: 2^22 / 3000 ≈ 1398, nearest power of two on a log scale 1024.
+        assert_eq!(default_global_batch(3000), 1024);
+    }
+
+    /// Fixed axes restrict the search to their values; one that cannot split the GPUs is a
+    /// usage error naming the flag.
+    #[test]
+    fn fixed_axes_restrict_the_search() {
+        let mut s = spec("llama2-7b", 16, 32768);
+        s.methods = vec![MethodId::TpSp, MethodId::Tp];
+        s.constraints = Constraints {
+            p: Some(vec![4]),
+            pp: Some(vec![2]),
+            zero: Some(vec![1]),
+            recompute: Some(vec![Recompute::Selective]),
+            micro_batch: Some(vec![1]),
+            ..Constraints::default()
+        };
+        let (cands, _, _) = enumerate(&s).unwrap();
+        assert!(!cands.is_empty());
+        assert!(cands.iter().all(|c| c.p == 4
+            && c.outer.pp == 2
+            && c.zero == 1
+            && c.recompute == Recompute::Selective
+            && c.micro_batch == 1));
+        // Every interleave that divides a stage's 16 layers (32 over 2 stages) is tried.
+        let mut vs: Vec<u64> = cands.iter().map(|c| c.outer.interleave).collect();
+        vs.sort();
+        vs.dedup();
+        assert_eq!(vs, [1, 2, 4, 8, 16]);
+        s.constraints.p = Some(vec![3]);
+        let e = enumerate(&s).unwrap_err().to_string();
+        assert!(e.contains("--p") && e.contains("does not divide"), "{e}");
+    }
+
+    /// Uneven splits are planned as Megatron runs them: LLaMA 3 405B's 126 layers over 16
+    /// stages (7 on the first and last, 8 on the others) with the interleaves that divide 8.
+    #[test]
+    fn uneven_pipelines_and_their_interleaves_are_tried() {
+        let mut s = spec("llama3-405b", 16384, 131072);
+        s.hardware = load_hardware("dgx-h100").unwrap();
+        s.methods = vec![MethodId::TpSp];
+        s.global_batch = Some(128);
+        s.constraints = Constraints {
+            p: Some(vec![8]),
+            cp: Some(vec![16]),
+            pp: Some(vec![16]),
+            ..Constraints::default()
+        };
+        let (cands, _, _) = enumerate(&s).unwrap();
+        let mut vs: Vec<u64> = cands.iter().map(|c| c.outer.interleave).collect();
+        vs.sort();
+        vs.dedup();
+        assert_eq!(vs, [1, 2, 4]);
+        assert!(cands
+            .iter()
+            .all(|c| c.dp == 8 && c.micro_batch * c.micro_batches == 16));
     }
 
     /// Parts merged are the plan; a part given twice (its simulations twice, the other

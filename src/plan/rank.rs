@@ -18,15 +18,63 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::compare::Comparison;
 use super::{enumerate, Candidate, PlanSpec, RejectCategory, Rejection};
-use crate::config::{Hardware, MethodId};
+use crate::config::{Hardware, MethodId, Recompute};
 use crate::error::{Error, Result};
-use crate::evaluate::{
-    simulates_whole, Evaluation, SimDepth, SimulateOptions, EXTRAPOLATION_LAYERS,
-};
+use crate::evaluate::{Evaluation, SimDepth, SimulateOptions};
 use crate::memory;
 use crate::shard::Shard;
 use crate::sim::LinkModel;
+
+/// How a ranked configuration's step was simulated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Simulation {
+    /// Every layer and micro-batch, or a shortened copy where the rest was proven to repeat it
+    /// exactly: the simulator's own numbers.
+    Exact,
+    /// Composed from its distinct op programs, each simulated once (the fast path for steps
+    /// too large to simulate exactly; within about 1% of the whole simulation).
+    Composed,
+}
+
+impl Simulation {
+    /// `exact` or `composed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Simulation::Exact => "exact",
+            Simulation::Composed => "composed",
+        }
+    }
+}
+
+/// The time and cost of training the whole run on one configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Training {
+    /// Days of training (`tokens / tokens per second`).
+    pub days: f64,
+    /// GPU-hours (days × 24 × GPUs).
+    pub gpu_hours: f64,
+    /// GPU-hours × the price per GPU-hour, when one was given.
+    pub cost: Option<f64>,
+}
+
+impl Training {
+    /// The run of `tokens` at `tokens_per_s` on `gpus` GPUs.
+    pub fn of(tokens: f64, tokens_per_s: f64, gpus: u64, price: Option<f64>) -> Option<Training> {
+        if !(tokens_per_s > 0.0 && tokens_per_s.is_finite()) {
+            return None;
+        }
+        let seconds = tokens / tokens_per_s;
+        let gpu_hours = seconds / 3600.0 * gpus as f64;
+        Some(Training {
+            days: seconds / 86400.0,
+            gpu_hours,
+            cost: price.map(|p| p * gpu_hours),
+        })
+    }
+}
 
 /// A feasible configuration with its times and memory (its columns: `report::RANKED`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,6 +112,16 @@ pub struct Ranked {
     pub analytic_step_time_s: f64,
     /// The closed-form model's tokens per second.
     pub analytic_tokens_per_s: f64,
+    /// Idle time on the critical device: `step − compute − exposed` (the pipeline bubble and
+    /// waiting for other devices).
+    pub bubble_s: f64,
+    /// The part of `compute_s` that recomputes the forward (≈: the compute time times the share
+    /// of the layers' FLOPs the recomputation adds).
+    pub recompute_s: f64,
+    /// How the step was simulated.
+    pub simulation: Simulation,
+    /// The whole run's time and cost, when the plan was given the tokens to train.
+    pub training: Option<Training>,
 }
 
 /// The answer (rendered by `report::plan_table`, `plan_csv`, `plan_json`).
@@ -81,18 +139,32 @@ pub struct Plan {
     pub gpus_per_node: u64,
     /// Sequence length.
     pub seq: u64,
-    /// Global batch in sequences; `None`: dp, one sequence per replica.
-    pub global_batch: Option<u64>,
+    /// Global batch in sequences, every configuration's.
+    pub global_batch: u64,
+    /// Whether it is the default (about 4M tokens), not given.
+    pub global_batch_default: bool,
+    /// The axes the user fixed, in words (empty: none).
+    pub constraints: String,
+    /// Tokens to train, when given.
+    pub tokens: Option<f64>,
+    /// Price of one GPU-hour, when given.
+    pub gpu_hour_price: Option<f64>,
     /// Methods considered.
     pub methods: Vec<MethodId>,
     /// Causal attention.
     pub causal: bool,
     /// Link model of the simulator, as on the command line: `ideal` or `maxmin`.
     pub link_model: &'static str,
-    /// Whole-model simulation or extrapolation.
+    /// Exact simulation ([`SimDepth::Periodic`], `--full-sim`) or the fast path.
     pub sim_depth: SimDepth,
-    /// Layers simulated: the model's, or the two of the extrapolation.
+    /// The model's layers (every one is accounted for, exactly or composed).
     pub sim_layers: Vec<u64>,
+    /// Ranked configurations simulated exactly, and composed from their programs.
+    pub simulated_exact: usize,
+    /// See `simulated_exact`.
+    pub simulated_composed: usize,
+    /// What separates the best from the next, when there are two.
+    pub comparison: Option<Comparison>,
     /// Combinations whose memory inventory was built (after the pair checks).
     pub evaluated: usize,
     /// Combinations left out because an earlier one (in tie-break order) is the same
@@ -131,9 +203,13 @@ impl Plan {
 
 impl Ranked {
     /// The row of a simulated candidate (rank set later).
-    fn new(candidate: Candidate, e: &Evaluation) -> Ranked {
+    fn new(candidate: Candidate, e: &Evaluation, spec: &PlanSpec) -> Ranked {
         let m = &e.metrics;
         let analytic = e.analytic_metrics();
+        let simulation = match e.simulation.as_ref().map(|s| s.depth) {
+            Some(SimDepth::Extrapolate) => Simulation::Composed,
+            _ => Simulation::Exact,
+        };
         Ranked {
             rank: 0,
             candidate,
@@ -151,17 +227,47 @@ impl Ranked {
             communication_s: m.communication_s,
             analytic_step_time_s: analytic.step_time_s,
             analytic_tokens_per_s: analytic.tokens_per_s,
+            bubble_s: (m.step_time_s - m.compute_s - m.exposed_communication_s).max(0.0),
+            recompute_s: m.compute_s * recompute_share(e),
+            simulation,
+            training: spec
+                .tokens
+                .and_then(|t| Training::of(t, m.tokens_per_s, spec.gpus, spec.gpu_hour_price)),
         }
     }
 }
 
-/// A configuration that fits, with its evaluation (closed form; simulated later if it is
-/// among the best).
+/// The share of a layer's FLOPs that recomputation adds, against the same workload without it.
+fn recompute_share(e: &Evaluation) -> f64 {
+    if e.workload.options.recompute == Recompute::None {
+        return 0.0;
+    }
+    let mut w = e.workload.clone().into_workload();
+    w.options.recompute = Recompute::None;
+    let Ok(w) = w.validate() else {
+        return 0.0;
+    };
+    let (with, without) = (
+        e.plan.layer_flops(),
+        crate::schedule::plan(&w).layer_flops(),
+    );
+    if with > 0.0 && with > without {
+        (with - without) / with
+    } else {
+        0.0
+    }
+}
+
+/// A configuration that fits, with what ranks it in closed form (its evaluation is rebuilt for
+/// the few simulated; keeping every one's would hold every stage's inventory of thousands).
 pub(super) struct Feasible {
     c: Candidate,
-    evaluation: Evaluation,
     /// Closed-form tokens per second (the first ranking).
     analytic_tokens_per_s: f64,
+    /// What its memory and closed form come to (peak, static, stored and transient bytes; step,
+    /// compute, communication and exposed time, to the bit): two configurations of one group
+    /// that agree on all of it are the same configuration under another name.
+    signature: [u128; 8],
 }
 
 pub(super) enum Outcome {
@@ -173,18 +279,49 @@ pub(super) fn gib(b: u128) -> f64 {
     b as f64 / (1u64 << 30) as f64
 }
 
+/// The signature of an evaluation ([`Feasible::signature`]).
+fn signature(e: &Evaluation) -> [u128; 8] {
+    let (i, t) = (&e.inventory, &e.estimate);
+    [
+        i.peak_bytes,
+        i.static_bytes,
+        i.stored_bytes,
+        i.transient_peak_bytes,
+        u128::from(t.step_time_s.to_bits()),
+        u128::from(t.compute_s.to_bits()),
+        u128::from(t.communication_s.to_bits()),
+        u128::from(t.exposed_communication_s.to_bits()),
+    ]
+}
+
 /// One candidate through the evaluation path: invalid, out of memory, or evaluated in closed
 /// form.
 pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome {
+    match evaluation(c, spec, hw) {
+        Ok(evaluation) => Outcome::Feasible(Box::new(Feasible {
+            c,
+            analytic_tokens_per_s: evaluation.metrics.tokens_per_s,
+            signature: signature(&evaluation),
+        })),
+        Err(r) => Outcome::Rejected(*r),
+    }
+}
+
+/// A candidate's evaluation in closed form, or why it is rejected.
+fn evaluation(
+    c: Candidate,
+    spec: &PlanSpec,
+    hw: &Hardware,
+) -> std::result::Result<Evaluation, Box<Rejection>> {
     let w = match c.workload(spec, hw).validate() {
         Ok(w) => w,
         Err(e) => {
-            return Outcome::Rejected(Rejection::of(
+            return Err(Box::new(Rejection::of(
                 &c,
                 RejectCategory::Invalid,
                 e.to_string(),
                 None,
-            ))
+            )))
         }
     };
     let stages = memory::stage_inventories(&w);
@@ -200,16 +337,16 @@ pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome 
             gib(inv.transient_peak_bytes),
             gib(inv.reserved_bytes),
         );
-        return Outcome::Rejected(Rejection::of(
+        return Err(Box::new(Rejection::of(
             &c,
             RejectCategory::OutOfMemory,
             reason,
             Some((inv.peak_bytes, inv.capacity_bytes)),
-        ));
+        )));
     }
     let evaluation = Evaluation::with_stages(w, stages);
     if let Err(e) = evaluation.check() {
-        return Outcome::Rejected(Rejection::of(
+        return Err(Box::new(Rejection::of(
             &c,
             RejectCategory::Invalid,
             e.to_string(),
@@ -217,13 +354,9 @@ pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome 
                 evaluation.inventory.peak_bytes,
                 evaluation.inventory.capacity_bytes,
             )),
-        ));
+        )));
     }
-    Outcome::Feasible(Box::new(Feasible {
-        c,
-        analytic_tokens_per_s: evaluation.metrics.tokens_per_s,
-        evaluation,
-    }))
+    Ok(evaluation)
 }
 
 /// What one part of a plan found (module docs).
@@ -330,11 +463,9 @@ pub fn plan_part_with(
         let c = &f.c;
         let group = (c.method, c.p, c.outer, c.dp, c.micro_batch, c.zero, c.flash);
         let members = groups.entry(group).or_default();
-        let same = members.iter().any(|&i| {
-            let g = &feasible[i];
-            g.evaluation.inventory.tensors == f.evaluation.inventory.tensors
-                && g.evaluation.plan == f.evaluation.plan
-        });
+        let same = members
+            .iter()
+            .any(|&i| feasible[i].signature == f.signature);
         if same {
             equivalent_skipped += 1;
         } else {
@@ -367,17 +498,21 @@ pub fn plan_part_with(
     let simulated: Vec<Simulated> = mine
         .into_par_iter()
         .map(|f| {
-            let peak = f.evaluation.inventory.peak_bytes;
-            let capacity = f.evaluation.inventory.capacity_bytes;
             let c = f.c;
-            let outcome = match f.evaluation.simulate(opts) {
-                Ok(e) => Ok(Ranked::new(c, &e)),
-                Err(e) => Err(Rejection::of(
-                    &c,
-                    RejectCategory::Invalid,
-                    format!("simulation failed: {e}"),
-                    Some((peak, capacity)),
-                )),
+            let outcome = match evaluation(c, spec, &hw) {
+                Err(r) => Err(*r),
+                Ok(e) => {
+                    let (peak, capacity) = (e.inventory.peak_bytes, e.inventory.capacity_bytes);
+                    match e.simulate(opts) {
+                        Ok(e) => Ok(Ranked::new(c, &e, spec)),
+                        Err(e) => Err(Rejection::of(
+                            &c,
+                            RejectCategory::Invalid,
+                            format!("simulation failed: {e}"),
+                            Some((peak, capacity)),
+                        )),
+                    }
+                }
             };
             on_progress(PlanProgress::Simulated);
             Simulated {
@@ -455,6 +590,10 @@ pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
         }
     }
     let n_simulated = ranked.len();
+    let simulated_composed = ranked
+        .iter()
+        .filter(|r| r.simulation == Simulation::Composed)
+        .count();
     ranked.sort_by(|a, b| {
         b.tokens_per_s
             .total_cmp(&a.tokens_per_s)
@@ -484,15 +623,18 @@ pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
     } else {
         None
     };
-    let whole = simulates_whole(spec.model.layers, spec.sim_depth);
-    let (sim_depth, sim_layers) = if whole {
-        (SimDepth::Full, vec![spec.model.layers])
-    } else {
-        (
-            SimDepth::Extrapolate,
-            vec![EXTRAPOLATION_LAYERS.0, EXTRAPOLATION_LAYERS.1],
-        )
+    let comparison = match ranked.as_slice() {
+        [best, next, ..] => Some(Comparison::of(best, next)),
+        _ => None,
     };
+    let message = message.or_else(|| {
+        (evaluated == 0 && !spec.constraints.describe().is_empty()).then(|| {
+            format!(
+                "no configuration has {}: the fixed axes leave nothing to evaluate",
+                spec.constraints.describe()
+            )
+        })
+    });
     Ok(Plan {
         model: spec.model.name.clone(),
         hardware: hw.name.clone(),
@@ -500,15 +642,22 @@ pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
         nodes: hw.nodes,
         gpus_per_node: hw.gpus_per_node,
         seq: spec.seq,
-        global_batch: spec.global_batch,
+        global_batch: spec.global_batch_or_default(),
+        global_batch_default: spec.global_batch.is_none(),
+        constraints: spec.constraints.describe(),
+        tokens: spec.tokens,
+        gpu_hour_price: spec.gpu_hour_price,
         methods: spec.methods.clone(),
         causal: spec.options.causal,
         link_model: match spec.link_model {
             LinkModel::Ideal => "ideal",
             LinkModel::MaxMin => "maxmin",
         },
-        sim_depth,
-        sim_layers,
+        sim_depth: spec.sim_depth,
+        sim_layers: vec![spec.model.layers],
+        simulated_exact: n_simulated - simulated_composed,
+        simulated_composed,
+        comparison,
         evaluated,
         equivalent_skipped,
         feasible: n_feasible,

@@ -95,14 +95,15 @@ fn block_name(b: Block) -> &'static str {
 /// Human table for `metp-sim memory`: tensors grouped by block and kind, replicated ones marked.
 pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
     let mut out = format!(
-        "{} on {} — {}, p = {}, dp = {}, s = {}, b = {}\n\n",
+        "{} on {} — {}, p = {}, dp = {}, s = {}, b = {}{}\n\n",
         w.method.id(),
         w.hardware.name,
         w.model.name,
         w.p,
         w.dp,
         w.seq,
-        w.micro_batch
+        w.micro_batch,
+        micro_batches(w)
     );
     let mut rows: Vec<_> = inv.tensors.iter().collect();
     rows.sort_by_key(|t| (t.block, t.kind, t.name));
@@ -221,13 +222,23 @@ pub fn maxseq_json(rows: &[MaxSeq]) -> String {
 /// Human table for `metp-sim maxseq`.
 pub fn maxseq_table(w: &Workload, rows: &[MaxSeq]) -> String {
     format!(
-        "longest sequence per device group — {} on {}, b = {}, dp = {}\n\n{}",
+        "longest sequence per device group — {} on {}, b = {}{}, dp = {}\n\n{}",
         w.model.name,
         w.hardware.name,
         w.micro_batch,
+        micro_batches(w),
         w.dp,
         columns::table(&maxseq_columns(), rows)
     )
+}
+
+/// ` × 8 micro-batches` when a step has more than one (`--global-batch`), else nothing.
+fn micro_batches(w: &Workload) -> String {
+    if w.micro_batches > 1 {
+        format!(" × {} micro-batches", w.micro_batches)
+    } else {
+        String::new()
+    }
 }
 
 /// CSV for `metp-sim maxseq`.

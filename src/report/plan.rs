@@ -24,10 +24,61 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
 
-/// The ranked configurations.
+/// Days, as `3.2 d` or `14 h`.
+fn days(d: f64) -> String {
+    if d >= 1.0 {
+        format!("{d:.1} d")
+    } else {
+        format!("{:.1} h", d * 24.0)
+    }
+}
+
+/// A large count in engineering notation: `1.23 M`.
+fn eng(x: f64) -> String {
+    let (v, unit) = if x >= 1e9 {
+        (x / 1e9, " G")
+    } else if x >= 1e6 {
+        (x / 1e6, " M")
+    } else if x >= 1e3 {
+        (x / 1e3, " k")
+    } else {
+        (x, "")
+    };
+    format!("{v:.2}{unit}")
+}
+
+/// The ranked configurations; the table shows the whole run's days, GPU-hours and cost only
+/// when the plan was given the tokens (and the price).
+pub fn ranked_columns_for(p: &Plan) -> Vec<Column<Ranked>> {
+    ranked_columns_with(p.tokens.is_some(), p.gpu_hour_price.is_some())
+}
+
+/// The ranked configurations (every column in CSV and JSON; the training ones in the table
+/// only when given).
 pub fn ranked_columns() -> Vec<Column<Ranked>> {
+    ranked_columns_with(false, false)
+}
+
+fn ranked_columns_with(training: bool, price: bool) -> Vec<Column<Ranked>> {
     type C = Column<Ranked>;
-    vec![
+    let days_col = |key,
+                    header: &'static str,
+                    get: fn(&Ranked) -> Option<f64>,
+                    show: fn(f64) -> String,
+                    shown: bool| {
+        if shown {
+            C::shown(
+                key,
+                header,
+                true,
+                move |r| get(r).into(),
+                move |r| get(r).map_or_else(|| "-".into(), show),
+            )
+        } else {
+            C::data(key, move |r| get(r).into())
+        }
+    };
+    let mut cols = vec![
         C::plain("rank", "rank", true, |r| r.rank.into()),
         C::plain("method", "method", false, |r| {
             r.candidate.method.id().into()
@@ -106,11 +157,48 @@ pub fn ranked_columns() -> Vec<Column<Ranked>> {
             |r| r.exposed_share.into(),
             |r| pct(r.exposed_share),
         ),
+        C::shown(
+            "simulation",
+            "sim",
+            false,
+            |r| r.simulation.name().into(),
+            |r| {
+                match r.simulation {
+                    crate::plan::Simulation::Exact => "=",
+                    crate::plan::Simulation::Composed => "≈",
+                }
+                .into()
+            },
+        ),
         C::data("compute_s", |r| r.compute_s.into()),
         C::data("communication_s", |r| r.communication_s.into()),
+        C::data("bubble_s", |r| r.bubble_s.into()),
+        C::data("recompute_s", |r| r.recompute_s.into()),
         C::data("analytic_step_time_s", |r| r.analytic_step_time_s.into()),
         C::data("analytic_tokens_per_s", |r| r.analytic_tokens_per_s.into()),
-    ]
+    ];
+    cols.push(days_col(
+        "train_days",
+        "days",
+        |r| r.training.map(|t| t.days),
+        days,
+        training,
+    ));
+    cols.push(days_col(
+        "gpu_hours",
+        "GPU-hours",
+        |r| r.training.map(|t| t.gpu_hours),
+        eng,
+        training,
+    ));
+    cols.push(days_col(
+        "cost",
+        "cost",
+        |r| r.training.and_then(|t| t.cost),
+        eng,
+        price,
+    ));
+    cols
 }
 
 /// The rejections (JSON).
@@ -144,12 +232,19 @@ struct PlanJson<'a> {
     nodes: u64,
     gpus_per_node: u64,
     seq: u64,
-    global_batch: Option<u64>,
+    global_batch: u64,
+    global_batch_default: bool,
+    constraints: &'a str,
+    tokens: Option<f64>,
+    gpu_hour_price: Option<f64>,
     methods: &'a [MethodId],
     causal: bool,
     link_model: &'a str,
     sim_depth: SimDepth,
     sim_layers: &'a [u64],
+    simulated_exact: usize,
+    simulated_composed: usize,
+    comparison: &'a Option<crate::plan::Comparison>,
     evaluated: usize,
     equivalent_skipped: usize,
     feasible: usize,
@@ -164,7 +259,7 @@ struct PlanJson<'a> {
 
 /// JSON for `metp-sim plan`.
 pub fn plan_json(p: &Plan) -> String {
-    let (ranked, rejected) = (ranked_columns(), rejected_columns());
+    let (ranked, rejected) = (ranked_columns_for(p), rejected_columns());
     to_json(&PlanJson {
         model: &p.model,
         hardware: &p.hardware,
@@ -173,11 +268,18 @@ pub fn plan_json(p: &Plan) -> String {
         gpus_per_node: p.gpus_per_node,
         seq: p.seq,
         global_batch: p.global_batch,
+        global_batch_default: p.global_batch_default,
+        constraints: &p.constraints,
+        tokens: p.tokens,
+        gpu_hour_price: p.gpu_hour_price,
         methods: &p.methods,
         causal: p.causal,
         link_model: p.link_model,
         sim_depth: p.sim_depth,
         sim_layers: &p.sim_layers,
+        simulated_exact: p.simulated_exact,
+        simulated_composed: p.simulated_composed,
+        comparison: &p.comparison,
         evaluated: p.evaluated,
         equivalent_skipped: p.equivalent_skipped,
         feasible: p.feasible,
@@ -193,43 +295,58 @@ pub fn plan_json(p: &Plan) -> String {
 
 /// CSV for `metp-sim plan`: the ranked configurations.
 pub fn plan_csv(p: &Plan) -> String {
-    columns::csv(&ranked_columns(), &p.ranked)
+    columns::csv(&ranked_columns_for(p), &p.ranked)
 }
 
 fn header(p: &Plan) -> String {
-    let batch = match p.global_batch {
-        Some(g) => format!("global batch {g}"),
-        None => "global batch = dp · pp (one sequence per replica and pipeline stage)".into(),
-    };
-    let sim = if p.sim_layers.len() == 2 {
+    let batch = if p.global_batch_default {
         format!(
-            "{} layers (per virtual stage, with a pipeline) simulated and extrapolated",
-            p.sim_layers
-                .iter()
-                .map(|l| l.to_string())
-                .collect::<Vec<_>>()
-                .join(" and ")
+            "global batch {} (the default: about {} tokens per step; --global-batch sets it)",
+            p.global_batch,
+            fmt_tokens(p.global_batch.saturating_mul(p.seq))
         )
     } else {
-        "every layer simulated".into()
+        format!("global batch {}", p.global_batch)
+    };
+    let fixed = if p.constraints.is_empty() {
+        String::new()
+    } else {
+        format!(", fixed: {}", p.constraints)
     };
     let link = if p.link_model == "ideal" {
         "ideal"
     } else {
         "max-min fair"
     };
+    let how = match (p.simulated_exact, p.simulated_composed) {
+        (_, 0) => "exactly (sim =)".to_string(),
+        (0, _) => "each composed from its distinct op programs (sim ≈, within ~1% of --full-sim)"
+            .to_string(),
+        (e, c) => format!(
+            "{e} exactly (sim =), {c} composed from their distinct op programs (sim ≈, within \
+             ~1% of --full-sim)"
+        ),
+    };
     let simulated = if p.simulated > 0 {
         format!(
-            "; the {} best by the analytic model simulated ({link} links, {sim})",
+            "; the {} best by the analytic model simulated ({link} links), {how}",
             p.simulated
         )
     } else {
         String::new()
     };
+    let training = match (p.tokens, p.gpu_hour_price) {
+        (Some(t), Some(price)) => format!(
+            "time to train {} tokens: days, GPU-hours and cost at {price} per GPU-hour\n",
+            eng(t)
+        ),
+        (Some(t), None) => format!("time to train {} tokens: days and GPU-hours\n", eng(t)),
+        _ => String::new(),
+    };
     format!(
-        "plan: {} on {} GPU(s) of {} ({} node(s) × {}), s = {}{}, {batch}\n\
+        "plan: {} on {} GPU(s) of {} ({} node(s) × {}), s = {}{}, {batch}{fixed}\n\
          {} configurations evaluated ({} more skipped as equivalent), {} fit, {} \
-         rejected{simulated}\n",
+         rejected{simulated}\n{training}",
         p.model,
         p.gpus,
         p.hardware,
@@ -244,6 +361,43 @@ fn header(p: &Plan) -> String {
     )
 }
 
+/// What separates the best configuration from the next, in words.
+fn comparison(p: &Plan) -> String {
+    let Some(c) = &p.comparison else {
+        return String::new();
+    };
+    let (b, n) = c.step_s;
+    let mut out = format!(
+        "best vs next: rank 1 takes {} per step, rank 2 {} ({:+.1}%); per step, rank 2 spends",
+        time(b),
+        time(n),
+        100.0 * (n / b - 1.0)
+    );
+    let parts: Vec<String> = c
+        .parts
+        .iter()
+        .map(|x| {
+            format!(
+                " {} {} on {} ({} vs {})",
+                if x.gap_s() >= 0.0 { "+" } else { "−" },
+                time(x.gap_s().abs()),
+                x.name,
+                time(x.next_s),
+                time(x.best_s)
+            )
+        })
+        .collect();
+    out.push_str(&parts.join(","));
+    let (hb, hn) = c.headroom_bytes;
+    out.push_str(&format!(
+        "; memory headroom {} vs {} for rank 1. The largest difference: {}.\n",
+        fmt_bytes(hn),
+        fmt_bytes(hb),
+        c.largest().name
+    ));
+    out
+}
+
 /// Human table for `metp-sim plan`: the ranked configurations, then the rejection counts by
 /// category with up to three examples each (nearest misses first for those that do not fit).
 pub fn plan_table(p: &Plan) -> String {
@@ -254,8 +408,13 @@ pub fn plan_table(p: &Plan) -> String {
         out.push_str("\n\n");
     }
     if !p.ranked.is_empty() {
-        out.push_str(&columns::table(&ranked_columns(), &p.ranked));
+        out.push_str(&columns::table(&ranked_columns_for(p), &p.ranked));
         out.push('\n');
+        let cmp = comparison(p);
+        if !cmp.is_empty() {
+            out.push_str(&cmp);
+            out.push('\n');
+        }
     }
     if p.rejected_total == 0 {
         out.push_str("rejected: none\n");

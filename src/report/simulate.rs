@@ -70,6 +70,9 @@ struct SimulateJson<'a> {
     /// What a shortened simulation left out (the rest proven to repeat it exactly).
     #[serde(skip_serializing_if = "Option::is_none")]
     shortened: Option<crate::sim::Shortened>,
+    /// When the step was composed from its distinct op programs: how many.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    composed: Option<crate::sim::Composition>,
     stages: Vec<StageJson>,
     devices: &'a [DeviceStats],
 }
@@ -142,6 +145,7 @@ pub fn simulate_json(e: &Evaluation) -> String {
         tasks: run.map(|r| r.result.tasks),
         events: run.map(|r| r.result.events),
         shortened: run.and_then(|r| r.shortened),
+        composed: run.and_then(|r| r.composed),
         stages: stage_rows(e),
         devices: run.map_or(&[], |r| &r.result.devices),
     })
@@ -233,10 +237,29 @@ pub fn simulate_table(e: &Evaluation) -> String {
                     x.describe()
                 )
             });
-            format!(
-                "{} tasks, {} events{reduced}\n{short}",
-                r.result.tasks, r.result.events
-            )
+            match r.composed {
+                Some(c) => format!(
+                    "composed from {} distinct op programs, each simulated once ({} tasks, {} \
+                     events{reduced}), for the {} ops of the step's 1F1B orders{}; within ~1% of \
+                     --full-sim\n",
+                    c.programs,
+                    r.result.tasks,
+                    r.result.events,
+                    c.ops,
+                    if c.extrapolated > 0 {
+                        format!(
+                            " ({} program(s) extrapolated in their layers from two shorter runs)",
+                            c.extrapolated
+                        )
+                    } else {
+                        String::new()
+                    }
+                ),
+                None => format!(
+                    "{} tasks, {} events{reduced}\n{short}",
+                    r.result.tasks, r.result.events
+                ),
+            }
         })
         .unwrap_or_default();
     if let Some(d) = run.and_then(|r| r.trace_device) {
@@ -245,9 +268,7 @@ pub fn simulate_table(e: &Evaluation) -> String {
              devices; --trace-all-devices records every one)\n"
         ));
     }
-    if e.simulation.as_ref().is_some_and(|s| s.run.is_none()) {
-        counts.push_str("simulated: 2 and 4 layers (at most 2 micro-batches), extrapolated\n");
-    }
+
     let stages = if w.outer.pp > 1 {
         stage_table(e)
     } else {

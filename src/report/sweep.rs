@@ -131,8 +131,16 @@ pub fn sweep_table(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathB
     let mut s = String::new();
     for m in &spec.models {
         for hw in &spec.hardware {
+            let batch = spec.micro_batches.map_or(String::new(), |mb| {
+                format!(
+                    ", global batch {} ({mb} micro-batch(es) of {})",
+                    mb * spec.micro_batch,
+                    spec.micro_batch
+                )
+            });
             s.push_str(&format!(
-                "{} on {} — step time per sequence length (OOM: does not fit; -: invalid)\n\n",
+                "{} on {}{batch} — step time per sequence length (OOM: does not fit; -: \
+                 invalid)\n\n",
                 m.name, hw.name
             ));
             let outer_cols = spec.varies_outer();

@@ -11,9 +11,12 @@ use crate::sweep::{Point, Status, SweepResult, SweepSpec};
 
 type Metric = fn(&Point) -> Option<f64>;
 
-/// Writes the sweep's plots in every format of `exts`; returns the files written.
+/// Writes the sweep's plots in every format of `exts`; returns the files written. The charts
+/// are built in order and drawn in parallel (rasterising and compressing a PNG is most of a
+/// short sweep's time); the list of files keeps the order.
 pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Result<Vec<PathBuf>> {
-    let mut written = Vec::new();
+    use rayon::prelude::*;
+    let mut jobs: Vec<(std::sync::Arc<Chart>, PathBuf)> = Vec::new();
     let multi = spec.models.len() * spec.hardware.len() > 1;
     for m in &spec.models {
         for hw in &spec.hardware {
@@ -117,10 +120,10 @@ pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Re
                         chart = chart
                             .with_series(Series::new(method.id(), points).with_infeasible(bad));
                     }
+                    let chart = std::sync::Arc::new(chart);
                     for ext in exts {
                         let path = dir.join(format!("{file}-p{p}{}.{ext}", outer_suffix(outer)));
-                        plot::write_chart(&chart, &path)?;
-                        written.push(path);
+                        jobs.push((chart.clone(), path));
                     }
                 }
             }
@@ -140,15 +143,18 @@ pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Re
                     ),
                     rows,
                 );
+                let chart = std::sync::Arc::new(chart);
                 for ext in exts {
                     let path = dir.join(format!("maxseq{}.{ext}", outer_suffix(outer)));
-                    plot::write_chart(&chart, &path)?;
-                    written.push(path);
+                    jobs.push((chart.clone(), path));
                 }
             }
         }
     }
-    Ok(written)
+    jobs.par_iter()
+        .map(|(chart, path)| plot::write_chart(chart, path))
+        .collect::<Result<Vec<()>>>()?;
+    Ok(jobs.into_iter().map(|(_, path)| path).collect())
 }
 
 fn format_p(p: u64) -> String {

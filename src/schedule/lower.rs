@@ -472,8 +472,7 @@ pub fn lower_ops(
         optimizer: false,
         ..opts
     };
-    let estimate = graph_size(w, plan, opts.devices).tasks;
-    let mut l = Lower::new(w, plan, stages, opts, estimate.min(1 << 20));
+    let mut l = Lower::new(w, plan, stages, opts, 0);
     l.messages = false;
     l.begin_stage(stage, &stages[stage as usize]);
     l.stage_step(plan, stage, Some(ops), false);

@@ -312,3 +312,43 @@ pub struct StepPlan {
     /// The same for the context-parallel ranks (their K/V ring under a causal mask is not).
     pub context_symmetric: bool,
 }
+
+impl Stage {
+    /// Floating-point operations of this stage on one device: its kernels, a ring's steps (under
+    /// a causal mask the diagonal block at step 0 and a half block after, as zig-zag order
+    /// gives every device), an outer loop's body once per group.
+    pub fn flops(&self) -> f64 {
+        let sum = |ks: &[Kernel]| ks.iter().map(|k| k.shape.flops()).sum::<f64>();
+        match self {
+            Stage::Compute(ks) => sum(ks),
+            Stage::Collective { .. } => 0.0,
+            Stage::Ring(r) => r
+                .steps
+                .iter()
+                .enumerate()
+                .map(|(k, step)| {
+                    let block = match &step.causal {
+                        None => sum(&step.kernels),
+                        Some(c) if k == 0 => sum(&c.diagonal),
+                        Some(c) => sum(&c.key_half),
+                    };
+                    block + sum(&step.accumulate)
+                })
+                .sum(),
+            Stage::Outer(o) => f64::from(o.groups) * o.body.iter().map(Stage::flops).sum::<f64>(),
+        }
+    }
+}
+
+impl StepPlan {
+    /// Floating-point operations one device spends on one layer for one micro-batch, forward
+    /// and backward (recomputation included).
+    pub fn layer_flops(&self) -> f64 {
+        self.layer_fwd
+            .iter()
+            .chain(&self.layer_bwd)
+            .flat_map(|b| &b.stages)
+            .map(Stage::flops)
+            .sum()
+    }
+}

@@ -55,7 +55,7 @@ pub struct SimOptions {
 }
 
 /// Per-device totals of one simulated step.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct DeviceStats {
     /// Wall time with at least one compute task running.
     pub compute_busy_s: f64,
@@ -70,6 +70,14 @@ pub struct DeviceStats {
     pub memory_high_water_bytes: u128,
     /// When the device's last task finished.
     pub finish_s: f64,
+    /// When the last task of its compute stream ended — kernels, and the joins that end each
+    /// phase once its communication is done (what runs after it, to `finish_s`, is
+    /// communication left in flight, such as gradient synchronisations); kept out of the JSON.
+    #[serde(skip)]
+    pub kernels_end_s: f64,
+    /// Its exposed communication up to `kernels_end_s`; kept out of the JSON.
+    #[serde(skip)]
+    pub exposed_to_kernels_end_s: f64,
 }
 
 /// The outcome of simulating one graph.
@@ -194,6 +202,8 @@ struct Dev {
     live: u128,
     high: u128,
     finish: SimTime,
+    kernels_end: SimTime,
+    exposed_at_kernels_end: SimTime,
 }
 
 /// What a task is, for the hot path (so it need not read the graph's `Work`).

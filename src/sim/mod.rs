@@ -21,7 +21,9 @@
 //! - `workload`: a workload's plan lowered with its inventory and simulated
 //!   ([`simulate_plan`]);
 //! - `shorten`: the same from a shortened copy of the step, where the engine proves the rest
-//!   repeats it ([`simulate_shortened`]; the engine's recurrence monitor).
+//!   repeats it ([`simulate_shortened`]; the engine's recurrence monitor);
+//! - `compose`: a step composed from its distinct op programs, each simulated once, by a walk
+//!   of the 1F1B orders ([`simulate_composed`]; the fast path for steps too large otherwise).
 //!
 //! ```
 //! use metp_sim::schedule::{Label, Pass, Stream, TaskGraph, Work};
@@ -41,6 +43,7 @@
 //! ```
 
 pub mod collective;
+mod compose;
 pub mod engine;
 mod flows;
 pub mod maxmin;
@@ -50,6 +53,7 @@ mod shorten;
 pub mod trace;
 mod workload;
 
+pub use compose::{simulate_composed, Composition};
 pub use engine::{simulate, DeviceStats, PeriodProof, SimOptions, SimResult};
 pub use shorten::{shortening, simulate_shortened, Shortened, SHORT_LAYERS, SHORT_ROUNDS};
 
@@ -89,6 +93,7 @@ mod tests {
             ("engine/deadlock.rs", include_str!("engine/deadlock.rs")),
             ("engine/recurrence.rs", include_str!("engine/recurrence.rs")),
             ("shorten.rs", include_str!("shorten.rs")),
+            ("compose.rs", include_str!("compose.rs")),
             ("trace.rs", include_str!("trace.rs")),
         ];
         let forbidden = ["analytic", "cli", "search", "sweep", "report", "plot"];

@@ -70,6 +70,9 @@ pub struct WorkloadSim {
     /// When a shortened copy of the step ran and the rest was proven to repeat it
     /// ([`super::simulate_shortened`]): what was shortened.
     pub shortened: Option<Shortened>,
+    /// When the step was composed from its distinct programs ([`super::simulate_composed`]):
+    /// how many ran.
+    pub composed: Option<super::Composition>,
 }
 
 /// One pipeline stage of a simulated step, on its busiest simulated device.
@@ -243,6 +246,7 @@ pub(super) fn workload_sim(
         result,
         trace_device,
         shortened,
+        composed: None,
     };
     if let Some(mut t) = trace {
         t.devices = out.device_names(w.outer.pp > 1, w.outer.cp > 1);
@@ -271,10 +275,10 @@ pub(super) fn reserve(
          {simulated}: {} tasks)",
         w.method, w.p, w.dp, w.seq, w.model.layers, w.micro_batches, size.tasks
     );
-    let advice =
-        "use fewer devices (--p, --dp, --cp, --pp), fewer micro-batches (--global-batch) or fewer \
-                  layers (simulate --extrapolate runs 2 and 4 layers and extrapolates; plan does \
-                  so by default)";
+    let advice = "use fewer devices (--p, --dp, --cp, --pp), fewer micro-batches \
+                  (--global-batch) or fewer layers, or let the simulator shorten the step where \
+                  it repeats (without --full-sim), or compose it from its distinct op programs \
+                  (simulate --extrapolate; plan does so by default)";
     if size.tasks > limits::MAX_GRAPH_TASKS {
         return Err(Error::TooLarge {
             message: format!(

@@ -42,6 +42,9 @@ pub struct SweepSpec {
     pub seqs: Vec<u64>,
     /// Micro-batch.
     pub micro_batch: u64,
+    /// Micro-batches per step (`--global-batch` / b; one replica); `None`: one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub micro_batches: Option<u64>,
     /// Options.
     pub options: Options,
     /// How step times are obtained.
@@ -162,7 +165,7 @@ fn workload(
         outer,
         seq,
         micro_batch: spec.micro_batch,
-        micro_batches: 1,
+        micro_batches: spec.micro_batches.unwrap_or(1),
         options: spec.options,
     }
 }

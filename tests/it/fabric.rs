@@ -28,6 +28,7 @@ fn sweep_of(hw: &str, nodes: u64, degrees: Vec<u64>, seqs: Vec<u64>) -> String {
         seqs,
         outer: vec![Default::default()],
         micro_batch: 1,
+        micro_batches: None,
         options: Options::default(),
         timing: Timing::Simulated(LinkModel::MaxMin),
     };
@@ -130,6 +131,7 @@ fn point(hw: metp_sim::config::Hardware, method: MethodId, p: u64, seq: u64) -> 
         seqs: vec![seq],
         outer: vec![Default::default()],
         micro_batch: 1,
+        micro_batches: None,
         options: Options::default(),
         timing: Timing::Simulated(LinkModel::MaxMin),
     };

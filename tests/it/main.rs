@@ -5,6 +5,7 @@ mod calib;
 mod cli;
 mod commands;
 mod common;
+mod compose;
 mod cuda_emu;
 mod data;
 mod evaluate;

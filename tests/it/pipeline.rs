@@ -290,34 +290,6 @@ fn asymmetric_programs_are_not_folded() {
     }
 }
 
-/// The planner's shortened simulation of a pipeline (2 and 4 layers per virtual stage, pp and
-/// 2·pp micro-batches, extrapolated: `evaluate::extrapolate`) against the whole step: within
-/// 10⁻⁴ (measured: 1.7·10⁻⁵ at most, the optimizer kernels not being affine in their size).
-#[test]
-fn pipelined_extrapolation_matches_the_whole_simulation() {
-    use metp_sim::evaluate::{extrapolated_times, SimDepth};
-    for (method, outer, m) in [
-        (MethodId::TpSp, pp(2, 1), 8),
-        (MethodId::Ulysses, pp(2, 2), 8),
-        (MethodId::Metp, pp(4, 1), 12),
-    ] {
-        let w = workload(method, 2, outer, 2, m, 32, 8192, false)
-            .validate()
-            .unwrap();
-        for link in [LinkModel::Ideal, LinkModel::MaxMin] {
-            let full = extrapolated_times(&w, link, SimDepth::Full).unwrap();
-            let short = extrapolated_times(&w, link, SimDepth::Extrapolate).unwrap();
-            let rel = (short.step_time_s / full.step_time_s - 1.0).abs();
-            assert!(
-                rel < 1e-4,
-                "{method} {outer:?} {link:?}: extrapolated {:.6} s vs whole {:.6} s",
-                short.step_time_s,
-                full.step_time_s
-            );
-        }
-    }
-}
-
 /// On a fabric where mirroring would not be exact — an intra-node xGMI mesh (a link per pair of
 /// GPUs) or a leaf-spine layer — nothing is folded, even replicas over whole nodes.
 #[test]

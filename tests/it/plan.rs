@@ -363,13 +363,16 @@ fn outer_axes_are_enumerated_with_megatrons_rules() {
         32_768,
     );
     let (candidates, _, _) = plan::enumerate(&spec).unwrap();
+    // Every interleave divides the layers of the fullest stage, with no more virtual stages
+    // than layers; every configuration trains the one global batch (the default at 32k: 128).
     assert!(candidates.iter().all(|c| {
         let o = c.outer;
         c.p * o.cp * o.pp * c.dp == 16
             && (o.cp == 1 || c.method == MethodId::TpSp)
-            && 32 % (o.pp * o.interleave) == 0
+            && 32u64.div_ceil(o.pp) % o.interleave == 0
+            && o.pp * o.interleave <= 32
             && (o.interleave == 1 || (o.pp > 1 && c.micro_batches % o.pp == 0))
-            && c.micro_batch * c.micro_batches == o.pp
+            && c.micro_batch * c.micro_batches * c.dp == 128
     }));
     let has = |m: MethodId, cp: u64, pp: u64, v: u64| {
         candidates.iter().any(|c| {
@@ -378,5 +381,6 @@ fn outer_axes_are_enumerated_with_megatrons_rules() {
     };
     assert!(has(MethodId::TpSp, 2, 1, 1) && has(MethodId::TpSp, 16, 1, 1));
     assert!(has(MethodId::Metp, 1, 16, 1) && has(MethodId::Ulysses, 1, 4, 2));
+    assert!(has(MethodId::TpSp, 1, 2, 16) && has(MethodId::Tp, 1, 4, 8));
     assert!(!has(MethodId::Metp, 2, 1, 1) && !has(MethodId::Ring, 1, 1, 2));
 }

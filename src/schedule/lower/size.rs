@@ -132,9 +132,11 @@ pub fn graph_size(w: &ValidWorkload, plan: &StepPlan, devices: Devices) -> Graph
     let p = w.p;
     let (pp, v) = (w.outer.pp.max(1), w.outer.interleave.max(1));
     let sim = simulated_devices(w, plan, devices);
-    let chunk_layers = u64::from(plan.layers).div_ceil(pp.saturating_mul(v));
+    // The workload's layers and micro-batches, not the plan's: a shortened copy of a step is
+    // lowered with the whole step's plan (`sim::simulate_shortened`).
+    let chunk_layers = w.model.layers.div_ceil(pp.saturating_mul(v));
     let layers = chunk_layers.saturating_mul(v);
-    let mbs = u64::from(plan.micro_batches);
+    let mbs = w.micro_batches;
     let zero3 = u64::from(plan.zero3_gather_bytes > 0);
     let sync = u64::from(plan.layer_grad_sync_bytes > 0);
     // Per layer and micro-batch: the forward and backward blocks, the stored activations'

@@ -227,6 +227,13 @@ impl<'g> Engine<'g> {
         let d = self.ts[ti].device as usize;
         self.dev[d].finish = self.now;
         let s = self.ts[ti].stream as usize;
+        if self.stream_key[s].1 == Stream::Compute {
+            // The compute stream's last task so far (kernels, and the joins ending each phase).
+            self.touch(d as u32);
+            let dev = &mut self.dev[d];
+            dev.kernels_end = self.now;
+            dev.exposed_at_kernels_end = dev.exposed;
+        }
         let task = &self.g.tasks[ti];
         // With SimOptions::trace_device, only that device's spans.
         let traced = self.trace_device.is_none_or(|d| d == task.device);
@@ -502,6 +509,8 @@ impl<'g> Engine<'g> {
                 exposed: d.exposed,
                 finish: d.finish,
                 high: d.high,
+                kernels_end: d.kernels_end,
+                exposed_at_kernels_end: d.exposed_at_kernels_end,
             })
             .collect();
         let (mut events, mut tasks) = (self.events, self.done as u64);
@@ -521,6 +530,8 @@ impl<'g> Engine<'g> {
                     exposed_comm_s: ps_to_secs(d.exposed),
                     memory_high_water_bytes: d.high,
                     finish_s: ps_to_secs(d.finish),
+                    kernels_end_s: ps_to_secs(d.kernels_end),
+                    exposed_to_kernels_end_s: ps_to_secs(d.exposed_at_kernels_end),
                 })
                 .collect(),
             events,

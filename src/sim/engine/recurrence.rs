@@ -561,6 +561,8 @@ pub(super) struct DeviceTotals {
     pub exposed: SimTime,
     pub finish: SimTime,
     pub high: u128,
+    pub kernels_end: SimTime,
+    pub exposed_at_kernels_end: SimTime,
 }
 
 /// Whether every run of rounds the step has more of ([`Periodic::insert`]) was proven periodic.
@@ -592,7 +594,7 @@ pub(super) fn extend(
     cuts.sort_by_key(|(p, _)| p.at_ps);
     let times = |n: u64, x: SimTime| x.saturating_mul(n);
     for (d, t) in totals.iter_mut().enumerate() {
-        let finish = t.finish;
+        let (finish, kernels_end) = (t.finish, t.kernels_end);
         let mut shift: i128 = 0;
         let mut high: i128 = cuts
             .first()
@@ -604,6 +606,12 @@ pub(super) fn extend(
             t.exposed = t.exposed.saturating_add(times(n, p.exposed_ps[d]));
             if p.at_ps < finish {
                 t.finish = t.finish.saturating_add(times(n, p.period_ps));
+            }
+            if p.at_ps < kernels_end {
+                t.kernels_end = t.kernels_end.saturating_add(times(n, p.period_ps));
+                t.exposed_at_kernels_end = t
+                    .exposed_at_kernels_end
+                    .saturating_add(times(n, p.exposed_ps[d]));
             }
             let delta = p.live_bytes[d];
             if n > 0 && delta >= 0 {

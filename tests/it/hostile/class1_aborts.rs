@@ -23,7 +23,7 @@ fn the_issues_examples_refuse_in_one_line() {
     let t0 = Instant::now();
     let e = refuses(&["simulate", "--hw", &nics, "--nodes", "2", "--p", "16"], 1);
     assert!(e.contains("nics_per_node"), "{e}");
-    let e = refuses(&["simulate", "--model", &layers], 1);
+    let e = refuses(&["simulate", "--model", &layers, "--full-sim"], 1);
     assert!(
         e.contains("1048576 layers") && e.contains("2^24 tasks"),
         "{e}"
@@ -75,10 +75,12 @@ fn a_thousand_replicas_simulate_as_one() {
 }
 
 /// The library refuses the same way: a workload whose graph exceeds the task limit is an
-/// error from `Evaluation::simulate`, not an abort; shortened (`SimDepth::Extrapolate`) the
-/// same model simulates.
+/// error from `Evaluation::simulate` when every layer must be simulated (`SimDepth::Full`), not
+/// an abort; shortened where the simulator proves the layers repeat (the default) and on the
+/// fast path, the same model simulates.
 #[test]
 fn the_guard_is_in_the_evaluation_path() {
+    use metp_sim::evaluate::SimDepth;
     let mut model = load_model("llama2-7b").unwrap();
     model.layers = 1 << 20;
     let w = workload_p8(
@@ -86,12 +88,13 @@ fn the_guard_is_in_the_evaluation_path() {
         load_hardware("dgx-a100-80gb").unwrap(),
         MethodId::Metp,
     );
-    let e = Evaluation::new(w.clone())
-        .simulate(SimulateOptions::full(LinkModel::Ideal))
-        .unwrap_err();
-    assert!(matches!(e, metp_sim::Error::TooLarge { .. }), "{e}");
     let mut opts = SimulateOptions::full(LinkModel::Ideal);
-    opts.depth = metp_sim::evaluate::SimDepth::Extrapolate;
-    let e = Evaluation::new(w).simulate(opts).unwrap();
-    assert!(e.metrics.mfu > 0.0 && e.metrics.mfu <= 1.0);
+    opts.depth = SimDepth::Full;
+    let e = Evaluation::new(w.clone()).simulate(opts).unwrap_err();
+    assert!(matches!(e, metp_sim::Error::TooLarge { .. }), "{e}");
+    for depth in [SimDepth::Periodic, SimDepth::Extrapolate] {
+        opts.depth = depth;
+        let e = Evaluation::new(w.clone()).simulate(opts).unwrap();
+        assert!(e.metrics.mfu > 0.0 && e.metrics.mfu <= 1.0);
+    }
 }

@@ -1,0 +1,575 @@
+//! A step composed from its distinct programs: each pipeline op — a forward or backward of one
+//! model chunk for one micro-batch on one stage — is simulated once per distinct program, and
+//! the stages' 1F1B orders are walked with those times. The fast path for steps too large to
+//! simulate whole and not shortened exactly (`shorten`): a 16,384-GPU LLaMA 3 405B step at 128k
+//! tokens (TP 8, CP 16, PP 16, V 4) is 7 M tasks whole, a few hundred thousand composed.
+//!
+//! A program is what an op does on its stage's devices — its layers (with the embedding on the
+//! first virtual stage, the head and loss on the last), and for a backward of the last
+//! micro-batch the gradient synchronisation of each layer, as the lowering builds it
+//! ([`schedule::lower_ops`]) — so everything inside an op is simulated: kernels, collectives,
+//! rings, link sharing among the op's own flows, compute slowed by its own communication. A
+//! program's layers are shortened where the engine proves them periodic (exact); a run that is
+//! not proven and too large is extrapolated from two shorter runs (affine in the layers).
+//! Stages that sit on nodes alike share their programs.
+//!
+//! The walk is the analytic twin's (`analytic::pipeline`), with simulated programs in place of
+//! closed-form layers: an op starts when its stage is free and its input has arrived; it lasts
+//! its program's time on the stage's slowest device; its output leaves when it ends (one
+//! message in flight per direction) and takes `α + bytes/B` over the link class the two stages
+//! share; gradient synchronisations left in flight after an op's last kernel queue on the
+//! stage's asynchronous stream; tied embeddings are all-reduced between the first and the last
+//! stage, then each stage runs its optimizer. What the walk does not see, and so the whole
+//! simulation (`--full-sim`) does: pipeline messages sharing links with the ops' own flows and
+//! slowing their compute, gradient synchronisations slowing the ops after them, and the devices
+//! of a stage starting an op at different instants. Tested against the whole simulation in
+//! `tests/it/compose.rs`.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use super::engine::DeviceStats;
+use super::queue::{ps_to_secs, secs_to_ps};
+use super::workload::{reserve, workload_sim};
+use super::{simulate, LinkModel, SimOptions, SimResult, TraceScope, WorkloadSim};
+use crate::config::{limits, pipeline_op, Coord, PipeOp, ValidWorkload};
+use crate::cost::CostModel;
+use crate::error::{Error, Result};
+use crate::memory::Inventory;
+use crate::schedule::{self, CollectiveOp, Devices, LowerOptions, Rounds, StepPlan};
+
+/// Tasks a program may have before its layers are shortened by extrapolation when the
+/// periodic proof fails.
+const PROGRAM_TASKS: u64 = 400_000;
+
+/// What a composed simulation ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Composition {
+    /// Distinct programs simulated.
+    pub programs: u64,
+    /// Ops composed from them.
+    pub ops: u64,
+    /// Programs whose layers were extrapolated from two shorter runs (not proven periodic).
+    pub extrapolated: u64,
+}
+
+/// The key of a program: its stage (0 for all when stages are alike), the pass, the chunk's
+/// layers, whether it runs the embedding and the head, and whether it synchronises gradients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
+    stage: u32,
+    forward: bool,
+    layers: u64,
+    embedding: bool,
+    head: bool,
+    sync: bool,
+}
+
+/// One program's outcome on each device of its stage (indexed like the stage's devices).
+#[derive(Debug, Clone)]
+struct Program {
+    /// Per device: (kernels end, finish, compute, communication, exposed to the kernels' end).
+    devices: Vec<[f64; 5]>,
+    tasks: u64,
+    events: u64,
+    extrapolated: bool,
+}
+
+/// Whether stages sit on the nodes alike (each stage's devices fill whole nodes, or every
+/// stage is in one node), so that one stage's programs stand for every stage's.
+fn stages_alike(w: &ValidWorkload) -> bool {
+    let per_stage = w.p * w.outer.cp * w.dp;
+    let gpn = w.hardware.gpus_per_node.max(1);
+    per_stage.is_multiple_of(gpn) || per_stage * w.outer.pp <= gpn
+}
+
+/// What every program of one step shares.
+struct Step<'a> {
+    w: &'a ValidWorkload,
+    plan: &'a StepPlan,
+    stages: &'a [Inventory],
+    link: LinkModel,
+    devices: Devices,
+}
+
+/// Simulates one program: `op` on stage `stage`, whose devices are `members`.
+fn run_program(step: &Step<'_>, stage: u32, op: PipeOp, members: &[u32]) -> Result<Program> {
+    let Step {
+        w,
+        plan,
+        stages,
+        link,
+        devices,
+    } = *step;
+    let lowered = |w: &ValidWorkload, rounds| {
+        schedule::lower_ops(
+            w,
+            plan,
+            stages,
+            stage,
+            &[op],
+            LowerOptions {
+                devices,
+                rounds,
+                ..LowerOptions::step()
+            },
+        )
+    };
+    let sim = |g: &schedule::TaskGraph, periodic: bool| {
+        let _memory = reserve_tasks(w, g.tasks.len() as u64)?;
+        simulate(
+            g,
+            &w.hardware,
+            link,
+            SimOptions {
+                periodic,
+                ..SimOptions::default()
+            },
+        )
+    };
+    let layers = w.stage_chunks(stage)[op.chunk as usize].1;
+    let short = super::SHORT_LAYERS + (layers.saturating_sub(super::SHORT_LAYERS) % 2);
+    let pick = |r: &SimResult| -> Vec<[f64; 5]> {
+        members
+            .iter()
+            .map(|&d| {
+                let s: &DeviceStats = &r.devices[d as usize];
+                [
+                    s.kernels_end_s,
+                    s.finish_s,
+                    s.compute_busy_s,
+                    s.comm_busy_s,
+                    s.exposed_to_kernels_end_s,
+                ]
+            })
+            .collect()
+    };
+    if layers > short {
+        // The same op with `n` layers in its chunk (every virtual stage holds n).
+        let with_layers = |n: u64| -> Result<ValidWorkload> {
+            let mut v = w.clone().into_workload();
+            v.model.layers = n * w.outer.pp * w.outer.interleave;
+            v.validate()
+        };
+        let mut g = lowered(&with_layers(short)?, Rounds::Layers);
+        if g.periodic.len() == 1 {
+            g.periodic[0].insert = layers - short;
+            let r = sim(&g, true)?;
+            if r.periodic.first().is_some_and(Option::is_some) {
+                return Ok(Program {
+                    devices: pick(&r),
+                    tasks: r.tasks,
+                    events: r.events,
+                    extrapolated: false,
+                });
+            }
+        }
+        // Not proven periodic: the whole run if it is small, else affine in the layers.
+        let whole = lowered(w, Rounds::None);
+        if whole.tasks.len() as u64 > PROGRAM_TASKS {
+            let (a, b) = (short, 2 * short);
+            let ra = sim(&lowered(&with_layers(a)?, Rounds::None), false)?;
+            let rb = sim(&lowered(&with_layers(b)?, Rounds::None), false)?;
+            let k = (layers - a) as f64 / (b - a) as f64;
+            let (pa, pb) = (pick(&ra), pick(&rb));
+            let devices = pa
+                .iter()
+                .zip(&pb)
+                .map(|(x, y)| std::array::from_fn(|i| (x[i] + k * (y[i] - x[i])).max(0.0)))
+                .collect();
+            return Ok(Program {
+                devices,
+                tasks: ra.tasks + rb.tasks,
+                events: ra.events + rb.events,
+                extrapolated: true,
+            });
+        }
+        let r = sim(&whole, false)?;
+        return Ok(Program {
+            devices: pick(&r),
+            tasks: r.tasks,
+            events: r.events,
+            extrapolated: false,
+        });
+    }
+    let r = sim(&lowered(w, Rounds::None), false)?;
+    Ok(Program {
+        devices: pick(&r),
+        tasks: r.tasks,
+        events: r.events,
+        extrapolated: false,
+    })
+}
+
+/// Sets aside the memory of a program's graph (`workload::reserve`'s rule).
+fn reserve_tasks(w: &ValidWorkload, tasks: u64) -> Result<limits::Reservation> {
+    let size = schedule::GraphSize {
+        devices: 1,
+        cluster_devices: 1,
+        tasks,
+        group_entries: 0,
+    };
+    reserve(w, &size, TraceScope::Off, None)
+}
+
+/// A stage's clock in the walk.
+#[derive(Debug, Clone, Default)]
+struct Clock {
+    /// When the stage's compute is free.
+    t: f64,
+    /// When its last message forward / backward has arrived.
+    sent: [f64; 2],
+    /// End of the gradient synchronisations still in flight.
+    queue_end: f64,
+    /// Per device of the stage: compute, communication, exposed.
+    compute: Vec<f64>,
+    comm: Vec<f64>,
+    exposed: Vec<f64>,
+    /// Pipeline messages to or from the stage, `(leaves, arrives)`, that may still overlap its
+    /// ops.
+    flights: Vec<(f64, f64)>,
+}
+
+impl Clock {
+    /// `self + k·(other − self)`, field by field (a walk extrapolated along its rounds).
+    fn toward(self, other: &Clock, k: f64) -> Clock {
+        let f = |a: f64, b: f64| (a + k * (b - a)).max(0.0);
+        let fv = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect();
+        Clock {
+            t: f(self.t, other.t),
+            sent: [
+                f(self.sent[0], other.sent[0]),
+                f(self.sent[1], other.sent[1]),
+            ],
+            queue_end: f(self.queue_end, other.queue_end),
+            compute: fv(&self.compute, &other.compute),
+            comm: fv(&self.comm, &other.comm),
+            exposed: fv(&self.exposed, &other.exposed),
+            flights: Vec::new(),
+        }
+    }
+}
+
+/// Ops past which a walk is not taken to the end (as `analytic::pipeline`'s).
+const MAX_WALK_OPS: u64 = 1 << 20;
+
+/// What a walk of the 1F1B orders needs: the programs and the messages' times.
+struct Walker<'a> {
+    pp: u32,
+    v: u32,
+    sigma: f64,
+    /// Simulated devices per stage.
+    devices: Vec<usize>,
+    /// The program of an op of a stage in a step of m micro-batches.
+    program: &'a dyn Fn(u32, &PipeOp, u32) -> &'a Program,
+    /// A message's time from one stage to another.
+    message: &'a dyn Fn(u32, u32) -> f64,
+}
+
+impl Walker<'_> {
+    /// Every stage's clock after its 1F1B order with `m` micro-batches (module docs).
+    fn walk(&self, m: u32) -> Result<Vec<Clock>> {
+        let (pp, v) = (self.pp, self.v);
+        let last_u = u64::from(pp) * u64::from(v) - 1;
+        let len = 2 * m * v;
+        let mut clocks: Vec<Clock> = (0..pp as usize)
+            .map(|s| Clock {
+                compute: vec![0.0; self.devices[s]],
+                comm: vec![0.0; self.devices[s]],
+                exposed: vec![0.0; self.devices[s]],
+                ..Clock::default()
+            })
+            .collect();
+        let mut arrivals: HashMap<(bool, u32, u64), (f64, f64)> = HashMap::new();
+        let mut idx = vec![0u32; pp as usize];
+        loop {
+            let mut progress = false;
+            for s in 0..pp {
+                let su = s as usize;
+                while idx[su] < len {
+                    let op = pipeline_op(pp, v, m, s, idx[su]);
+                    let u = u64::from(op.chunk) * u64::from(pp) + u64::from(s);
+                    let needs = if op.forward { u > 0 } else { u < last_u };
+                    let arrival = if needs {
+                        match arrivals.remove(&(!op.forward, op.micro_batch, u)) {
+                            Some(a) => Some(a),
+                            None => break,
+                        }
+                    } else {
+                        None
+                    };
+                    let prog = (self.program)(s, &op, m);
+                    let c = &mut clocks[su];
+                    let mut t = c.t;
+                    if let Some((leaves, arrives)) = arrival {
+                        for d in 0..c.exposed.len() {
+                            c.comm[d] += arrives - leaves;
+                            if arrives > t {
+                                c.exposed[d] += arrives - t.max(leaves);
+                            }
+                        }
+                        t = t.max(arrives);
+                    }
+                    // The op lasts as long as its slowest device; `share`: how much of it
+                    // that device computes.
+                    let (dur, share) = prog.devices.iter().fold((0.0, 0.0), |acc, x| {
+                        if x[0] > acc.0 {
+                            let share = if x[0] > 0.0 {
+                                (x[2] / x[0]).min(1.0)
+                            } else {
+                                0.0
+                            };
+                            (x[0], share)
+                        } else {
+                            acc
+                        }
+                    });
+                    // The op's kernels run slowed while a pipeline message of this stage (or a
+                    // synchronisation left in flight) is, for the share of the op they run.
+                    c.flights.retain(|&(_, b)| b > t);
+                    let overlap: f64 = c
+                        .flights
+                        .iter()
+                        .map(|&(a, b)| (b.min(t + dur) - a.max(t)).max(0.0))
+                        .sum();
+                    let slowed = self.sigma * overlap.min(dur) * share;
+                    let dur = dur + slowed;
+                    let tail = prog.devices.iter().map(|x| x[1] - x[0]).fold(0.0, f64::max);
+                    for (d, x) in prog.devices.iter().enumerate() {
+                        c.compute[d] += x[2] + slowed;
+                        c.comm[d] += x[3];
+                        c.exposed[d] += x[4];
+                    }
+                    t += dur;
+                    if tail > 0.0 {
+                        let from = c.queue_end.max(t);
+                        c.queue_end = from + tail;
+                        c.flights.push((from, c.queue_end));
+                    }
+                    c.t = t;
+                    let to = if op.forward {
+                        (u < last_u).then(|| u + 1)
+                    } else {
+                        (u > 0).then(|| u - 1)
+                    };
+                    if let Some(to) = to {
+                        let dir = usize::from(!op.forward);
+                        let leaves = t.max(c.sent[dir]);
+                        let to_stage = (to % u64::from(pp)) as u32;
+                        let arrives = leaves + (self.message)(s, to_stage);
+                        c.sent[dir] = arrives;
+                        for d in 0..c.comm.len() {
+                            c.comm[d] += arrives - leaves;
+                        }
+                        c.flights.push((leaves, arrives));
+                        if to_stage != s {
+                            clocks[to_stage as usize].flights.push((leaves, arrives));
+                        }
+                        arrivals.insert((!op.forward, op.micro_batch, to), (leaves, arrives));
+                    }
+                    idx[su] += 1;
+                    progress = true;
+                }
+            }
+            if !progress {
+                break;
+            }
+        }
+        if idx.iter().any(|&i| i < len) {
+            return Err(Error::InvalidGraph {
+                message: format!(
+                    "the composed pipeline of {pp} stages did not complete its 1F1B orders"
+                ),
+            });
+        }
+        Ok(clocks)
+    }
+}
+
+/// Simulates `w`'s step composed from its distinct programs (module docs).
+pub fn simulate_composed(
+    w: &ValidWorkload,
+    plan: &StepPlan,
+    stages: &[Inventory],
+    link: LinkModel,
+    devices: Devices,
+) -> Result<WorkloadSim> {
+    let pp = w.outer.pp as u32;
+    let v = w.outer.interleave;
+    let m = w.micro_batches as u32;
+    let alike = stages_alike(w);
+    let cost = CostModel::new(&w.hardware);
+    // The layout: every simulated device, by stage.
+    let layout = schedule::lower_ops(
+        w,
+        plan,
+        stages,
+        0,
+        &[],
+        LowerOptions {
+            devices,
+            ..LowerOptions::step()
+        },
+    );
+    let axes = w.axes();
+    let coords: Vec<Coord> = (0..layout.devices)
+        .map(|d| axes.coord_of(layout.rank_of(d)))
+        .collect();
+    let by_stage: Vec<Vec<u32>> = (0..pp)
+        .map(|s| {
+            (0..layout.devices)
+                .filter(|&d| coords[d as usize].stage == s)
+                .collect()
+        })
+        .collect();
+    let rank = |s: u32| {
+        w.rank_of(Coord {
+            replica: 0,
+            stage: s,
+            cp: 0,
+            rank: 0,
+        })
+    };
+    let sync_layers = plan.layer_grad_sync_bytes > 0;
+    let chunks: Vec<Vec<(u64, u64)>> = (0..pp).map(|s| w.stage_chunks(s)).collect();
+    // The program of `op` on stage `s` in a step of `m` micro-batches.
+    let key_of = |s: u32, op: &PipeOp, m: u32| Key {
+        stage: if alike { 0 } else { s },
+        forward: op.forward,
+        layers: chunks[s as usize][op.chunk as usize].1,
+        embedding: w.has_embedding(s) && op.chunk == 0,
+        head: w.has_head(s) && u64::from(op.chunk) + 1 == v,
+        sync: sync_layers && !op.forward && op.micro_batch + 1 == m,
+    };
+    let step = Step {
+        w,
+        plan,
+        stages,
+        link,
+        devices,
+    };
+    // Each program once, on the first stage that runs it: every chunk's forward, its backward
+    // (with more than one micro-batch), and its backward of the last micro-batch.
+    let mut programs: HashMap<Key, Program> = HashMap::new();
+    let mut composition = Composition {
+        programs: 0,
+        ops: 2 * u64::from(m) * v * u64::from(pp),
+        extrapolated: 0,
+    };
+    let (mut tasks, mut events) = (0u64, 0u64);
+    for s in 0..pp {
+        for chunk in 0..v as u32 {
+            for (forward, mb) in [(true, 0), (false, 0), (false, m - 1)] {
+                let op = PipeOp {
+                    forward,
+                    micro_batch: mb,
+                    chunk,
+                };
+                let k = key_of(s, &op, m);
+                if programs.contains_key(&k) {
+                    continue;
+                }
+                let prog = run_program(&step, s, op, &by_stage[s as usize])?;
+                composition.programs += 1;
+                composition.extrapolated += u64::from(prog.extrapolated);
+                tasks = tasks.saturating_add(prog.tasks);
+                events = events.saturating_add(prog.events);
+                programs.insert(k, prog);
+            }
+        }
+    }
+    let msg = |a: u32, b: u32| cost.message_s(rank(a), rank(b), plan.pipeline_bytes as f64);
+    let walker = Walker {
+        pp,
+        v: v as u32,
+        sigma: cost.overlap_slowdown(),
+        devices: by_stage.iter().map(Vec::len).collect(),
+        program: &|s, op, m| &programs[&key_of(s, op, m)],
+        message: &msg,
+    };
+    // A long step is walked twice, shorter, and extrapolated along its steady rounds (see
+    // `analytic::pipeline`, which prices the same walk in closed form).
+    let period = if v > 1 { pp } else { 1 };
+    let m1 = (8 * pp * v as u32).div_ceil(period) * period;
+    let mut clocks = if composition.ops <= MAX_WALK_OPS || m <= m1 + period {
+        walker.walk(m)?
+    } else {
+        let a = walker.walk(m1)?;
+        let b = walker.walk(m1 + period)?;
+        let k = f64::from(m - m1) / f64::from(period);
+        a.into_iter().zip(b).map(|(a, b)| a.toward(&b, k)).collect()
+    };
+    // Synchronisations left in flight, the embedding group, the optimizer.
+    let mut ends: Vec<f64> = clocks.iter().map(|c| c.t.max(c.queue_end)).collect();
+    for c in clocks.iter_mut() {
+        let left = (c.queue_end - c.t).max(0.0);
+        c.exposed.iter_mut().for_each(|x| *x += left);
+    }
+    if plan.embedding_sync_bytes > 0 && pp > 1 {
+        let (a, b) = (0usize, pp as usize - 1);
+        let d = cost.collective_s(
+            CollectiveOp::AllReduce,
+            &[rank(0), rank(pp - 1)],
+            plan.embedding_sync_bytes,
+        );
+        let start = ends[a].max(ends[b]);
+        for s in [a, b] {
+            let c = &mut clocks[s];
+            for x in 0..c.comm.len() {
+                c.comm[x] += d;
+                c.exposed[x] += d;
+            }
+            ends[s] = start + d;
+        }
+    }
+    for (s, c) in clocks.iter_mut().enumerate() {
+        let opt: f64 = plan
+            .optimizer
+            .get(s)
+            .or(plan.optimizer.last())
+            .map_or(0.0, |ks| ks.iter().map(|k| cost.kernel_s(&k.shape)).sum());
+        c.compute.iter_mut().for_each(|x| *x += opt);
+        ends[s] += opt;
+    }
+    let step = ends.iter().copied().fold(0.0, f64::max);
+    if secs_to_ps(step) >= limits::MAX_SIM_PS || !step.is_finite() {
+        return Err(Error::TooLarge {
+            message: format!(
+                "the composed step would last {step:.3e} s or more, beyond the simulator's clock \
+                 (2^62 ps, about 53 days); shorten the sequence or use more devices"
+            ),
+        });
+    }
+    let mut device_stats = vec![None; layout.devices as usize];
+    for s in 0..pp {
+        let c = &clocks[s as usize];
+        let peak = stages[s as usize].peak_bytes;
+        for (i, &d) in by_stage[s as usize].iter().enumerate() {
+            device_stats[d as usize] = Some(DeviceStats {
+                compute_busy_s: c.compute[i],
+                comm_busy_s: c.comm[i],
+                exposed_comm_s: c.exposed[i],
+                memory_high_water_bytes: peak,
+                finish_s: ends[s as usize],
+                kernels_end_s: ends[s as usize],
+                exposed_to_kernels_end_s: c.exposed[i],
+            });
+        }
+    }
+    let result = SimResult {
+        step_time_s: ps_to_secs(secs_to_ps(step)),
+        makespan_ps: secs_to_ps(step),
+        devices: device_stats
+            .into_iter()
+            .map(Option::unwrap_or_default)
+            .collect(),
+        events,
+        tasks,
+        trace: None,
+        periodic: Vec::new(),
+    };
+    let mut out = workload_sim(w, &layout, result, None, None);
+    out.composed = Some(composition);
+    Ok(out)
+}
