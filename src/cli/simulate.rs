@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use super::args::{single_degree, CommonArgs};
-use crate::config::{parse_count, MethodId, Workload};
+use crate::config::{parse_amount, parse_count, MethodId, Workload};
 use crate::error::{Error, Result};
-use crate::evaluate::{Evaluation, SimDepth, SimulateOptions};
+use crate::evaluate::{Evaluation, SimDepth, SimulateOptions, Training};
 use crate::report::{self, Format};
 use crate::sim::{LinkModel, TraceScope};
 
@@ -68,6 +68,13 @@ pub struct SimulateArgs {
     /// same numbers, faster.
     #[arg(long)]
     full_sim: bool,
+    /// Tokens to train (15T = 15·10^12, 2.5M, 1.5e13): adds the days and GPU-hours of the
+    /// whole run at the simulated throughput.
+    #[arg(long)]
+    tokens: Option<String>,
+    /// Price of one GPU-hour (with --tokens): adds the cost of the whole run.
+    #[arg(long, requires = "tokens")]
+    gpu_hour_price: Option<f64>,
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -101,6 +108,22 @@ pub fn run(a: SimulateArgs) -> Result<String> {
     for path in a.trace.iter().chain(&a.timeline) {
         crate::atomic::check_output_file(path)?;
     }
+    let tokens = a
+        .tokens
+        .as_deref()
+        .map(|t| parse_amount("--tokens", t))
+        .transpose()?;
+    if let Some(t) = tokens.filter(|&t| t > 1e18) {
+        return Err(Error::arg("--tokens", format!("{t}: at most 1e18 tokens")));
+    }
+    if let Some(price) = a.gpu_hour_price {
+        if !(price.is_finite() && (0.0..=1e6).contains(&price)) {
+            return Err(Error::arg(
+                "--gpu-hour-price",
+                format!("{price}: must be a price from 0 to 1e6 per GPU-hour"),
+            ));
+        }
+    }
     let w = workload(&a.common, method, p, seq, a.global_batch.as_deref())?.validate()?;
     let trace = match (
         a.trace.is_some() || a.timeline.is_some(),
@@ -129,8 +152,16 @@ pub fn run(a: SimulateArgs) -> Result<String> {
     if let Some(path) = &a.timeline {
         report::write_timeline(path, &e, a.timeline_ms)?;
     }
+    let training = tokens.and_then(|t| {
+        Training::of(
+            t,
+            e.metrics.tokens_per_s,
+            e.workload.devices(),
+            a.gpu_hour_price,
+        )
+    });
     Ok(match a.common.format.into() {
-        Format::Json => report::simulate_json(&e),
-        Format::Table | Format::Csv => report::simulate_table(&e),
+        Format::Json => report::simulate_json_with(&e, training),
+        Format::Table | Format::Csv => report::simulate_table_with(&e, training),
     })
 }

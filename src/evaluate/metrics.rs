@@ -136,3 +136,34 @@ pub fn model_flops(w: &Workload) -> f64 {
         * (w.micro_batch as f64 * w.micro_batches as f64 * w.dp as f64);
     6.0 * gemm_params * tokens + attn
 }
+
+/// The time and cost of training a whole run at a step's throughput (`--tokens`,
+/// `--gpu-hour-price`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct Training {
+    /// Tokens trained.
+    pub tokens: f64,
+    /// Days of training (`tokens / tokens per second`).
+    pub days: f64,
+    /// GPU-hours (hours × GPUs).
+    pub gpu_hours: f64,
+    /// GPU-hours × the price per GPU-hour, when one was given.
+    pub cost: Option<f64>,
+}
+
+impl Training {
+    /// A run of `tokens` at `tokens_per_s` on `gpus` GPUs (`None` without a throughput).
+    pub fn of(tokens: f64, tokens_per_s: f64, gpus: u64, price: Option<f64>) -> Option<Training> {
+        if !(tokens_per_s > 0.0 && tokens_per_s.is_finite() && tokens.is_finite()) {
+            return None;
+        }
+        let seconds = tokens / tokens_per_s;
+        let gpu_hours = seconds / 3600.0 * gpus as f64;
+        Some(Training {
+            tokens,
+            days: seconds / 86400.0,
+            gpu_hours,
+            cost: price.map(|p| p * gpu_hours),
+        })
+    }
+}

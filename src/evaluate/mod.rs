@@ -53,7 +53,7 @@ mod metrics;
 
 pub use crate::schedule::Devices;
 pub use extrapolate::{fast_path, whole_is_cheap, FastPath, SimDepth, FAST_EXACT_TASKS};
-pub use metrics::{model_flops, Metrics};
+pub use metrics::{model_flops, Metrics, Training};
 
 use crate::analytic;
 use crate::config::ValidWorkload;

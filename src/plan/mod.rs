@@ -49,11 +49,12 @@ mod rejection;
 mod spec;
 
 pub use crate::evaluate::SimDepth;
+pub use crate::evaluate::Training;
 pub use candidate::{enumerate, recompute_name, Candidate};
 pub use compare::{Comparison, Part};
 pub use rank::{
     merge, plan, plan_part, plan_part_with, plan_with, Plan, PlanPart, PlanProgress, Ranked,
-    Simulated, Simulation, Training,
+    Simulated, Simulation,
 };
 pub use rejection::{RejectCategory, Rejection};
 pub use spec::{

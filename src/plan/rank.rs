@@ -22,7 +22,7 @@ use super::compare::Comparison;
 use super::{enumerate, Candidate, PlanSpec, RejectCategory, Rejection};
 use crate::config::{Hardware, MethodId, Recompute};
 use crate::error::{Error, Result};
-use crate::evaluate::{Evaluation, SimDepth, SimulateOptions};
+use crate::evaluate::{Evaluation, SimDepth, SimulateOptions, Training};
 use crate::memory;
 use crate::shard::Shard;
 use crate::sim::LinkModel;
@@ -46,33 +46,6 @@ impl Simulation {
             Simulation::Exact => "exact",
             Simulation::Composed => "composed",
         }
-    }
-}
-
-/// The time and cost of training the whole run on one configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Training {
-    /// Days of training (`tokens / tokens per second`).
-    pub days: f64,
-    /// GPU-hours (days × 24 × GPUs).
-    pub gpu_hours: f64,
-    /// GPU-hours × the price per GPU-hour, when one was given.
-    pub cost: Option<f64>,
-}
-
-impl Training {
-    /// The run of `tokens` at `tokens_per_s` on `gpus` GPUs.
-    pub fn of(tokens: f64, tokens_per_s: f64, gpus: u64, price: Option<f64>) -> Option<Training> {
-        if !(tokens_per_s > 0.0 && tokens_per_s.is_finite()) {
-            return None;
-        }
-        let seconds = tokens / tokens_per_s;
-        let gpu_hours = seconds / 3600.0 * gpus as f64;
-        Some(Training {
-            days: seconds / 86400.0,
-            gpu_hours,
-            cost: price.map(|p| p * gpu_hours),
-        })
     }
 }
 

@@ -21,7 +21,8 @@ pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json,
 pub use overlap::{overlap_json, overlap_table};
 pub use plan::{plan_csv, plan_json, plan_table, ranked_columns, rejected_columns};
 pub use simulate::{
-    axes_text, fits_line, simulate_json, simulate_table, write_timeline, write_trace,
+    axes_text, fits_line, simulate_json, simulate_json_with, simulate_table, simulate_table_with,
+    write_timeline, write_trace,
 };
 pub use sweep::{sweep_csv, sweep_csv_header, sweep_csv_row, sweep_json, sweep_table, write_sweep};
 pub use table::{fmt_bytes, Table};

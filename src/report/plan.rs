@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::columns::{self, Column, JsonRow};
+use super::simulate::eng;
 use super::table::fmt_bytes;
 use super::{fmt_tokens, to_json};
 use crate::config::MethodId;
@@ -31,20 +32,6 @@ fn days(d: f64) -> String {
     } else {
         format!("{:.1} h", d * 24.0)
     }
-}
-
-/// A large count in engineering notation: `1.23 M`.
-fn eng(x: f64) -> String {
-    let (v, unit) = if x >= 1e9 {
-        (x / 1e9, " G")
-    } else if x >= 1e6 {
-        (x / 1e6, " M")
-    } else if x >= 1e3 {
-        (x / 1e3, " k")
-    } else {
-        (x, "")
-    };
-    format!("{v:.2}{unit}")
 }
 
 /// The ranked configurations; the table shows the whole run's days, GPU-hours and cost only

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::table::{fmt_bytes, Table};
 use super::{timeline_spans, to_json, write_atomic};
 use crate::error::Result;
-use crate::evaluate::{Evaluation, Metrics};
+use crate::evaluate::{Evaluation, Metrics, Training};
 use crate::plot;
 use crate::sim::{self, DeviceStats};
 
@@ -73,6 +73,9 @@ struct SimulateJson<'a> {
     /// When the step was composed from its distinct op programs: how many.
     #[serde(skip_serializing_if = "Option::is_none")]
     composed: Option<crate::sim::Composition>,
+    /// The whole run at this throughput, with `--tokens`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    training: Option<Training>,
     stages: Vec<StageJson>,
     devices: &'a [DeviceStats],
 }
@@ -103,6 +106,11 @@ fn stage_rows(e: &Evaluation) -> Vec<StageJson> {
 
 /// JSON for `metp-sim simulate` (DESIGN §8 fields, `fits` and the capacity among them).
 pub fn simulate_json(e: &Evaluation) -> String {
+    simulate_json_with(e, None)
+}
+
+/// The same, with the whole run's time and cost (`--tokens`): `training`.
+pub fn simulate_json_with(e: &Evaluation, training: Option<Training>) -> String {
     let w = &e.workload;
     let m = &e.metrics;
     let a = e.analytic_metrics();
@@ -146,6 +154,7 @@ pub fn simulate_json(e: &Evaluation) -> String {
         events: run.map(|r| r.result.events),
         shortened: run.and_then(|r| r.shortened),
         composed: run.and_then(|r| r.composed),
+        training,
         stages: stage_rows(e),
         devices: run.map_or(&[], |r| &r.result.devices),
     })
@@ -174,6 +183,41 @@ pub fn fits_line(m: &Metrics) -> String {
 /// Human table for `metp-sim simulate`: simulated and closed-form side by side, then whether
 /// it fits.
 pub fn simulate_table(e: &Evaluation) -> String {
+    simulate_table_with(e, None)
+}
+
+/// The whole run's time and cost in one line: `time to train 15T tokens: 51.3 days, 4.2 M
+/// GPU-hours, 8.4 M at 2 per GPU-hour`.
+pub fn training_line(t: &Training, gpus: u64) -> String {
+    let cost = t
+        .cost
+        .map_or(String::new(), |c| format!(", cost {}", eng(c)));
+    format!(
+        "time to train {} tokens at this throughput on {gpus} GPUs: {:.1} days, {} GPU-hours{cost}\n",
+        eng(t.tokens),
+        t.days,
+        eng(t.gpu_hours)
+    )
+}
+
+/// `1.23 M`, `15.00 T`: a count in decimal units.
+pub fn eng(x: f64) -> String {
+    let (v, unit) = if x >= 1e12 {
+        (x / 1e12, " T")
+    } else if x >= 1e9 {
+        (x / 1e9, " G")
+    } else if x >= 1e6 {
+        (x / 1e6, " M")
+    } else if x >= 1e3 {
+        (x / 1e3, " k")
+    } else {
+        (x, "")
+    };
+    format!("{v:.2}{unit}")
+}
+
+/// Human table for `metp-sim simulate`, with the whole run's time and cost (`--tokens`).
+pub fn simulate_table_with(e: &Evaluation, training: Option<Training>) -> String {
     let w = &e.workload;
     let s = &e.metrics;
     let a = e.analytic_metrics();
@@ -269,6 +313,9 @@ pub fn simulate_table(e: &Evaluation) -> String {
         ));
     }
 
+    if let Some(t) = &training {
+        counts.push_str(&training_line(t, w.devices()));
+    }
     let stages = if w.outer.pp > 1 {
         stage_table(e)
     } else {

@@ -246,6 +246,16 @@ impl<'a> Lower<'a> {
         out
     }
 
+    /// The frontier of the active devices (indexed by device; the others' left empty): what
+    /// a stage's ring or collective starts from, without copying every stage's frontier.
+    fn active_frontier(&self) -> Vec<Vec<TaskId>> {
+        let mut out = vec![Vec::new(); self.sim_devices()];
+        for &d in &self.active {
+            out[d as usize].clone_from(&self.frontier[d as usize]);
+        }
+        out
+    }
+
     fn fresh(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
@@ -381,7 +391,7 @@ impl<'a> Lower<'a> {
             }
             Stage::Collective { name, op, bytes } => {
                 if self.axes.p > 1 {
-                    let deps = self.frontier.clone();
+                    let deps = self.active_frontier();
                     let ids = self.collective(name, *op, *bytes, BLOCKING, &deps);
                     for i in 0..self.active.len() {
                         let dev = self.active[i] as usize;

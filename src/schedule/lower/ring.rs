@@ -12,7 +12,7 @@ impl Lower<'_> {
         // Per device: last prefetch recv, last accumulator recv, end of the previous step.
         let mut pre_recv: Vec<Option<TaskId>> = vec![None; devs];
         let mut acc_recv: Vec<Option<TaskId>> = vec![None; devs];
-        let start = self.frontier.clone();
+        let start = self.active_frontier();
         let mut prev_main_end: Vec<Vec<TaskId>> = start.clone();
         for (k, step) in ring.steps.iter().enumerate() {
             self.label.step = Some(k as u32);
@@ -133,10 +133,10 @@ impl Lower<'_> {
         let per_owner = (groups / p).max(1);
         let mut pending: Vec<Vec<TaskId>> = vec![Vec::new(); devs];
         // Weights of group 0 are fetched before the loop (nothing to overlap with).
-        let mut ready = self.fetch_weights(outer, 0, &self.frontier.clone());
+        let mut ready = self.fetch_weights(outer, 0, &self.active_frontier());
         for gi in 0..groups {
             self.label.outer = Some(gi);
-            let group_start = self.frontier.clone();
+            let group_start = self.active_frontier();
             // Two buffers: the next group's weights move while this group runs.
             let next_ready = if gi + 1 < groups && outer.buffers >= 2 {
                 Some(self.fetch_weights(outer, gi + 1, &group_start))
@@ -160,7 +160,7 @@ impl Lower<'_> {
             ready = match next_ready {
                 Some(r) => r,
                 None if gi + 1 < groups => {
-                    self.fetch_weights(outer, gi + 1, &self.frontier.clone())
+                    self.fetch_weights(outer, gi + 1, &self.active_frontier())
                 }
                 None => vec![Vec::new(); devs],
             };
@@ -238,7 +238,7 @@ impl Lower<'_> {
     fn return_grads(&mut self, outer: &Outer, _gi: u32, owner: u32) -> Vec<Vec<TaskId>> {
         let p = self.axes.p;
         let devs = self.sim_devices();
-        let after = self.frontier.clone();
+        let after = self.active_frontier();
         let mut done = vec![Vec::new(); devs];
         match outer.exchange {
             Exchange::Broadcast => {

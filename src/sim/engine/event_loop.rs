@@ -388,12 +388,18 @@ impl<'g> Engine<'g> {
             self.q
                 .push(self.now.saturating_add(lat), Ev::Latency { op });
         } else {
-            self.start_flows(op);
+            // The step's transfers are the ones just listed.
+            self.start_listed_flows(op);
         }
     }
 
     fn start_flows(&mut self, op: u32) {
         self.step_transfers(op);
+        self.start_listed_flows(op);
+    }
+
+    /// Starts the flows of `self.transfers`, the op's current step.
+    fn start_listed_flows(&mut self, op: u32) {
         let mut n = 0;
         for i in 0..self.transfers.len() {
             let x = self.transfers[i];
