@@ -418,8 +418,12 @@ const MICRO_BATCHES_SUMMED: u32 = 64;
 
 /// Prices a plan in closed form.
 pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
-    let pr = Pricer::new(w);
-    let mut step = PartTimes::default();
+    price_walking(w, plan, pipeline::MAX_WALK_OPS)
+}
+
+/// The prices a step is made of (the unpipelined step sums them; a pipeline's walk composes
+/// them per op).
+fn parts(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer) -> pipeline::Parts {
     let emb_f = pr.kernels(&plan.embedding_fwd);
     let emb_b = pr.kernels(&plan.embedding_bwd);
     let replicas = w.dp * w.outer.cp * if plan.grad_sync_over_p { w.p } else { 1 };
@@ -447,14 +451,86 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
         }
         t
     };
-    let fwd_layer = blocks(&plan.layer_fwd);
-    let bwd_layer = blocks(&plan.layer_bwd);
-    let head = pr.stages(&plan.head.stages);
+    pipeline::Parts {
+        emb_f,
+        emb_b,
+        gather,
+        sync,
+        fwd_layer: blocks(&plan.layer_fwd),
+        bwd_layer: blocks(&plan.layer_bwd),
+        head: pr.stages(&plan.head.stages),
+    }
+}
+
+/// A lower bound on [`price`]'s step time that costs no walk of a pipeline's orders: the
+/// stage whose ops (without waiting for messages or slowing) and optimizer take longest. The
+/// planner prices in full only the configurations this bound does not rule out.
+pub fn step_lower_bound(w: &ValidWorkload, plan: &StepPlan) -> f64 {
+    if w.outer.pp == 1 {
+        return price(w, plan).step_time_s;
+    }
+    let pr = Pricer::new(w);
+    let parts = parts(w, plan, &pr);
+    pipeline::lower_bound(w, plan, &pr, parts)
+}
+
+/// A fingerprint of the prices `price` composes (their bits): two configurations of one
+/// pipeline layout with equal fingerprints have the same closed-form step.
+pub fn parts_fingerprint(w: &ValidWorkload, plan: &StepPlan) -> [u64; 18] {
+    let pr = Pricer::new(w);
+    let p = parts(w, plan, &pr);
+    let t = |x: PartTimes| {
+        [
+            x.wall.to_bits(),
+            x.compute.to_bits(),
+            x.busy.to_bits(),
+            x.comm.to_bits(),
+        ]
+    };
+    let (f, b, h) = (t(p.fwd_layer), t(p.bwd_layer), t(p.head));
+    let opt: f64 = plan.optimizer.iter().map(|k| pr.kernels(k)).sum();
+    [
+        p.emb_f.to_bits(),
+        p.emb_b.to_bits(),
+        p.gather.to_bits(),
+        p.sync.to_bits(),
+        opt.to_bits(),
+        plan.pipeline_bytes,
+        f[0],
+        f[1],
+        f[2],
+        f[3],
+        b[0],
+        b[1],
+        b[2],
+        b[3],
+        h[0],
+        h[1],
+        h[2],
+        h[3],
+    ]
+}
+
+/// [`price`], walking a pipeline's 1F1B orders to the end up to `max_walk_ops` ops (beyond,
+/// two shorter walks extrapolated: `pipeline`).
+fn price_walking(w: &ValidWorkload, plan: &StepPlan, max_walk_ops: u64) -> StepTimes {
+    let pr = Pricer::new(w);
+    let mut step = PartTimes::default();
+    let pipeline::Parts {
+        emb_f,
+        emb_b,
+        gather,
+        sync,
+        fwd_layer,
+        bwd_layer,
+        head,
+    } = parts(w, plan, &pr);
     if w.outer.pp > 1 {
         return pipeline::price(
             w,
             plan,
             &pr,
+            max_walk_ops,
             pipeline::Parts {
                 emb_f,
                 emb_b,

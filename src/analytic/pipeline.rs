@@ -18,11 +18,9 @@
 //!   synchronisation left after the last backward. The critical stage is the one that
 //!   computes longest (as the simulator's critical device).
 
-use std::collections::HashMap;
-
 use super::{PartTimes, Pricer};
 use crate::config::{pipeline_op, Coord, ValidWorkload};
-use crate::schedule::{CollectiveOp, StepPlan, StepTimes};
+use crate::schedule::{CollectiveOp, Mailboxes, StepPlan, StepTimes};
 
 /// The prices the unpipelined step is made of.
 #[derive(Clone, Copy)]
@@ -56,19 +54,25 @@ struct StageClock {
 
 /// Ops past which a walk is not taken to the end: the steady rounds repeat, so the step is
 /// priced from two walks of fewer micro-batches and extrapolated along them (the same numbers
-/// to rounding; a step of 65,536 micro-batches over 64 stages would be 8 M ops per
-/// configuration, and a plan prices thousands).
-const MAX_WALK_OPS: u64 = 1 << 20;
+/// to rounding: tests below; a step of 65,536 micro-batches over 64 stages would be 8 M ops
+/// per configuration, and a plan prices tens of thousands).
+pub(super) const MAX_WALK_OPS: u64 = 1 << 16;
 
 /// Prices a pipelined plan (pp > 1).
-pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts) -> StepTimes {
+pub(super) fn price(
+    w: &ValidWorkload,
+    plan: &StepPlan,
+    pr: &Pricer,
+    max_walk_ops: u64,
+    parts: Parts,
+) -> StepTimes {
     let (pp, v, m) = (w.outer.pp, w.outer.interleave, w.micro_batches);
     let ops = 2 * pp * v * m;
     // Micro-batches per steady round (Megatron's interleaving goes in groups of pp).
     let period = if v > 1 { pp } else { 1 };
     // Enough micro-batches for every stage's warm-up and cool-down and a few steady rounds.
-    let m1 = (8 * pp * v).div_ceil(period) * period;
-    if ops <= MAX_WALK_OPS || m <= m1 + period {
+    let m1 = (4 * pp * v).div_ceil(period) * period;
+    if ops <= max_walk_ops || m <= m1 + period {
         return walk(w, plan, pr, parts, m as u32);
     }
     let a = walk(w, plan, pr, parts, m1 as u32);
@@ -81,6 +85,41 @@ pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Part
         communication_s: f(a.communication_s, b.communication_s),
         exposed_communication_s: f(a.exposed_communication_s, b.exposed_communication_s),
     }
+}
+
+/// A lower bound on [`price`]'s step: per stage, its ops back to back — each forward and
+/// backward of each chunk once per micro-batch, without waiting for messages, for gradient
+/// synchronisations or slowed by them — then its optimizer; the longest stage. (The walk's
+/// stage clock only ever adds to these, and the step ends after every stage's optimizer.)
+pub(super) fn lower_bound(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts) -> f64 {
+    let pp = w.outer.pp as u32;
+    let last_u = w.outer.pp * w.outer.interleave - 1;
+    let m = w.micro_batches as f64;
+    let mut longest = 0.0f64;
+    for s in 0..pp {
+        let mut t = 0.0;
+        for (chunk, &(_, n)) in w.stage_chunks(s).iter().enumerate() {
+            let u = chunk as u64 * w.outer.pp + u64::from(s);
+            let mut fwd = parts.fwd_layer.wall + parts.gather;
+            fwd *= n as f64;
+            if u == 0 {
+                fwd += parts.emb_f + parts.emb_b;
+            }
+            if u == last_u {
+                fwd += parts.head.wall;
+            }
+            let bwd = n as f64 * (parts.gather + parts.bwd_layer.wall);
+            t += m * (fwd + bwd);
+        }
+        let opt = pr.kernels(
+            plan.optimizer
+                .get(s as usize)
+                .map_or(&[][..], Vec::as_slice),
+        );
+        longest = longest.max(t + opt);
+    }
+    // Floating sums in another order than the walk's: a hair below, so the bound stays one.
+    longest * (1.0 - 1e-12)
 }
 
 /// The walk of every stage's 1F1B order with `m` micro-batches per replica.
@@ -121,9 +160,10 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts, m: u32) -
     let sigma = pr.sigma;
     let overlap = |a0: f64, a1: f64, b0: f64, b1: f64| (a1.min(b1) - a0.max(b0)).max(0.0);
     // Arrivals of messages: (backward, micro-batch, receiving virtual stage) → (leaves, arrives).
-    let mut arrivals: HashMap<(bool, u32, u64), (f64, f64)> = HashMap::new();
+    let mut arrivals = Mailboxes::new(pp as u64 * v);
     let mut clocks = vec![StageClock::default(); pp as usize];
     let mut idx = vec![0usize; pp as usize];
+    let mut fwd_sums: [Vec<Option<PartTimes>>; 4] = Default::default();
     loop {
         let mut progress = false;
         for s in 0..pp {
@@ -134,7 +174,7 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts, m: u32) -
                 let needs = if op.forward { u > 0 } else { u < last_u };
                 let arrival = if needs {
                     // Each message is consumed once: the map holds the ones in flight only.
-                    match arrivals.remove(&(!op.forward, op.micro_batch, u)) {
+                    match arrivals.take(!op.forward, op.micro_batch, u) {
                         Some(a) => Some(a),
                         None => break,
                     }
@@ -152,17 +192,27 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts, m: u32) -
                 }
                 let n = chunks[su][op.chunk as usize].1;
                 if op.forward {
-                    let mut d = PartTimes::default();
-                    if u == 0 {
-                        d += PartTimes::computing(emb_f);
+                    // A forward's parts depend on its layers, embedding and head only: summed
+                    // once per kind (the same sum, in the same order, as op by op).
+                    let kind = usize::from(u == 0) * 2 + usize::from(u == last_u);
+                    let slot = &mut fwd_sums[kind];
+                    if slot.len() <= n as usize {
+                        slot.resize(n as usize + 1, None);
                     }
-                    for _ in 0..n {
-                        d += PartTimes::waiting_on_comm(gather);
-                        d += fwd_layer;
-                    }
-                    if u == last_u {
-                        d += head;
-                    }
+                    let d = *slot[n as usize].get_or_insert_with(|| {
+                        let mut d = PartTimes::default();
+                        if u == 0 {
+                            d += PartTimes::computing(emb_f);
+                        }
+                        for _ in 0..n {
+                            d += PartTimes::waiting_on_comm(gather);
+                            d += fwd_layer;
+                        }
+                        if u == last_u {
+                            d += head;
+                        }
+                        d
+                    });
                     c.compute += d.compute;
                     c.busy += d.busy;
                     c.comm += d.comm;
@@ -218,7 +268,7 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts, m: u32) -
                     let arrives = leaves + msg(s, to_stage);
                     c.sent[dir] = arrives;
                     c.comm += arrives - leaves;
-                    arrivals.insert((!op.forward, op.micro_batch, to), (leaves, arrives));
+                    arrivals.post(!op.forward, op.micro_batch, to, leaves, arrives);
                 }
                 idx[su] += 1;
                 progress = true;
@@ -265,5 +315,98 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts, m: u32) -
         compute_s: critical.compute,
         communication_s: critical.comm,
         exposed_communication_s: critical.exposed.max(0.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::{load_hardware, load_model, MethodId, Options, OuterAxes, Workload};
+
+    /// The bound the planner prunes with is one: never above the walk's step, and close to it
+    /// where the pipeline is full (1F1B and interleaved, uneven layers, synchronisation).
+    #[test]
+    fn the_lower_bound_is_below_the_step() {
+        for (layers, pp, v, m, dp) in [
+            (32u64, 4u64, 1u64, 4u64, 1u64),
+            (30, 4, 2, 8, 2),
+            (24, 2, 3, 64, 4),
+        ] {
+            let mut model = load_model("gpt3-1.3b").unwrap();
+            model.layers = layers;
+            let mut hardware = load_hardware("dgx-a100-80gb").unwrap();
+            hardware.nodes = 2 * pp * dp;
+            let w = Workload {
+                model,
+                hardware,
+                method: MethodId::TpSp,
+                p: 8,
+                dp,
+                outer: OuterAxes {
+                    pp,
+                    interleave: v,
+                    cp: 1,
+                },
+                seq: 2048,
+                micro_batch: 1,
+                micro_batches: m,
+                options: Options::default(),
+            }
+            .validate()
+            .unwrap();
+            let plan = crate::schedule::plan(&w);
+            let step = super::super::price(&w, &plan).step_time_s;
+            let lb = super::super::step_lower_bound(&w, &plan);
+            assert!(
+                lb <= step && lb > 0.5 * step,
+                "{layers} {pp} {v} {m}: {lb} vs {step}"
+            );
+        }
+    }
+
+    /// Walks too long to take to the end are two shorter walks extrapolated along the steady
+    /// rounds: the same step, to rounding, as the whole walk (1F1B and interleaved, with
+    /// gradient synchronisation over replicas; the whole walk sums 10^5 ops, so rounding reaches
+    /// ~10⁻¹² of the step).
+    #[test]
+    fn long_walks_extrapolate_to_the_whole_walk() {
+        for (pp, v, m) in [(8u64, 1u64, 9000u64), (4, 2, 8192)] {
+            let mut model = load_model("gpt3-1.3b").unwrap();
+            model.layers = 8 * v * pp;
+            let mut hardware = load_hardware("dgx-a100-80gb").unwrap();
+            hardware.nodes = 2 * pp;
+            let w = Workload {
+                model,
+                hardware,
+                method: MethodId::TpSp,
+                p: 8,
+                dp: 2,
+                outer: OuterAxes {
+                    pp,
+                    interleave: v,
+                    cp: 1,
+                },
+                seq: 2048,
+                micro_batch: 1,
+                micro_batches: m,
+                options: Options::default(),
+            }
+            .validate()
+            .unwrap();
+            assert!(2 * pp * v * m > super::MAX_WALK_OPS);
+            let plan = crate::schedule::plan(&w);
+            let short = super::super::price(&w, &plan);
+            let whole = super::super::price_walking(&w, &plan, u64::MAX);
+            let rel = |a: f64, b: f64| (a - b).abs() / b;
+            assert!(
+                rel(short.step_time_s, whole.step_time_s) < 1e-10,
+                "{short:?} {whole:?}"
+            );
+            assert!(rel(short.compute_s, whole.compute_s) < 1e-10);
+            assert!(rel(short.communication_s, whole.communication_s) < 1e-10);
+            assert!(
+                (short.exposed_communication_s - whole.exposed_communication_s).abs()
+                    < 1e-10 * whole.step_time_s
+            );
+        }
     }
 }

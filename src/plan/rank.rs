@@ -231,16 +231,24 @@ fn recompute_share(e: &Evaluation) -> f64 {
     }
 }
 
-/// A configuration that fits, with what ranks it in closed form (its evaluation is rebuilt for
-/// the few simulated; keeping every one's would hold every stage's inventory of thousands).
+/// A configuration that fits, with what screens it (its evaluation is built only for the few
+/// that may enter the pool; keeping every one's would hold every stage's inventory of
+/// thousands).
 pub(super) struct Feasible {
     c: Candidate,
-    /// Closed-form tokens per second (the first ranking).
+    /// An upper bound on its closed-form tokens per second (from a lower bound on the step:
+    /// `analytic::step_lower_bound`), for pruning.
+    bound_tokens_per_s: f64,
+    /// What its memory and closed form are made of (peak, static, stored and transient bytes;
+    /// the prices the closed form composes, to the bit): two configurations of one group that
+    /// agree on all of it are the same configuration under another name.
+    signature: Vec<u128>,
+}
+
+/// A screened configuration priced in closed form (the first ranking).
+struct Priced {
+    c: Candidate,
     analytic_tokens_per_s: f64,
-    /// What its memory and closed form come to (peak, static, stored and transient bytes; step,
-    /// compute, communication and exposed time, to the bit): two configurations of one group
-    /// that agree on all of it are the same configuration under another name.
-    signature: [u128; 8],
 }
 
 pub(super) enum Outcome {
@@ -252,32 +260,63 @@ pub(super) fn gib(b: u128) -> f64 {
     b as f64 / (1u64 << 30) as f64
 }
 
-/// The signature of an evaluation ([`Feasible::signature`]).
-fn signature(e: &Evaluation) -> [u128; 8] {
-    let (i, t) = (&e.inventory, &e.estimate);
-    [
-        i.peak_bytes,
-        i.static_bytes,
-        i.stored_bytes,
-        i.transient_peak_bytes,
-        u128::from(t.step_time_s.to_bits()),
-        u128::from(t.compute_s.to_bits()),
-        u128::from(t.communication_s.to_bits()),
-        u128::from(t.exposed_communication_s.to_bits()),
-    ]
+/// One candidate screened: invalid, out of memory, or feasible with a bound on its
+/// throughput (no walk of its pipeline yet).
+pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome {
+    let reject =
+        |category, reason: String, mem| Outcome::Rejected(Rejection::of(&c, category, reason, mem));
+    let w = match c.workload(spec, hw).validate() {
+        Ok(w) => w,
+        Err(e) => return reject(RejectCategory::Invalid, e.to_string(), None),
+    };
+    let stages = memory::stage_inventories(&w);
+    let inv = &stages[memory::critical_stage(&stages)];
+    if !inv.fits {
+        return Outcome::Rejected(out_of_memory(&c, inv));
+    }
+    let plan = crate::schedule::plan(&w);
+    let bound = crate::analytic::step_lower_bound(&w, &plan);
+    let tokens = w.tokens_per_step() as f64;
+    let mut signature = vec![
+        inv.peak_bytes,
+        inv.static_bytes,
+        inv.stored_bytes,
+        inv.transient_peak_bytes,
+    ];
+    signature.extend(
+        crate::analytic::parts_fingerprint(&w, &plan)
+            .iter()
+            .map(|&x| u128::from(x)),
+    );
+    Outcome::Feasible(Box::new(Feasible {
+        c,
+        bound_tokens_per_s: if bound > 0.0 {
+            tokens / bound
+        } else {
+            f64::INFINITY
+        },
+        signature,
+    }))
 }
 
-/// One candidate through the evaluation path: invalid, out of memory, or evaluated in closed
-/// form.
-pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome {
-    match evaluation(c, spec, hw) {
-        Ok(evaluation) => Outcome::Feasible(Box::new(Feasible {
-            c,
-            analytic_tokens_per_s: evaluation.metrics.tokens_per_s,
-            signature: signature(&evaluation),
-        })),
-        Err(r) => Outcome::Rejected(*r),
-    }
+/// The out-of-memory rejection of `c`, whose critical stage is `inv`.
+fn out_of_memory(c: &Candidate, inv: &memory::Inventory) -> Rejection {
+    let reason = format!(
+        "does not fit: peak {:.2} GiB > capacity {:.2} GiB (static {:.2}, stored {:.2}, \
+         transient {:.2}, reserved {:.2} GiB)",
+        gib(inv.peak_bytes),
+        gib(inv.capacity_bytes),
+        gib(inv.static_bytes),
+        gib(inv.stored_bytes),
+        gib(inv.transient_peak_bytes),
+        gib(inv.reserved_bytes),
+    );
+    Rejection::of(
+        c,
+        RejectCategory::OutOfMemory,
+        reason,
+        Some((inv.peak_bytes, inv.capacity_bytes)),
+    )
 }
 
 /// A candidate's evaluation in closed form, or why it is rejected.
@@ -300,22 +339,7 @@ fn evaluation(
     let stages = memory::stage_inventories(&w);
     let inv = &stages[memory::critical_stage(&stages)];
     if !inv.fits {
-        let reason = format!(
-            "does not fit: peak {:.2} GiB > capacity {:.2} GiB (static {:.2}, stored {:.2}, \
-             transient {:.2}, reserved {:.2} GiB)",
-            gib(inv.peak_bytes),
-            gib(inv.capacity_bytes),
-            gib(inv.static_bytes),
-            gib(inv.stored_bytes),
-            gib(inv.transient_peak_bytes),
-            gib(inv.reserved_bytes),
-        );
-        return Err(Box::new(Rejection::of(
-            &c,
-            RejectCategory::OutOfMemory,
-            reason,
-            Some((inv.peak_bytes, inv.capacity_bytes)),
-        )));
+        return Err(Box::new(out_of_memory(&c, inv)));
     }
     let evaluation = Evaluation::with_stages(w, stages);
     if let Err(e) = evaluation.check() {
@@ -395,8 +419,65 @@ fn plan_hardware(spec: &PlanSpec) -> Hardware {
     hw
 }
 
-/// Part `shard` of a plan (module docs): every candidate in closed form, this part's share of
-/// the best simulated.
+/// The `pool` best of `feasible` by closed-form tokens per second (ties by key), priced in
+/// closed form in the order of their bounds — best bound first, in batches over the threads —
+/// until no bound left can beat the pool's worst: the same pool as pricing every one, for a
+/// fraction of the walks. Also the ones whose closed form the tool may not report (rejected as
+/// invalid).
+fn price_the_best(
+    mut feasible: Vec<Feasible>,
+    spec: &PlanSpec,
+    hw: &Hardware,
+    pool: usize,
+    on_progress: &(dyn Fn(PlanProgress) + Sync),
+) -> (Vec<Priced>, Vec<Rejection>) {
+    feasible.sort_by(|a, b| {
+        b.bound_tokens_per_s
+            .total_cmp(&a.bound_tokens_per_s)
+            .then_with(|| a.c.key().cmp(&b.c.key()))
+    });
+    let batch = 8 * rayon::current_num_threads().max(1);
+    let mut best: Vec<Priced> = Vec::new();
+    let mut invalid = Vec::new();
+    let mut next = 0;
+    while next < feasible.len() {
+        // The pool is full and nothing left can beat its worst.
+        if best.len() >= pool
+            && feasible[next].bound_tokens_per_s < best[pool - 1].analytic_tokens_per_s
+        {
+            break;
+        }
+        let end = (next + batch).min(feasible.len());
+        let priced: Vec<std::result::Result<Priced, Box<Rejection>>> = feasible[next..end]
+            .par_iter()
+            .map(|f| {
+                let r = evaluation(f.c, spec, hw).map(|e| Priced {
+                    c: f.c,
+                    analytic_tokens_per_s: e.metrics.tokens_per_s,
+                });
+                on_progress(PlanProgress::Evaluated);
+                r
+            })
+            .collect();
+        for p in priced {
+            match p {
+                Ok(p) => best.push(p),
+                Err(r) => invalid.push(*r),
+            }
+        }
+        best.sort_by(|a, b| {
+            b.analytic_tokens_per_s
+                .total_cmp(&a.analytic_tokens_per_s)
+                .then_with(|| a.c.key().cmp(&b.c.key()))
+        });
+        best.truncate(pool);
+        next = end;
+    }
+    (best, invalid)
+}
+
+/// Part `shard` of a plan (module docs): every candidate screened (memory and a bound on its
+/// closed form), the best priced in closed form, this part's share of them simulated.
 pub fn plan_part(spec: &PlanSpec, shard: Shard) -> Result<PlanPart> {
     plan_part_with(spec, shard, &|_| {})
 }
@@ -412,11 +493,7 @@ pub fn plan_part_with(
     on_progress(PlanProgress::Evaluating(candidates.len()));
     let outcomes: Vec<Outcome> = candidates
         .par_iter()
-        .map(|&c| {
-            let o = evaluate(c, spec, &hw);
-            on_progress(PlanProgress::Evaluated);
-            o
-        })
+        .map(|&c| evaluate(c, spec, &hw))
         .collect();
     let mut fits = Vec::new();
     for o in outcomes {
@@ -447,15 +524,11 @@ pub fn plan_part_with(
         }
     }
     let n_feasible = feasible.len();
-    feasible.sort_by(|a, b| {
-        b.analytic_tokens_per_s
-            .total_cmp(&a.analytic_tokens_per_s)
-            .then_with(|| a.c.key().cmp(&b.c.key()))
-    });
-    feasible.truncate(pool_size(spec));
-    let pool: Vec<Candidate> = feasible.iter().map(|f| f.c).collect();
-    let owners = Shard::owners(shard.count, feasible.len());
-    let mine: Vec<Feasible> = feasible
+    let (priced, invalid) = price_the_best(feasible, spec, &hw, pool_size(spec), on_progress);
+    rejected.extend(invalid);
+    let pool: Vec<Candidate> = priced.iter().map(|f| f.c).collect();
+    let owners = Shard::owners(shard.count, priced.len());
+    let mine: Vec<Priced> = priced
         .into_iter()
         .zip(owners)
         .filter(|(_, o)| *o == shard.index)

@@ -10,6 +10,7 @@ mod common;
 mod graph;
 mod kernels;
 mod lower;
+mod mailbox;
 mod metp;
 mod ring;
 mod rsa;
@@ -28,6 +29,7 @@ pub use kernels::{attention_bwd, attention_fwd, AttnShape};
 pub use lower::{
     graph_size, lower, lower_ops, Devices, GraphSize, LowerOptions, Rounds, GRAPH_BYTES_PER_TASK,
 };
+pub use mailbox::Mailboxes;
 pub use shape::{Attention, AttnPass, Gemm, KernelKind, KernelShape};
 pub use stage::{
     Axis, Block, CausalBlocks, Exchange, Kernel, Outer, PhaseBlock, Ring, RingStep, Stage, StepPlan,

@@ -37,7 +37,7 @@ use crate::config::{limits, pipeline_op, Coord, PipeOp, ValidWorkload};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::memory::Inventory;
-use crate::schedule::{self, CollectiveOp, Devices, LowerOptions, Rounds, StepPlan};
+use crate::schedule::{self, CollectiveOp, Devices, LowerOptions, Mailboxes, Rounds, StepPlan};
 
 /// Tasks a program may have before its layers are shortened by extrapolation when the
 /// periodic proof fails.
@@ -281,7 +281,7 @@ impl Walker<'_> {
                 ..Clock::default()
             })
             .collect();
-        let mut arrivals: HashMap<(bool, u32, u64), (f64, f64)> = HashMap::new();
+        let mut arrivals = Mailboxes::new(u64::from(pp) * u64::from(v));
         let mut idx = vec![0u32; pp as usize];
         loop {
             let mut progress = false;
@@ -292,7 +292,7 @@ impl Walker<'_> {
                     let u = u64::from(op.chunk) * u64::from(pp) + u64::from(s);
                     let needs = if op.forward { u > 0 } else { u < last_u };
                     let arrival = if needs {
-                        match arrivals.remove(&(!op.forward, op.micro_batch, u)) {
+                        match arrivals.take(!op.forward, op.micro_batch, u) {
                             Some(a) => Some(a),
                             None => break,
                         }
@@ -366,7 +366,7 @@ impl Walker<'_> {
                         if to_stage != s {
                             clocks[to_stage as usize].flights.push((leaves, arrives));
                         }
-                        arrivals.insert((!op.forward, op.micro_batch, to), (leaves, arrives));
+                        arrivals.post(!op.forward, op.micro_batch, to, leaves, arrives);
                     }
                     idx[su] += 1;
                     progress = true;
