@@ -14,6 +14,7 @@ mod layout;
 pub mod limits;
 mod method;
 mod model;
+mod precision;
 mod scale;
 mod seq;
 mod topology;
@@ -35,6 +36,7 @@ pub use kernel_model::{
 pub use layout::{pipeline_order, virtual_stage_layers, Axes, Coord, OuterAxes, PipeOp};
 pub use method::MethodId;
 pub use model::{Activation, Model, Norm};
+pub use precision::{GradDtype, OptimizerState};
 pub use scale::{apply_scales, parse_scales, Scale, ALIASES as SCALE_ALIASES};
 pub use seq::{parse_count, parse_list, parse_seq_spec};
 pub use topology::{

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::layout::{pipeline_order, virtual_stage_layers, Axes, Coord, PipeOp};
+use super::precision::{GradDtype, OptimizerState};
 use super::{Hardware, MethodId, Model, OuterAxes};
 use crate::error::{Error, Result};
 
@@ -118,6 +119,12 @@ pub struct Options {
     pub vocab_parallel: bool,
     /// METP knobs.
     pub metp: MetpOptions,
+    /// The dtype of the main gradients (memory and gradient communication).
+    pub grad_dtype: GradDtype,
+    /// Replicated or sharded optimizer state; `None` follows the ZeRO stage. `Sharded` raises
+    /// an automatic stage to at least 1 (Megatron's distributed optimizer); `Replicated`
+    /// lowers it to 0. An explicit stage that contradicts it is refused.
+    pub optimizer_state: Option<OptimizerState>,
 }
 
 impl Default for Options {
@@ -131,6 +138,8 @@ impl Default for Options {
             dropout: None,
             vocab_parallel: true,
             metp: MetpOptions::default(),
+            grad_dtype: GradDtype::Fp32,
+            optimizer_state: None,
         }
     }
 }
@@ -163,10 +172,40 @@ pub struct Workload {
 impl Workload {
     /// The ZeRO stage in force (resolving automatic).
     pub fn zero_stage(&self) -> ZeroStage {
-        match self.options.zero {
-            Some(z) => z,
-            None if self.method.shards_weights() => ZeroStage::Zero0,
-            None => ZeroStage::Zero3,
+        match (self.options.zero, self.options.optimizer_state) {
+            (Some(z), _) => z,
+            (None, Some(OptimizerState::Replicated)) => ZeroStage::Zero0,
+            (None, Some(OptimizerState::Sharded)) if self.method.shards_weights() => {
+                ZeroStage::Zero1
+            }
+            (None, _) if self.method.shards_weights() => ZeroStage::Zero0,
+            (None, _) => ZeroStage::Zero3,
+        }
+    }
+
+    /// Where the optimizer state lives, resolved: sharded from ZeRO stage 1 up.
+    pub fn optimizer_state(&self) -> OptimizerState {
+        if self.zero_stage() >= ZeroStage::Zero1 {
+            OptimizerState::Sharded
+        } else {
+            OptimizerState::Replicated
+        }
+    }
+
+    /// An explicit ZeRO stage that contradicts an explicit optimizer-state placement, in words.
+    pub fn optimizer_state_conflict(options: &Options) -> Option<String> {
+        match (options.zero, options.optimizer_state) {
+            (Some(ZeroStage::Zero0), Some(OptimizerState::Sharded)) => Some(
+                "a sharded optimizer state contradicts ZeRO stage 0 (which replicates it; the \
+                 distributed optimizer is ZeRO stage 1)"
+                    .into(),
+            ),
+            (Some(z), Some(OptimizerState::Replicated)) if z >= ZeroStage::Zero1 => Some(format!(
+                "a replicated optimizer state contradicts ZeRO stage {} (stages 1 to 3 shard \
+                 it)",
+                z as u8
+            )),
+            _ => None,
         }
     }
 
@@ -229,6 +268,9 @@ impl Workload {
                 self.hardware.nodes,
                 self.hardware.gpus_per_node
             )));
+        }
+        if let Some(m) = Workload::optimizer_state_conflict(&self.options) {
+            return Err(self.invalid(m));
         }
         if self.options.metp.recv_buffers == 0 || self.options.metp.recv_buffers > 2 {
             return Err(self.invalid("METP receive buffers must be 1 or 2"));
