@@ -243,12 +243,7 @@ impl UnitSpec {
                     "heads ({a}) is not divisible by head groups ({g})"
                 )));
             }
-            let kv = self.kv_heads as u64;
-            if kv == 0 || !(kv.is_multiple_of(g) || g.is_multiple_of(kv)) {
-                return Err(err(format!(
-                    "kv_heads ({kv}) must divide head groups ({g}) or be divisible by it"
-                )));
-            }
+            super::method::kv_heads_split(self.kv_heads as u64, g, "head groups").map_err(err)?;
         }
         Ok(())
     }

@@ -12,6 +12,7 @@ mod fabric;
 mod gpu;
 mod gpu_data;
 mod gpu_script;
+mod gqa;
 mod hostile;
 mod kernels;
 mod korthikanti;

@@ -345,5 +345,6 @@ fn layer_inventory_metp_phases_are_the_unit_phase_peaks() {
             }
         }
     }
-    assert!(checked > 200, "{checked}");
+    // (Grouped-query cases with more head groups than K/V heads are refused, issue 21.)
+    assert!(checked >= 200, "{checked}");
 }
