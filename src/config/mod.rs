@@ -35,7 +35,7 @@ pub use kernel_model::{
 };
 pub use layout::{pipeline_order, virtual_stage_layers, Axes, Coord, OuterAxes, PipeOp};
 pub use method::MethodId;
-pub use model::{Activation, Model, Norm};
+pub use model::{Activation, LinearBiases, Model, Norm};
 pub use precision::{GradDtype, OptimizerState};
 pub use scale::{apply_scales, parse_scales, Scale, ALIASES as SCALE_ALIASES};
 pub use seq::{parse_count, parse_list, parse_seq_spec};

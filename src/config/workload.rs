@@ -304,6 +304,13 @@ impl Workload {
                  2^53"
             )));
         }
+        if let Some(window) = self.model.sliding_window.filter(|&w| seq > w) {
+            return Err(self.invalid(format!(
+                "sequence length {seq} is longer than {}'s sliding attention window of {window} \
+                 tokens: metp-sim models full attention, which is exact only up to the window",
+                self.model.name
+            )));
+        }
         let multiple = self.seq_multiple();
         if !seq.is_multiple_of(multiple) {
             return Err(self.invalid(format!(

@@ -451,6 +451,8 @@ fn exec_reconcile_with_inventory() {
             norm: Norm::Layernorm,
             dropout: false,
             tied_embeddings: false,
+            biases: Default::default(),
+            sliding_window: None,
             source: String::new(),
         };
         let w = Workload {

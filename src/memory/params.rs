@@ -71,13 +71,22 @@ pub fn local_params(w: &Workload, st: &StageShare) -> Vec<(Block, u128, bool)> {
         (true, false) => m.head_params() as u128,
     };
     let final_norm = u128::from(st.head);
+    // Row-parallel biases stay whole on every device (Megatron adds them after the reduction).
+    let whole = |n: u64, kept: bool| {
+        let kept = u128::from(kept) * m.hidden as u128;
+        split(l * (n as u128 - kept)) + l * kept
+    };
     vec![
         (
             Block::Attention,
-            split(l * m.attention_params_per_layer() as u128),
+            whole(m.attention_params_per_layer(), m.biases.attention_out),
             rep,
         ),
-        (Block::Mlp, split(l * m.mlp_params_per_layer() as u128), rep),
+        (
+            Block::Mlp,
+            whole(m.mlp_params_per_layer(), m.biases.mlp),
+            rep,
+        ),
         // Norm weights are tiny and replicated by every method.
         (
             Block::Norm,

@@ -120,7 +120,7 @@ fn an_unmappable_hf_config_is_one_clear_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(
-        err.contains("model_type") && err.contains("mixtral"),
+        err.contains("num_local_experts") && err.contains("mixture-of-experts"),
         "{err}"
     );
 }

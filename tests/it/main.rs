@@ -13,6 +13,7 @@ mod gpu;
 mod gpu_data;
 mod gpu_script;
 mod gqa;
+mod hf;
 mod hostile;
 mod kernels;
 mod korthikanti;

@@ -226,6 +226,8 @@ fn model(h: u64, a: u64, kv: u64, f: u64, activation: Activation) -> Model {
         norm: Norm::Layernorm,
         dropout: true,
         tied_embeddings: true,
+        biases: Default::default(),
+        sliding_window: None,
         source: "test".into(),
     }
 }
