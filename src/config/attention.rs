@@ -149,17 +149,17 @@ impl KernelModel {
 
     /// Every implementation the profile can price, default first, `unfused` last.
     pub fn attention_kernels(&self) -> Vec<AttentionKernel> {
-        let default = self.default_attention();
-        let mut v = vec![default];
-        let fused = self.fused_attention();
-        if fused != default {
-            v.push(fused);
-        }
+        let mut known = vec![self.fused_attention()];
         if let Some(a) = &self.attention {
-            v.extend(a.implementations.keys().filter(|&&k| k != default));
+            known.extend(a.implementations.keys());
         }
-        v.push(AttentionKernel::Unfused);
-        v
+        let default = self.default_attention();
+        if let Some(i) = known.iter().position(|&k| k == default) {
+            known.remove(i);
+            known.insert(0, default);
+        }
+        known.push(AttentionKernel::Unfused);
+        known
     }
 
     /// Whether the profile can price `k`.
@@ -275,6 +275,60 @@ pub fn parse_attention_kernel(text: &str) -> Result<AttentionKernel> {
 mod tests {
     use super::*;
     use crate::config::load_hardware;
+
+    /// A profile's attention section is checked: no `unfused`/`fused` or the fused one among
+    /// the others, a default the profile has, an unknown name refused by the schema.
+    #[test]
+    fn bad_attention_sections_are_refused_with_the_field() {
+        let path = std::path::Path::new("h.json");
+        let hw = load_hardware("dgx-h100").unwrap();
+        let set = |hw: &mut crate::config::Hardware| hw.kernels.attention.as_mut().unwrap().clone();
+        let mut bad = hw.clone();
+        let mut s = set(&mut bad);
+        let fa3 = s.implementations[&AttentionKernel::Fa3].clone();
+        s.implementations
+            .insert(AttentionKernel::Unfused, fa3.clone());
+        bad.kernels.attention = Some(s);
+        let e = bad.validate(path).unwrap_err().to_string();
+        assert!(
+            e.contains("kernels.attention.implementations.unfused"),
+            "{e}"
+        );
+        let mut bad = hw.clone();
+        let mut s = set(&mut bad);
+        s.implementations.insert(AttentionKernel::SdpaFa2, fa3);
+        bad.kernels.attention = Some(s);
+        let e = bad.validate(path).unwrap_err().to_string();
+        assert!(e.contains("implementations.sdpa-fa2"), "{e}");
+        let mut bad = hw.clone();
+        let mut s = set(&mut bad);
+        s.default = AttentionKernel::Ck;
+        bad.kernels.attention = Some(s);
+        let e = bad.validate(path).unwrap_err().to_string();
+        assert!(
+            e.contains("kernels.attention.default") && e.contains("'ck'"),
+            "{e}"
+        );
+        let mut bad = hw.clone();
+        let mut s = set(&mut bad);
+        s.implementations
+            .get_mut(&AttentionKernel::Fa3)
+            .unwrap()
+            .fwd
+            .mma_fraction
+            .value = 1.5;
+        bad.kernels.attention = Some(s);
+        let e = bad.validate(path).unwrap_err().to_string();
+        assert!(
+            e.contains("kernels.attention.implementations.fa3.fwd.mma_fraction"),
+            "{e}"
+        );
+        let json = serde_json::to_string(&hw)
+            .unwrap()
+            .replace("\"default\":\"sdpa-fa2\"", "\"default\":\"fa9\"");
+        assert!(serde_json::from_str::<crate::config::Hardware>(&json).is_err());
+        hw.validate(path).unwrap();
+    }
 
     #[test]
     fn names_round_trip() {
