@@ -31,13 +31,14 @@
 
 pub mod analytic;
 pub mod atomic;
+pub mod backend;
 pub mod calibrate;
 pub mod cli;
 pub mod config;
 pub mod cost;
 pub mod error;
 pub mod evaluate;
-pub mod exec;
+pub mod fitting;
 pub mod memory;
 pub mod plan;
 pub mod plot;

@@ -13,7 +13,7 @@
 
 use std::time::Instant;
 
-use super::backend::{AttnCall, Pass};
+use crate::backend::{AttnCall, Pass};
 use crate::error::{Error, Result};
 
 /// Rates the guard assumes for a kind before it has measured one of its calls.

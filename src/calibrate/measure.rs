@@ -6,16 +6,16 @@
 
 use serde::Serialize;
 
-use super::backend::{AttnCall, Backend, GemmShape, Pass};
 use super::budget::{Budget, Guard};
-use super::measurements::{
+use crate::backend::cpu::device::Link;
+use crate::backend::cpu::units::{ExecMethod, RunSpec, Shape, Unit};
+use crate::backend::predict::{unit_work, Work};
+use crate::backend::{AttnCall, Backend, GemmShape, Pass};
+use crate::error::Result;
+use crate::fitting::measurements::{
     AttentionSample, CollectiveSample, CopySample, GemmSample, KernelMeasurements, OverlapSample,
     P2pSample,
 };
-use super::predict::{unit_work, Work};
-use crate::error::Result;
-use crate::exec::device::Link;
-use crate::exec::{ExecMethod, RunSpec, Shape, Unit};
 
 /// The measurements of one calibration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -446,7 +446,7 @@ fn measure_links(
             }
         }
         for &ranks in &plan.collective_ranks {
-            for op in super::busbw::OPS {
+            for op in crate::backend::busbw::OPS {
                 for &bytes in &plan.collective_bytes {
                     let what = format!("{op} of {bytes} bytes over {ranks} devices");
                     if !g.fits(&what, |b| message_s(b, 2 * bytes)) {
@@ -460,7 +460,7 @@ fn measure_links(
                                 ranks: ranks as u32,
                                 bytes,
                                 s,
-                                bus_bytes_per_s: Some(super::busbw::bus_bytes_per_s(
+                                bus_bytes_per_s: Some(crate::backend::busbw::bus_bytes_per_s(
                                     op, ranks, bytes, s,
                                 )?),
                             });
@@ -509,12 +509,12 @@ fn measure_links(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibrate::mock::MockBackend;
+    use crate::backend::mock::MockBackend;
 
     fn budgeted(mut plan: Plan, seconds: f64) -> Plan {
         plan.budget = Some(Budget {
             seconds,
-            prior: crate::calibrate::cuda::grid::PRIOR,
+            prior: crate::calibrate::grid::PRIOR,
             quick: true,
         });
         plan

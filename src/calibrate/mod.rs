@@ -35,24 +35,13 @@
 //! `schedule` calls this module. Depends on `config`, `cost`, `exec`, `schedule` (kernel
 //! shapes), `atomic`; never on `report` or the studies above it.
 
-pub mod backend;
 pub mod budget;
-pub mod busbw;
 pub mod compare;
-pub mod cpu;
-pub mod cuda;
-pub mod fit;
-mod fit_params;
-pub mod kernel_fit;
-mod link_fit;
+pub mod gpu_check;
+pub mod grid;
 pub mod measure;
-pub mod measurements;
-pub mod mock;
-pub mod predict;
-pub mod price;
 pub mod profile;
 pub mod repredict;
-pub mod sessions;
 pub mod threshold;
 pub mod unit_run;
 
@@ -60,13 +49,15 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use backend::{AttnCall, Backend, GemmShape, Pass, SlowdownSample, Timing};
 pub use compare::{compare_unit, UnitComparison};
-pub use kernel_fit::{fit_profile, FitReport};
 pub use measure::{default_units, measure, MeasureRun, Plan};
-pub use measurements::KernelMeasurements;
-pub use predict::{predict, PredictOptions, Prediction};
 pub use profile::Meta;
+
+use crate::backend::cpu;
+use crate::backend::predict::{predict, PredictOptions};
+use crate::backend::Backend;
+use crate::fitting::kernel_fit::{fit_profile, FitReport};
+use crate::fitting::measurements::KernelMeasurements;
 
 use crate::config::Hardware;
 use crate::error::Result;

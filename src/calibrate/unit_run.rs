@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::compare::{compare_unit, PhaseComparison, StepComparison};
-use super::cpu::{cores, load_average};
 use super::{measure_profile, Backend, Plan, PredictOptions};
+use crate::backend::cpu::device::Link;
+use crate::backend::cpu::units::{GpuMemory, RunSpec};
+use crate::backend::cpu::{cores, load_average};
 use crate::config::{ExecMethod, Hardware, Unit, UnitShape, WeightExchange};
 use crate::error::{Error, Result};
-use crate::exec::device::Link;
-use crate::exec::{GpuMemory, RunSpec};
 
 /// Where the prediction's hardware profile comes from.
 #[derive(Debug, Clone)]

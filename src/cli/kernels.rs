@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::link::OutFormat;
-use crate::calibrate::price::{price_at_clocks, read_input};
-use crate::calibrate::sessions::SESSION_FACTOR_RANGE;
 use crate::config::limits::MAX_MEASUREMENT_SESSIONS;
 use crate::config::load_hardware;
 use crate::error::{Error, Result};
+use crate::fitting::price::{price_at_clocks, read_input};
+use crate::fitting::sessions::SESSION_FACTOR_RANGE;
 use crate::report::{kernels_table, to_json};
 
 #[derive(Debug, Args)]

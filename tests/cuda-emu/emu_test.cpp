@@ -1,4 +1,4 @@
-// Runs metp-sim's CUDA kernels (src/calibrate/cuda/kernels) on the host emulator (emu.h) and
+// Runs metp-sim's CUDA kernels (src/backend/cuda/kernels) on the host emulator (emu.h) and
 // compares them with double-precision references on the same bf16 inputs. Prints one line
 // per check and "emu: N checks, M failed"; exits 1 if any failed.
 #include "emu.h"
@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <string>
 
-#include "../../src/calibrate/cuda/kernels/common.cuh"
-#include "../../src/calibrate/cuda/kernels/elementwise.cu"
-#include "../../src/calibrate/cuda/kernels/flash_fwd.cu"
-#include "../../src/calibrate/cuda/kernels/flash_bwd.cu"
+#include "../../src/backend/cuda/kernels/common.cuh"
+#include "../../src/backend/cuda/kernels/elementwise.cu"
+#include "../../src/backend/cuda/kernels/flash_fwd.cu"
+#include "../../src/backend/cuda/kernels/flash_bwd.cu"
 
 static int checks = 0, failed = 0;
 
