@@ -116,8 +116,9 @@ say "reports/claims/ (validate)"
 quiet "$bin" validate
 
 if [ "$check" = 1 ]; then
-    paths=("$meas" hardware-profiles/dgx-h100.json "$gpu/profile-units.json" reports/kernels
-        "$base" reports/claims)
+    paths=("$meas/h200-2026-11-30-fit.json" "$meas/h200-2026-11-30-held-out.json"
+        hardware-profiles/dgx-h100.json "$gpu/profile-units.json"
+        reports/kernels/metp-llama2-7b-h200.json "$base" reports/claims)
     new=$(git ls-files --others --exclude-standard -- "${paths[@]}")
     if ! git diff --exit-code --stat -- "${paths[@]}" || [ -n "$new" ]; then
         [ -n "$new" ] && printf 'new, not committed: %s\n' $new

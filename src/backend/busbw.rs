@@ -3,8 +3,8 @@
 //! times a factor of the op and the rank count n that makes it comparable with the hardware's
 //! link bandwidth whatever n is. `S` is the op's buffer: the (in = out) buffer of all-reduce,
 //! the gathered output of all-gather, the input of reduce-scatter, the whole send buffer of
-//! all-to-all (n chunks). Used by [`super::measure`] (collectives into the measurement file) and
-//! the CUDA backend (call sizes).
+//! all-to-all (n chunks). Used by `calibrate::measure` (collectives into the measurement file) and
+//! the CUDA backend (call sizes). Depends on `error` only.
 
 use crate::error::{Error, Result};
 

@@ -7,9 +7,8 @@ use std::collections::BTreeMap;
 
 use super::predict::{predict, PredictOptions, Pricer, Work};
 use super::{AttnCall, Backend, GemmShape, Pass, SlowdownSample, Timing};
-use crate::backend::cpu::units::{DeviceReport, ExecMethod, RunReport, RunSpec, Shape, Unit};
-use crate::calibrate::measure::Plan;
-use crate::config::{Hardware, WeightExchange};
+use crate::backend::unit::{DeviceReport, RunReport, RunSpec};
+use crate::config::{Hardware, UnitSupport};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
 
@@ -49,49 +48,6 @@ impl MockBackend {
 
     fn pricer(&self) -> Pricer<'_> {
         Pricer::new(&self.truth, PredictOptions::default())
-    }
-
-    /// A plan that determines every fitted parameter of the truth's kernel model: GEMMs of
-    /// one to many tiles and short to long k, attention calls with 1 to 64 blocks of 8 to 128
-    /// pairs, memory-bound kernels over three decades; plus one METP attention and one MLP
-    /// unit.
-    pub fn plan(&self) -> Plan {
-        let shape = Shape {
-            b: 1,
-            s: 64,
-            h: 32,
-            a: 4,
-            f: 128,
-            p: 2,
-        };
-        let mut att = RunSpec::new(Unit::Attention, ExecMethod::Metp, shape);
-        att.metp.weight_exchange = WeightExchange::Broadcast;
-        Plan {
-            gemms: vec![
-                GemmShape::new(8, 8, 8),
-                GemmShape::new(32, 32, 32),
-                GemmShape::new(128, 128, 128),
-                GemmShape::new(128, 128, 8),
-                GemmShape::new(8, 16, 512),
-                GemmShape::new(64, 256, 32),
-            ],
-            attention: vec![
-                AttnCall::block(1, 16, 1, 8),
-                AttnCall::block(1, 64, 1, 8),
-                AttnCall::block(2, 32, 4, 8),
-                AttnCall::block(1, 128, 2, 16),
-                AttnCall::block(4, 8, 8, 8),
-            ],
-            elementwise_bytes: vec![4096, 65536, 1 << 20],
-            copy_bytes: vec![1 << 12, 1 << 20],
-            transfer_bytes: vec![1024, 16384, 1 << 20],
-            pair_bytes: Vec::new(),
-            collective_bytes: Vec::new(),
-            collective_ranks: Vec::new(),
-            slowdown: (GemmShape::new(32, 32, 32), 4096, 3),
-            units: vec![att, RunSpec::new(Unit::Mlp, ExecMethod::Metp, shape)],
-            budget: None,
-        }
     }
 
     /// A truth profile with the CPU backend's structure (one "SM", 8-wide tiles and blocks;
@@ -142,6 +98,10 @@ impl MockBackend {
 impl Backend for MockBackend {
     fn name(&self) -> &'static str {
         "mock"
+    }
+    /// The CPU runtime's: a mock unit is the prediction of the CPU runtime's program.
+    fn support(&self) -> UnitSupport {
+        crate::backend::cpu::units::SUPPORT
     }
     fn device(&self) -> String {
         format!("mock device following profile '{}'", self.truth.name)
@@ -201,7 +161,7 @@ impl Backend for MockBackend {
                     pred.steps
                         .iter()
                         .map(|s| {
-                            let st = crate::backend::cpu::device::StepTime {
+                            let st = crate::backend::unit::device::StepTime {
                                 phase: s.phase,
                                 group: s.group,
                                 step: s.step,

@@ -1,23 +1,44 @@
-//! The [`Backend`] trait: what a machine must be able to measure for `calibrate` and `run`, and
-//! the shapes it is asked about (GEMMs, attention calls of any shape, memory-bound kernels,
-//! messages). Implemented by [`super::cpu`] (always), [`super::mock`] (tests) and
-//! [`super::cuda`] (feature `cuda`). What only a GPU node measures (host overhead,
-//! point-to-point messages between given devices, collectives, compute slowdown under a
-//! collective) has default methods returning `Ok(None)`.
+//! Backends: the machines units run on and calibrations measure, side by side under one trait.
+//!
+//! The [`Backend`] trait is what a machine must be able to measure for `calibrate` and `run`:
+//! GEMMs ([`GemmShape`]), attention calls of any shape ([`AttnCall`], [`Pass`]), element-wise
+//! passes and copies, messages and collectives, a GEMM's slowdown under traffic
+//! ([`SlowdownSample`]), and whole METP and TP units. What only a GPU node measures (host
+//! overhead, messages between given devices, collectives, slowdown under a collective) has
+//! default methods returning `Ok(None)`. Its implementations:
+//!
+//! - [`cpu`]: the CPU backend (always built): virtual devices as threads ([`cpu::device`]) and
+//!   METP's and TP's units on them ([`cpu::units`]);
+//! - [`cuda`]: the CUDA/NCCL backend behind the cargo feature `cuda` (a stub that returns a
+//!   clear error otherwise): its GPUs, NVRTC kernels and units (`cuda/enabled/`), the kernels'
+//!   CUDA C sources (built always);
+//! - [`mock`]: exact synthetic numbers from a known profile, for tests of the fitting.
+//!
+//! What they share: [`unit`](mod@unit), a unit run on any backend (its spec and report, the units'
+//! algorithms, inputs and f64 reference, the parts of a virtual device), which the CPU's and the
+//! CUDA's units both run; [`predict`], a unit's time from a profile following the program of the
+//! runtime that runs it ([`Runtime`]); [`busbw`], nccl-tests' collective sizes; [`repeat`], the
+//! warm-ups, repetitions and median a call is timed with. A new backend (ROCm/HIP one day) is a
+//! folder beside `cpu/` and `cuda/` that implements [`Backend`] over [`unit`](mod@unit).
+//!
+//! Depends on `config`, `cost` (the prices of predictions and of the mock), `memory` (the unit
+//! inventory runs report beside their measured bytes), `schedule` (kernel shapes) and `error`;
+//! never on `fitting`, `calibrate`, `report` or `cli`: measuring is below fitting.
 
 pub mod busbw;
 pub mod cpu;
 pub mod cuda;
 pub mod mock;
 pub mod predict;
+pub mod repeat;
+pub mod unit;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::backend::cpu::device::Link;
-use crate::backend::cpu::units::{RunReport, RunSpec};
+use crate::backend::unit::device::Link;
+use crate::backend::unit::{RunReport, RunSpec};
 use crate::config::UnitSupport;
 use crate::error::Result;
-pub use crate::fitting::measurements::Timing;
 
 /// An m×k by k×n matrix product.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -108,6 +129,31 @@ pub enum Pass {
     Backward,
 }
 
+/// What a measured time includes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    /// One call timed alone with events around it: the device time plus the launch latency,
+    /// and never less than the host's time per call.
+    Isolated,
+    /// The kernel's own time.
+    Device,
+}
+
+/// Whose unit programs a prediction follows. The CPU runtime ([`cpu::units`]) copies a buffer
+/// into the channel when it sends it and adds gradient products with an element-wise pass; the
+/// CUDA backend's units send by a copy on a second stream or NCCL (the message itself: no
+/// compute-stream kernel) and accumulate weight gradients in the GEMM (β = 1, fp32 output).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Runtime {
+    /// The CPU runtime's programs ([`cpu::units`]).
+    #[default]
+    Cpu,
+    /// The CUDA backend's units ([`cuda`], feature `cuda`).
+    Cuda,
+}
+
 /// A GEMM timed alone and while a transfer into the same device runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct SlowdownSample {
@@ -152,11 +198,9 @@ pub trait Backend {
     /// Executes one unit (METP or TP, attention or MLP) and reports error, memory and time.
     fn run_unit(&mut self, spec: &RunSpec) -> Result<RunReport>;
     /// The unit options this backend honours; a unit asking for another is refused with one
-    /// line before anything runs ([`UnitSupport::check`]). The default is the CPU reference
-    /// runtime's ([`crate::backend::cpu::units::SUPPORT`]); a backend that does less must say so.
-    fn support(&self) -> UnitSupport {
-        crate::backend::cpu::units::SUPPORT
-    }
+    /// line before anything runs ([`UnitSupport::check`]). Every backend says its own (the CPU
+    /// runtime's is [`cpu::units::SUPPORT`]).
+    fn support(&self) -> UnitSupport;
     /// What the backend's kernel times include: `Isolated` (default; GPU backends time one
     /// call with events around it, so launch latency is in the time) or `Device` (the kernel's
     /// own time: the CPU runs kernels as plain function calls). The fit prices measurements
@@ -217,7 +261,7 @@ pub trait Backend {
         1.0
     }
     /// Whose unit programs this backend runs (what its predictions follow).
-    fn runtime(&self) -> predict::Runtime {
-        predict::Runtime::Cpu
+    fn runtime(&self) -> Runtime {
+        Runtime::Cpu
     }
 }

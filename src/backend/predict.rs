@@ -1,7 +1,7 @@
 //! Predicted time of an executed unit from a hardware profile, priced ring step by ring step
 //! (what `calibrate` and `run` compare with the measured time).
 //!
-//! Each device's program (src/exec) is written down as a timeline of serial segments and ring
+//! Each device's program (`backend::cpu::units`, or the CUDA units: [`Runtime`]) is written down as a timeline of serial segments and ring
 //! steps, each a list of kernels — GEMMs of the exact shapes the runtime multiplies, fused
 //! attention blocks, element-wise passes (GeLU, copies, accumulator set-up) — and messages.
 //! Kernels are priced by the cost model's kernel model ([`CostModel::kernel_s`]: the shape of
@@ -15,13 +15,15 @@
 //! (devices differ under a causal mask).
 //!
 //! Not modelled: thread start-up, allocation, and the small per-row work the runtime does
-//! outside the listed kernels. Depends on `config`, `cost`, `exec` (shapes and enums only).
+//! outside the listed kernels. Depends on `config`, `cost`, `backend::unit` and the backend's
+//! shapes (plain data); never on `backend::cpu` or `backend::cuda`: the programs are written
+//! down here, not run.
 
 use serde::Serialize;
 
-use super::{AttnCall, GemmShape, Pass};
-use crate::backend::cpu::device::{Link, Phase};
-use crate::backend::cpu::units::{ExecMethod, RunSpec, Unit};
+use super::{AttnCall, GemmShape, Pass, Runtime};
+use crate::backend::unit::device::{Link, Phase};
+use crate::backend::unit::{ExecMethod, RunSpec, Unit};
 use crate::config::{Hardware, WeightExchange};
 use crate::cost::CostModel;
 use crate::schedule::KernelShape;
@@ -133,20 +135,6 @@ pub struct PredictOptions {
     pub transfer_scale: f64,
     /// Whose program the devices run (the kernels differ where the runtimes differ).
     pub runtime: Runtime,
-}
-
-/// Whose unit programs a prediction follows. The CPU runtime (`crate::exec`) copies a buffer
-/// into the channel when it sends it and adds gradient products with an element-wise pass; the
-/// CUDA backend's units send by a copy on a second stream or NCCL (the message itself: no
-/// compute-stream kernel) and accumulate weight gradients in the GEMM (β = 1, fp32 output).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Runtime {
-    /// `crate::exec`'s programs.
-    #[default]
-    Cpu,
-    /// `calibrate::cuda`'s units.
-    Cuda,
 }
 
 impl Default for PredictOptions {
@@ -596,7 +584,7 @@ mod tests {
 #[cfg(test)]
 mod forward_tests {
     use super::*;
-    use crate::backend::cpu::units::Shape;
+    use crate::backend::unit::Shape;
 
     #[test]
     fn calib_forward_only_prices_the_forward_rings_alone() {

@@ -1,4 +1,4 @@
-//! What `calibrate --backend cuda` measures ([`measurement_plan`]: a [`Plan`] with a time
+//! The CUDA backend's plan: what `calibrate --backend cuda` measures ([`measurement_plan`]: a [`Plan`] with a time
 //! [`Budget`]) and the units it runs ([`units`]); `calibrate::measure` measures it like any
 //! plan. Always built: tested without a GPU.
 //!
@@ -17,9 +17,10 @@
 //! Calls above a FLOP cap are left out so that the whole grid fits its budget ([`estimate_s`]
 //! prices it with H200 figures; the test keeps it well under the budget).
 //!
-//! Depends on `calibrate` (shapes, plan, budget), `exec` (unit specs).
+//! Depends on the plan and budget of `calibrate` and the backend's shapes and unit specs
+//! (`backend`); never on the CUDA backend itself (`backend::cuda`): a plan is data.
 
-use crate::backend::cpu::units::{ExecMethod, RunSpec, Shape, Unit};
+use crate::backend::unit::{ExecMethod, RunSpec, Shape, Unit};
 use crate::backend::{AttnCall, GemmShape, Pass};
 use crate::calibrate::budget::{Budget, Prior};
 use crate::calibrate::measure::Plan;

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::backend::cpu::device::Link;
+use crate::backend::unit::device::Link;
 use crate::config::{
     AttentionModel, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode, InterNodeKind,
     IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,

@@ -8,9 +8,10 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::backend::cpu::device::Phase;
-use crate::backend::cpu::units::RunSpec;
-use crate::backend::predict::{predict, PredictOptions, Runtime};
+use crate::backend::predict::{predict, PredictOptions};
+use crate::backend::unit::device::Phase;
+use crate::backend::unit::RunSpec;
+use crate::backend::Runtime;
 use crate::config::{ExecMethod, Hardware, Unit, UnitShape, WeightExchange};
 use crate::error::{Error, Result};
 

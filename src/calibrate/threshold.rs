@@ -11,9 +11,10 @@
 
 use serde::Serialize;
 
-use crate::backend::cpu::device::{Link, Phase};
-use crate::backend::cpu::units::{run_unit, ExecMethod, RunSpec, Shape, Unit};
+use crate::backend::cpu::units::run_unit;
 use crate::backend::cpu::CpuBackend;
+use crate::backend::unit::device::{Link, Phase};
+use crate::backend::unit::{ExecMethod, RunSpec, Shape, Unit};
 use crate::backend::{AttnCall, Backend, Pass};
 use crate::error::Result;
 

@@ -9,9 +9,9 @@ use serde::Serialize;
 
 use super::compare::{compare_unit, PhaseComparison, StepComparison};
 use super::{measure_profile, Backend, Plan, PredictOptions};
-use crate::backend::cpu::device::Link;
-use crate::backend::cpu::units::{GpuMemory, RunSpec};
 use crate::backend::cpu::{cores, load_average};
+use crate::backend::unit::device::Link;
+use crate::backend::unit::{GpuMemory, RunSpec};
 use crate::config::{ExecMethod, Hardware, Unit, UnitShape, WeightExchange};
 use crate::error::{Error, Result};
 

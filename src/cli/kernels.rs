@@ -1,6 +1,6 @@
 //! `metp-sim kernels --hw H --input FILE.json [--compare] [--format json|table]`: prices a list
 //! of kernels (or every kernel of a measurement file) with a profile's kernel model
-//! (`calibrate::price`).
+//! (`fitting::price`).
 
 use std::path::PathBuf;
 

@@ -2,7 +2,7 @@
 
 use clap::{Args, ValueEnum};
 
-use crate::backend::cpu::device::Link;
+use crate::backend::unit::device::Link;
 use crate::config::limits::{LINK_THROTTLE, MAX_RUNS, MAX_VIRTUAL_DEVICES};
 use crate::error::{Error, Result};
 

@@ -4,8 +4,8 @@ use clap::{Args, ValueEnum};
 
 use super::args::MetpArgs;
 use super::link::{check_devices, check_runs, BackendArg, LinkArgs, OutFormat};
-use crate::backend::cpu::units::RunSpec;
 use crate::backend::cpu::CpuBackend;
+use crate::backend::unit::RunSpec;
 use crate::backend::Backend;
 use crate::calibrate::unit_run::{self, ProfileSource};
 use crate::config::{load_hardware, load_model, parse_count, ExecMethod, Unit, UnitShape};

@@ -5,6 +5,8 @@
 
 use serde::Serialize;
 
+/// The median the fits take: the backends' own (`backend::repeat`).
+pub(crate) use crate::backend::repeat::median;
 use crate::error::{Error, Result};
 
 fn calib_err(message: impl Into<String>) -> Error {
@@ -95,20 +97,6 @@ pub fn slowdown(samples: &[(f64, f64)]) -> Result<f64> {
         return Err(calib_err("slowdown: no valid measurements"));
     }
     Ok(median(&mut r).clamp(0.0, 0.95))
-}
-
-/// Median (sorts in place; mean of the middle two for an even count).
-pub fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
 }
 
 /// Minimises `f` from `x0` with the Nelder–Mead simplex (reflection 1, expansion 2,

@@ -430,7 +430,14 @@ pub fn fit_profile(
         let factors = if active.is_empty() {
             Vec::new()
         } else {
-            session_factors(&hw, timing, &ss, &active)
+            session_factors(&ss, |factors: &[f64]| -> f64 {
+                let mut h = hw.clone();
+                fit_group(&mut h, timing, &ss, &active, factors);
+                log_residuals(&h, timing, &ss, factors)
+                    .iter()
+                    .map(|e| e * e)
+                    .sum()
+            })
         };
         let status = if ss.is_empty() || active.is_empty() {
             vec![Status::Kept; active.len()]

@@ -14,6 +14,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::backend::Timing;
 use crate::error::{Error, Result};
 use crate::schedule::{Attention, AttnPass, KernelShape};
 
@@ -75,17 +76,6 @@ fn sessions_numbered(files: &[KernelMeasurements]) -> Vec<GemmSample> {
         offset += f.gemm_sessions();
     }
     out
-}
-
-/// What a measured time includes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Timing {
-    /// One call timed alone with events around it: the device time plus the launch latency,
-    /// and never less than the host's time per call.
-    Isolated,
-    /// The kernel's own time.
-    Device,
 }
 
 /// One measured kernel: its shape and time.

@@ -7,14 +7,13 @@
 //! within 5% — the clock a session runs at (power and thermal state, the board) moves the
 //! kernels that run nearest the power limit.
 //!
-//! Depends on `kernel_fit`'s group fit and residuals, `config` and `measurements`; nothing
-//! here writes a profile.
+//! Depends on `config` and `measurements` only: the search is handed the fit's cost (the
+//! kernel fit's group fit and residuals at given factors), so that `kernel_fit` uses this
+//! file and not the other way round. Nothing here writes a profile.
 
 use serde::Serialize;
 
-use super::fit_params::Scale;
-use super::kernel_fit::{fit_group, log_residuals};
-use super::measurements::{Sample, Timing};
+use super::measurements::Sample;
 use crate::config::Hardware;
 
 /// Range of a later measurement session's clock factor against the first session's.
@@ -72,28 +71,16 @@ impl<'a> SessionClocks<'a> {
 
 /// Each later session's clock factor for the samples `ss` of one parameter group: for every
 /// session k ≥ 1 in turn (twice over when there are several), the factor in
-/// [`SESSION_FACTOR_RANGE`] whose full fit of the group (`fit_group`) leaves the least squared
-/// log error — a golden-section search on its log. Empty when the samples are of one session,
-/// or when the first session has none to anchor the clock (then all are priced alike).
-pub(super) fn session_factors(
-    hw: &Hardware,
-    timing: Timing,
-    ss: &[Sample],
-    params: &[(String, Scale)],
-) -> Vec<f64> {
+/// [`SESSION_FACTOR_RANGE`] whose full fit of the group leaves the least squared log error
+/// (`cost`: that error at given factors, one per later session) — a golden-section search on
+/// its log. Empty when the samples are of one session, or when the first session has none to
+/// anchor the clock (then all are priced alike).
+pub(super) fn session_factors(ss: &[Sample], cost: impl Fn(&[f64]) -> f64) -> Vec<f64> {
     let n = ss.iter().map(|s| s.session).max().map_or(0, |k| k as usize);
     if n == 0 || !ss.iter().any(|s| s.session == 0) {
         return Vec::new();
     }
     let mut factors = vec![1.0; n];
-    let cost = |factors: &[f64]| -> f64 {
-        let mut h = hw.clone();
-        fit_group(&mut h, timing, ss, params, factors);
-        log_residuals(&h, timing, ss, factors)
-            .iter()
-            .map(|e| e * e)
-            .sum()
-    };
     let passes = if n == 1 { 1 } else { 2 };
     for _ in 0..passes {
         for k in 0..n {

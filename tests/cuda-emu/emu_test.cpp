@@ -316,7 +316,7 @@ static void test_unfused() {
     check("lse_merge of two blocks", rel(to_d(acc), want), 1e-5);
 }
 
-// GeLU forward and backward (tanh form, as exec/mlp.rs), the pseudo-random fill, conversions.
+// GeLU forward and backward (tanh form, as backend/unit/mlp.rs), the pseudo-random fill, conversions.
 static void test_elementwise() {
     const unsigned n = 1000;
     auto x = random_bf(n, 3.0), g = random_bf(n, 1.0);

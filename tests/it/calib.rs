@@ -5,11 +5,11 @@
 use std::path::Path;
 
 use assert_cmd::Command;
-use metp_sim::backend::cpu::device::Link;
-use metp_sim::backend::cpu::units::Shape;
 use metp_sim::backend::mock::MockBackend;
+use metp_sim::backend::unit::device::Link;
+use metp_sim::backend::unit::Shape;
 use metp_sim::calibrate::threshold::{measure_attention_rate, sweep};
-use metp_sim::calibrate::{calibrate, Options, Report};
+use metp_sim::calibrate::{calibrate, Options, Plan, Report};
 use metp_sim::config::load_hardware;
 use metp_sim::Error;
 
@@ -34,7 +34,7 @@ fn opts(out: &Path, force: bool) -> Options {
 
 fn mock_calibration(out: &Path) -> (MockBackend, metp_sim::Result<Report>) {
     let mut mock = MockBackend::new(MockBackend::truth_profile());
-    let plan = mock.plan();
+    let plan = Plan::for_mock();
     let r = calibrate(&mut mock, &plan, &opts(out, false), &mut |_| {});
     (mock, r)
 }
@@ -214,7 +214,7 @@ fn calib_force_semantics() {
     std::fs::write(&out, "keep me").unwrap();
     let mut mock = MockBackend::new(MockBackend::truth_profile());
     mock.fail_at = Some(0); // any measurement would fail: the refusal must come first
-    let plan = mock.plan();
+    let plan = Plan::for_mock();
     match calibrate(&mut mock, &plan, &opts(&out, false), &mut |_| {}) {
         Err(e @ Error::Exists { .. }) => {
             assert_eq!(e.exit_code(), 1);
@@ -243,7 +243,7 @@ fn calib_failure_midway_leaves_no_partial_file() {
     let out = dir.path().join("sub").join("p.json");
     let mut mock = MockBackend::new(MockBackend::truth_profile());
     mock.fail_at = Some(5);
-    let plan = mock.plan();
+    let plan = Plan::for_mock();
     let e = calibrate(&mut mock, &plan, &opts(&out, false), &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains("failure injected"), "{e}");
     assert!(!out.exists());
@@ -511,7 +511,7 @@ fn calib_overlap_threshold_on_a_throttled_link() {
     );
 }
 
-/// The CPU backend's transfers through a throttled exec channel fit back to the throttle:
+/// The CPU backend's transfers through a throttled CPU channel fit back to the throttle:
 /// least squares over ping-pong messages gives B within 25% and α within a factor 2 (sleeps
 /// overshoot by tens of microseconds; the copies add a little).
 #[test]

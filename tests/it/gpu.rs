@@ -6,8 +6,8 @@
 #![cfg(feature = "cuda")]
 
 use crate::skipped;
-use metp_sim::backend::cpu::units::{ExecMethod, RunSpec, Shape, Unit};
 use metp_sim::backend::cuda::{compile_ptx, flash_selftest, open, probe, sources};
+use metp_sim::backend::unit::{ExecMethod, RunSpec, Shape, Unit};
 use metp_sim::backend::{AttnCall, Backend, GemmShape, Pass};
 use metp_sim::config::WeightExchange;
 

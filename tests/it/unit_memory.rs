@@ -4,7 +4,8 @@
 //! layer inventory's METP transient phases are its phase peaks.
 
 use crate::common::inventory;
-use metp_sim::backend::cpu::units::{run_unit, ExecMethod, RunSpec};
+use metp_sim::backend::cpu::units::run_unit;
+use metp_sim::backend::unit::{ExecMethod, RunSpec};
 use metp_sim::config::{
     Activation, MethodId, MetpOptions, Model, Norm, Options, Recompute, WeightExchange,
 };

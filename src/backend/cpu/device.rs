@@ -29,9 +29,9 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::Instant;
 
-use nalgebra::{DMatrix, Dyn, Matrix, Storage, StorageMut};
-use serde::Serialize;
+use nalgebra::{Dyn, Matrix, Storage, StorageMut};
 
+use crate::backend::unit::device::{CommStats, Dtype, Link, Mat, Mem, Phase, StepTime, Tag};
 use crate::error::Error;
 
 mod channel;
@@ -40,13 +40,10 @@ mod threads;
 mod tracked;
 
 use channel::Msg;
-pub use channel::{CommStats, Link, Pending, Tag};
+pub use channel::Pending;
 pub(crate) use hop::{accumulator_hop, data_hop, Hop};
 pub use threads::{run_devices, DeviceRun};
-pub use tracked::{Buffer, Dtype, Mem, MemStats, Tracked};
-
-/// The matrix type the devices compute with.
-pub type Mat = DMatrix<f32>;
+pub use tracked::{Buffer, Tracked};
 
 /// A transposed view of `a` (no copy: swapped strides).
 fn tr(a: &Mat) -> nalgebra::MatrixView<'_, f32, Dyn, Dyn, Dyn, Dyn> {
@@ -86,55 +83,6 @@ pub fn tr_mul(a: &Mat, b: &Mat) -> Mat {
     let mut out = Mat::zeros(a.ncols(), b.ncols());
     gemm_tn(&mut out, 1.0, a, b, 0.0);
     out
-}
-
-/// Which ring a [`StepTime`] belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    /// METP attention forward, inner K/V ring.
-    FwdAttention,
-    /// METP attention backward, inner K/V + dK/dV ring.
-    BwdAttention,
-    /// METP MLP forward, weight ring.
-    FwdMlp,
-    /// METP MLP backward, weight + gradient-accumulator ring.
-    BwdMlp,
-}
-
-/// Timestamps of one ring step on one device, in seconds since the device's program started.
-/// A step starts before its sends, computes, then completes the receives the next step needs:
-/// `end_s − compute_end_s` is the time the device waited on them (exposed communication, plus
-/// the copies of the sends that follow the compute in backward).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct StepTime {
-    /// Ring.
-    pub phase: Phase,
-    /// Head group (attention) or 0 (MLP).
-    pub group: u32,
-    /// Ring step, 0..p.
-    pub step: u32,
-    /// Step start.
-    pub start_s: f64,
-    /// End of the step's compute.
-    pub compute_end_s: f64,
-    /// Step end (the next step's data received).
-    pub end_s: f64,
-}
-
-impl StepTime {
-    /// Seconds of compute (and the copies of the sends before it).
-    pub fn compute_s(&self) -> f64 {
-        self.compute_end_s - self.start_s
-    }
-    /// Seconds after the compute until the step could end.
-    pub fn wait_s(&self) -> f64 {
-        self.end_s - self.compute_end_s
-    }
-    /// Step duration.
-    pub fn duration_s(&self) -> f64 {
-        self.end_s - self.start_s
-    }
 }
 
 /// One virtual device: its rank, its memory counter and its channel endpoints.

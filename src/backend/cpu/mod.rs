@@ -1,6 +1,7 @@
-//! The CPU backend: the virtual devices of `crate::exec` (one thread each), its f32 nalgebra
-//! kernels, and its channels as links — unthrottled, or throttled to a chosen bandwidth and
-//! latency (`--link-bandwidth`, `--link-latency`).
+//! The CPU backend: virtual devices, one thread each ([`device`]), METP's and TP's units on them
+//! ([`units`]), its f32 nalgebra kernels, and its channels as links — unthrottled, or throttled
+//! to a chosen bandwidth and latency (`--link-bandwidth`, `--link-latency`). [`CpuBackend`]
+//! measures them for `calibrate` and `run`.
 //!
 //! Kernels are timed on all `devices` threads at once (each thread its own data, started
 //! together), because that is how a unit runs: p devices share the host's cores and memory.
@@ -11,7 +12,10 @@
 //!
 //! Times are the kernels' own (`Timing::Device`: a kernel is a function call, there is no host
 //! issuing ahead of a device). In the kernel model a virtual device is one "SM": it runs one
-//! tile after another (`gpu.sm_count` = 1), with small tiles (see `profile::backend_base`).
+//! tile after another (`gpu.sm_count` = 1), with small tiles (see `calibrate::profile`).
+//!
+//! Depends on the backend's trait and shared parts (`backend::unit`, `backend::repeat`),
+//! `config` and `memory`; never on `backend::cuda`, `backend::mock`, `fitting` or `calibrate`.
 
 pub mod device;
 pub mod units;
@@ -19,14 +23,17 @@ pub mod units;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use crate::backend::cpu::device::{run_devices, Device, Dtype, Link, Mat, Tag};
+use crate::backend::cpu::device::{run_devices, Device};
 use crate::backend::cpu::units::attention::BlockBench;
-use crate::backend::cpu::units::mlp::gelu_f32;
-use crate::backend::cpu::units::rng::SplitMix64;
-use crate::backend::cpu::units::{random_mat, run_unit, RunReport, RunSpec};
+use crate::backend::cpu::units::run_unit;
+use crate::backend::repeat::median;
+use crate::backend::unit::device::{Dtype, Link, Mat, Tag};
+use crate::backend::unit::mlp::gelu_f32;
+use crate::backend::unit::rng::SplitMix64;
+use crate::backend::unit::{random_mat, RunReport, RunSpec};
 use crate::backend::{AttnCall, Backend, GemmShape, Pass, SlowdownSample, Timing};
+use crate::config::UnitSupport;
 use crate::error::{Error, Result};
-use crate::fitting::fit::median;
 
 /// The CPU backend.
 #[derive(Debug, Clone)]
@@ -152,6 +159,9 @@ impl Backend for CpuBackend {
     fn name(&self) -> &'static str {
         "cpu"
     }
+    fn support(&self) -> UnitSupport {
+        units::SUPPORT
+    }
 
     fn device(&self) -> String {
         let model = std::fs::read_to_string("/proc/cpuinfo")
@@ -210,7 +220,7 @@ impl Backend for CpuBackend {
     }
 
     fn attention_s(&mut self, a: AttnCall, pass: Pass) -> Result<f64> {
-        // The runtime's attention block (exec::attention) is square and unmasked: a ring
+        // The runtime's attention block (units::attention) is square and unmasked: a ring
         // step's block. Other shapes are not what the CPU units run.
         if a.q_tokens != a.kv_tokens || a.causal {
             return Err(Error::Calibration {

@@ -1,9 +1,10 @@
 //! The CUDA/NCCL backend of `calibrate` and `run`, behind the cargo feature `cuda` (the
 //! ripgrep-style pair: `enabled/` with the feature, `disabled.rs` — a stub returning one clear
-//! error — without it), plus what needs no GPU and is built always: the measurement plan and
-//! the units of `calibrate --backend cuda` ([`grid`]; measured by `calibrate::measure` and fitted
-//! by `calibrate::kernel_fit` like every backend's), the GPU check's held-out split and table
-//! ([`check`]) and the CUDA C sources of the kernels ([`sources`]).
+//! error — without it), plus what needs no GPU and is built always: the CUDA C sources of the
+//! kernels (`kernels/*.cu`, [`sources`]) and the kernel model of those kernels' tiles that a
+//! fit of this backend's measurements starts from ([`sources::attention_model`]). What a
+//! calibration measures with it (`calibrate::grid`) and how its measurements are fitted
+//! (`fitting`) are not here.
 //!
 //! With the feature, [`open`] probes the driver, NVRTC, cuBLAS and NCCL libraries before any
 //! use (cudarc panics on a missing library; the probe turns that into an error), compiles the
@@ -15,6 +16,11 @@
 //! when there are p GPUs, else all on GPU 0 with ring messages emulated by copies on a second
 //! stream — with a tracked allocator whose per-device high-water mark is the measured peak.
 //! See `enabled/mod.rs` for the details.
+//!
+//! Depends on the backend's trait and shared parts (`backend::unit`, `backend::repeat`,
+//! `backend::busbw`), `config`, `memory`, `schedule` and `error`; never on `backend::cpu`,
+//! `fitting` or `calibrate`. Its units share the algorithms of the backend's `unit`, not the
+//! CPU's programs.
 
 pub mod sources;
 

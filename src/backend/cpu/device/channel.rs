@@ -6,9 +6,8 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
-use super::{exec_error, Device, Dtype, Mat, Tracked};
+use super::{exec_error, Device, Mat, Tag, Tracked};
+use crate::backend::unit::device::Dtype;
 use crate::error::{Error, Result};
 use crate::memory::names;
 
@@ -18,93 +17,12 @@ const RECV_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often a blocked receive checks whether another device has failed.
 const ABORT_POLL: Duration = Duration::from_millis(20);
 
-/// What a message is, so that receives match sends whatever the arrival order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Tag {
-    /// An attention weight shard (W_qkv\[g\], W_o\[g\]) for head group `g`.
-    AttnWeights {
-        /// Backward pass.
-        bwd: bool,
-        /// Head group.
-        g: u32,
-    },
-    /// A K/V block for head group `g`, arriving for ring step `t`.
-    Kv {
-        /// Backward pass.
-        bwd: bool,
-        /// Head group.
-        g: u32,
-        /// Ring step it is used in.
-        t: u32,
-    },
-    /// fp32 dK/dV accumulators for head group `g`, arriving for ring step `t` (`t = p`: the
-    /// final hop back to the owner).
-    Dkv {
-        /// Head group.
-        g: u32,
-        /// Ring step.
-        t: u32,
-    },
-    /// A device's fp32 contribution to the weight gradient of head group `g`, sent to its owner.
-    AttnWeightGrad {
-        /// Head group.
-        g: u32,
-    },
-    /// An MLP shard pair (W1\[j\], W2\[j\]) arriving for ring step `t`.
-    MlpWeights {
-        /// Backward pass.
-        bwd: bool,
-        /// Ring step.
-        t: u32,
-    },
-    /// fp32 MLP gradient accumulators arriving for ring step `t` (`t = p`: final hop).
-    MlpGrad {
-        /// Ring step.
-        t: u32,
-    },
-    /// A calibration message (ping-pong and streaming probes of `crate::calibrate`).
-    Probe {
-        /// Which probe message.
-        id: u32,
-    },
-    /// One step of a ring all-reduce.
-    AllReduce {
-        /// Which all-reduce of the run.
-        id: u32,
-        /// Step (reduce-scatter then all-gather).
-        step: u32,
-    },
-}
-
-/// A CPU link model: a message takes `latency_s + bytes / bandwidth_bytes_per_s` from the moment
-/// it has been sent, its receive posted and its link is free.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Link {
-    /// Bytes per second per direction of one device pair.
-    pub bandwidth_bytes_per_s: f64,
-    /// Seconds added to every message.
-    pub latency_s: f64,
-}
-
 pub(super) struct Msg {
     src: usize,
     tag: Tag,
     parts: Vec<Mat>,
     bytes: u64,
     sent_at: Instant,
-}
-
-/// Communication counters of one device.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct CommStats {
-    /// Messages sent.
-    pub messages_sent: u64,
-    /// Bytes sent, in the modelled dtypes.
-    pub bytes_sent: u64,
-    /// Bytes received.
-    pub bytes_received: u64,
-    /// Seconds spent blocked in receives (including throttle sleeps).
-    pub wait_s: f64,
 }
 
 /// A posted receive: its buffers are allocated (and counted) from the moment it is posted.

@@ -7,7 +7,8 @@ use std::sync::mpsc::channel;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{exec_error, CommStats, Device, Link, Mem, MemStats, Msg, StepTime};
+use super::{exec_error, CommStats, Device, Link, Mem, Msg, StepTime};
+use crate::backend::unit::device::MemStats;
 use crate::error::Result;
 
 /// Sets the shared abort flag if its thread unwinds (a panic in a device program).

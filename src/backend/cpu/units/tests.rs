@@ -2,6 +2,8 @@
 //! against the memory layer's unit inventory, errors, the link throttle. Shapes are small so that the whole set runs in seconds in debug.
 
 use super::*;
+use crate::backend::unit::device::Link;
+use crate::backend::unit::WeightExchange;
 use crate::memory::names;
 use proptest::prelude::*;
 
@@ -314,7 +316,7 @@ fn exec_rejects_shapes_p_does_not_divide() {
     spec.metp.recv_buffers = 3;
     assert!(matches!(run_unit(&spec), Err(Error::InvalidConfig { .. })));
     spec.metp.recv_buffers = 2;
-    spec.link = Some(device::Link {
+    spec.link = Some(Link {
         bandwidth_bytes_per_s: 0.0,
         latency_s: 0.0,
     });
@@ -330,7 +332,7 @@ fn exec_link_throttle_paces_transfers() {
     let fast = check(&spec);
     // One shard pair is 2·2·h·f/p = 256 bytes; the forward ring moves one pair per device and
     // the backward one pair plus two fp32 accumulator hops: ≥ 3 serial messages, ≥ 768 bytes.
-    spec.link = Some(device::Link {
+    spec.link = Some(Link {
         bandwidth_bytes_per_s: 20_000.0,
         latency_s: 0.002,
     });

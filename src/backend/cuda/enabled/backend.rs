@@ -19,11 +19,11 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use crate::backend::busbw;
-use crate::backend::cpu::units::{RunReport, RunSpec};
+use crate::backend::repeat::median;
+use crate::backend::repeat::{repetitions, warmups};
+use crate::backend::unit::{RunReport, RunSpec};
 use crate::backend::{AttnCall, Backend, GemmShape, Pass, SlowdownSample, Timing};
-use crate::calibrate::budget::{repetitions, warmups};
 use crate::config::UnitSupport;
-use crate::fitting::fit::median;
 
 use super::gpu::{Gpu, Op, Ty};
 use super::mem::Phys;
@@ -561,8 +561,8 @@ impl Backend for CudaBackend {
         }
     }
 
-    fn runtime(&self) -> crate::backend::predict::Runtime {
-        crate::backend::predict::Runtime::Cuda
+    fn runtime(&self) -> crate::backend::Runtime {
+        crate::backend::Runtime::Cuda
     }
 
     fn transfer_scale(&self, p: usize) -> f64 {

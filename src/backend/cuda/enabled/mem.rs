@@ -15,7 +15,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use crate::backend::cpu::device::{Dtype, Mem};
+use crate::backend::unit::device::{Dtype, Mem};
 
 use super::gpu::Gpu;
 use super::Result;

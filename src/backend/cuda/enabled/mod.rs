@@ -2,7 +2,9 @@
 //! time (`cuda-12080` bindings; the libraries are found by name, CUDA 12 or 13 — see
 //! `scripts/gpu-check.sh`).
 //!
-//! - [`probe`]: libraries and devices, probed before any use (cudarc panics on a missing
+//! - [`open`](open()): the entry points, [`probe`](probe()) (what is there, in one line) and
+//!   [`open`](open()) (the backend);
+//! - [`probe`](mod@probe): libraries and devices, probed before any use (cudarc panics on a missing
 //!   library); every failure is one [`Error::Unavailable`] line.
 //! - [`nvrtc`]: the kernels of `kernels/*.cu` compiled by NVRTC for the GPU's architecture
 //!   (once per process), loaded with the shared memory the attention kernels need.
@@ -17,13 +19,18 @@
 //!   NCCL send/recv between GPUs) and NCCL communicators for the measurements.
 //! - [`units`]: METP and TP, attention and MLP, forward and backward.
 //! - [`selftest`]: the fused kernels against a host reference (for the GPU tests).
-//! - [`backend`]: the [`Backend`](crate::calibrate::Backend) implementation: measurements
+//! - [`backend`]: the [`Backend`](crate::backend::Backend) implementation: measurements
 //!   timed with CUDA events, units.
+//!
+//! This file holds only what every file here uses (the error helpers) and the folder's public
+//! names. Depends on `backend::unit`, `backend::repeat`, `backend::busbw`, `config`, `memory`
+//! and `error`; never on `backend::cpu`, `fitting` or `calibrate`.
 
 mod backend;
 mod gpu;
 mod mem;
 mod nvrtc;
+mod open;
 mod ops;
 mod probe;
 mod selftest;
@@ -32,9 +39,9 @@ mod xfer;
 
 pub use backend::CudaBackend;
 pub use nvrtc::compile_ptx;
+pub use open::{open, probe};
 pub use selftest::{flash_selftest, FlashCheck};
 
-use crate::backend::Backend;
 pub(crate) use crate::error::{Error, Result};
 
 fn unavailable(message: impl Into<String>) -> Error {
@@ -55,27 +62,4 @@ fn nccl_err(what: &str, e: cudarc::nccl::result::NcclError) -> Error {
     Error::Execution {
         message: format!("nccl: {what}: {:?}", e.0),
     }
-}
-
-/// Checks the libraries and the devices; returns a one-line description.
-pub fn probe() -> Result<String> {
-    let f = probe::find()?;
-    Ok(format!(
-        "{} x {} (compute capability {}.{}, {} SMs){}",
-        f.devices,
-        f.name,
-        f.cc.0,
-        f.cc.1,
-        f.sm_count,
-        if f.nccl {
-            ", NCCL found"
-        } else {
-            ", no NCCL (libnccl.so)"
-        }
-    ))
-}
-
-/// Opens the backend: `devices` virtual devices for the units; `quick` shortens measurements.
-pub fn open(devices: usize, quick: bool) -> Result<Box<dyn Backend>> {
-    Ok(Box::new(CudaBackend::new(devices, quick)?))
 }

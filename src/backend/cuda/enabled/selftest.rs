@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use half::bf16;
 
-use crate::backend::cpu::units::rng::SplitMix64;
+use crate::backend::unit::rng::SplitMix64;
 use crate::backend::AttnCall;
 
 use super::gpu::Gpu;

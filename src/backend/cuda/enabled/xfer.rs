@@ -23,7 +23,7 @@ use std::time::Instant;
 use cudarc::driver::CudaEvent;
 use cudarc::nccl::{result as nres, sys as nsys};
 
-use crate::backend::cpu::device::Tag;
+use crate::backend::unit::device::Tag;
 
 use super::gpu::Gpu;
 use super::mem::{Buf, Phys};
@@ -181,7 +181,7 @@ impl Nccl {
             self.sync()?;
             times.push(t0.elapsed().as_secs_f64() / iters.max(1) as f64);
         }
-        Ok(crate::fitting::fit::median(&mut times))
+        Ok(crate::backend::repeat::median(&mut times))
     }
 }
 

@@ -5,7 +5,7 @@
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (n);               \
          i += (u64)gridDim.x * blockDim.x)
 
-// sqrt(2/pi): the tanh approximation of GeLU, as exec/mlp.rs.
+// sqrt(2/pi): the tanh approximation of GeLU, as backend/unit/mlp.rs.
 #define METP_GELU_K 0.7978845608028654f
 
 // y = GeLU(x), tanh form.

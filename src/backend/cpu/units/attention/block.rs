@@ -24,29 +24,6 @@ impl BlockShape {
     }
 }
 
-/// Which part of a key block a query block sees (contiguous causal blocks; the CUDA units use
-/// the same rule).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Visibility {
-    /// Every key visible.
-    Full,
-    /// The causal diagonal block.
-    Diagonal,
-    /// Above the diagonal: skipped.
-    Hidden,
-}
-
-/// What query block `query_block` sees of key block `key_block`.
-pub fn visibility(causal: bool, query_block: usize, key_block: usize) -> Visibility {
-    if !causal || key_block < query_block {
-        Visibility::Full
-    } else if key_block == query_block {
-        Visibility::Diagonal
-    } else {
-        Visibility::Hidden
-    }
-}
-
 /// Scaled, masked scores of one head: c × c.
 pub(super) fn head_scores(
     geo: &BlockShape,

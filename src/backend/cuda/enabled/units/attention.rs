@@ -14,9 +14,9 @@
 use crate::memory::names;
 use std::collections::VecDeque;
 
-use crate::backend::cpu::device::{Dtype, Mat, Phase, Tag};
-use crate::backend::cpu::units::attention::{AttnCfg, AttnData, AttnOut};
-use crate::backend::cpu::units::local_rows;
+use crate::backend::unit::attention::{AttnCfg, AttnData, AttnOut};
+use crate::backend::unit::device::{Dtype, Mat, Phase, Tag};
+use crate::backend::unit::local_rows;
 
 use super::super::gpu::{Op, Ty};
 use super::super::mem::{Buf, Phys};

@@ -1,10 +1,10 @@
 //! One attention block of a ring step (or TP's whole-sequence call) on a device, forward and
 //! backward: the fused kernels, or the unfused path with the same materialised buffers —
 //! scores, block log-sum-exp, probabilities, block output; probabilities, their gradient, the
-//! score gradient — under the names and in the order `exec::attention` uses.
+//! score gradient — under the names and in the order the CPU runtime's `attention` uses.
 
-use crate::backend::cpu::device::Dtype;
-pub(super) use crate::backend::cpu::units::attention::{visibility, Visibility};
+pub(super) use crate::backend::unit::attention::{visibility, Visibility};
+use crate::backend::unit::device::Dtype;
 use crate::memory::names;
 
 use super::super::gpu::{Op, Ty};

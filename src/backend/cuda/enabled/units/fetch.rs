@@ -1,10 +1,10 @@
 //! Weight shards of each head group of METP's attention outer loop, by broadcast from the
-//! owner or relayed along the ring, with one or two receive buffers — `exec::attention`'s
+//! owner or relayed along the ring, with one or two receive buffers — the CPU runtime's
 //! `WeightFetch`, stepped for all devices.
 
-use crate::backend::cpu::device::{Dtype, Tag};
-use crate::backend::cpu::units::attention::AttnCfg;
-use crate::backend::cpu::units::WeightExchange;
+use crate::backend::unit::attention::AttnCfg;
+use crate::backend::unit::device::{Dtype, Tag};
+use crate::backend::unit::WeightExchange;
 use crate::memory::names;
 
 use super::super::mem::Buf;
@@ -15,7 +15,7 @@ use super::world::World;
 const BF: Dtype = Dtype::Bf16;
 
 /// Weight shards of each head group in turn, by broadcast from the owner or relayed along the
-/// ring, with one or two receive buffers (`exec::attention`'s `WeightFetch`, stepped for all
+/// ring, with one or two receive buffers (the CPU runtime's `WeightFetch`, stepped for all
 /// devices: in ring order from the owner, so that each relay has received before it sends).
 pub(super) struct Fetch {
     bwd: bool,

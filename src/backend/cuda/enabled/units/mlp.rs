@@ -5,9 +5,9 @@
 use crate::memory::names;
 use std::rc::Rc;
 
-use crate::backend::cpu::device::{Dtype, Phase, Tag};
-use crate::backend::cpu::units::local_rows;
-use crate::backend::cpu::units::mlp::{MlpCfg, MlpData, MlpOut};
+use crate::backend::unit::device::{Dtype, Phase, Tag};
+use crate::backend::unit::local_rows;
+use crate::backend::unit::mlp::{MlpCfg, MlpData, MlpOut};
 
 use super::super::gpu::{Op, Ty};
 use super::super::mem::{Buf, Phys};
@@ -343,7 +343,7 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
         .collect())
 }
 
-/// Megatron-TP MLP forward and backward on every device (`exec::mlp::tp`).
+/// Megatron-TP MLP forward and backward on every device (the CPU runtime's `mlp::tp`).
 pub(super) fn tp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Handed>> {
     let sh = cfg.shape;
     let p = sh.p;
@@ -458,7 +458,7 @@ pub(super) fn tp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Hand
         dx.push(dxi);
         douts.push(dout);
     }
-    // exec::mlp::tp releases (dh, act, hpre) before the all-reduce of dX.
+    // The CPU runtime's mlp::tp releases (dh, act, hpre) before the all-reduce of dX.
     drop(kept);
     w.all_reduce_sum(&dx, 1)?;
     drop(douts);

@@ -1,7 +1,9 @@
 //! METP's and Megatron TP's attention and MLP units, forward and backward, on the GPU: p virtual
-//! devices stepped together ([`world`]), the programs of `crate::exec` ported buffer for buffer
-//! ([`attention`] with its ring-step blocks in [`blocks`] and weight fetch in [`fetch`], [`mlp`]), checked against the f64 reference (`crate::backend::cpu::units::reference`) and
-//! reported like the CPU runtime's runs (`crate::backend::cpu::units::RunReport`): time from GPU events,
+//! devices stepped together ([`world`]), the CPU runtime's programs (`backend::cpu::units`)
+//! ported buffer for buffer — both follow the algorithms of `backend::unit` — ([`attention`]
+//! with its ring-step blocks in [`blocks`] and weight fetch in [`fetch`], [`mlp`]), checked
+//! against the f64 reference (`backend::unit::reference`) and reported like the CPU runtime's
+//! runs (`backend::unit::RunReport`): time from GPU events,
 //! per-device tracked high-water marks next to the memory layer's unit inventory, each GPU's
 //! own view of its memory.
 //!
@@ -10,6 +12,10 @@
 //! checked and the errors reported are those of the same unit, method and options at a
 //! reduced size (p unchanged, one head of the same dimension per device, 64 tokens per device),
 //! run on the same GPU path; their names say so ("out (checked at …)").
+//!
+//! Depends on `backend::unit` (the algorithms, inputs, reference and reports), the GPU parts of
+//! `backend::cuda`, `config` and `memory`; never on `backend::cpu`: the CPU's programs are
+//! ported, not called.
 
 // The programs step all devices in loops over the device index, which index several
 // per-device vectors at once (device i, its ring neighbours).
@@ -24,15 +30,13 @@ mod world;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
-use crate::backend::cpu::device::CommStats;
-use crate::backend::cpu::units::attention::{
-    assemble as attn_assemble, AttnCfg, AttnData, AttnOut,
-};
-use crate::backend::cpu::units::mlp::{assemble as mlp_assemble, MlpCfg, MlpData, MlpOut};
-use crate::backend::cpu::units::rng::SplitMix64;
-use crate::backend::cpu::units::{
-    reference, rel_error, to64, DeviceReport, ExecMethod, GpuMemory, RunReport, RunSpec, Shape,
-    Unit,
+use crate::backend::unit::attention::{assemble as attn_assemble, AttnCfg, AttnData, AttnOut};
+use crate::backend::unit::device::CommStats;
+use crate::backend::unit::mlp::{assemble as mlp_assemble, MlpCfg, MlpData, MlpOut};
+use crate::backend::unit::reference::{rel_error, to64};
+use crate::backend::unit::rng::SplitMix64;
+use crate::backend::unit::{
+    reference, DeviceReport, ExecMethod, GpuMemory, RunReport, RunSpec, Shape, Unit,
 };
 use crate::config::{Activation, UnitSupport, WeightExchange};
 use crate::memory::unit::unit_inventory;

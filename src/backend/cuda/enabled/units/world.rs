@@ -1,7 +1,7 @@
 //! The p virtual devices of one unit run, stepped together from one host thread: each device's
 //! program is written as phases over all devices (sends before the posts that match them,
 //! receives in the order their data exists), so each device allocates and releases exactly as
-//! its CPU-runtime counterpart (`crate::exec`) does, while the GPU work of all devices is
+//! its CPU-runtime counterpart (`backend::cpu::device`) does, while the GPU work of all devices is
 //! enqueued asynchronously — on one GPU into one compute stream (the devices run one after
 //! the other), with several GPUs onto each device's own.
 
@@ -11,7 +11,7 @@ use std::rc::Rc;
 use cudarc::driver::CudaEvent;
 use half::bf16;
 
-use crate::backend::cpu::device::{Dtype, Mat, Phase, StepTime, Tag};
+use crate::backend::unit::device::{Dtype, Mat, Phase, StepTime, Tag};
 
 use super::super::gpu::{Gpu, Op, Ty};
 use super::super::mem::{Buf, GpuCount, Phys, Tally};

@@ -1,4 +1,4 @@
-//! METP's attention unit on the GPU (`exec::attention::metp`, ported buffer for buffer).
+//! METP's attention unit on the GPU (the CPU runtime's `backend::cpu::units::attention::metp`, ported buffer for buffer).
 
 use super::*;
 

@@ -1,8 +1,8 @@
-//! Megatron TP's attention unit on the GPU (`exec::attention::tp`, ported buffer for buffer).
+//! Megatron TP's attention unit on the GPU (the CPU runtime's `backend::cpu::units::attention::tp`, ported buffer for buffer).
 
 use super::*;
 
-/// Megatron-TP attention forward and backward on every device (`exec::attention::tp`).
+/// Megatron-TP attention forward and backward on every device (as the CPU runtime's).
 pub(in super::super) fn tp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Result<Vec<Handed>> {
     let sh = cfg.shape;
     let p = sh.p;

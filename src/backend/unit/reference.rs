@@ -13,6 +13,7 @@
 
 use nalgebra::DMatrix;
 
+use super::device::Mat;
 use super::mlp::{gelu_f64, gelu_grad_f64};
 
 /// f64 matrix.
@@ -150,6 +151,32 @@ pub fn mlp(x: &M64, w1: &M64, w2: &M64, dout: &M64) -> MlpResult {
     }
 }
 
+/// The f64 copy of an f32 matrix (exactly the same values).
+pub fn to64(m: &Mat) -> M64 {
+    m.map(|x| x as f64)
+}
+
+/// ‖got − want‖_F / ‖want‖_F in f64 (‖got‖_F when `want` is zero; infinite on a shape
+/// mismatch or a non-finite value).
+pub fn rel_error(got: &Mat, want: &M64) -> f64 {
+    if got.shape() != want.shape() {
+        return f64::INFINITY;
+    }
+    let diff: f64 = got
+        .iter()
+        .zip(want.iter())
+        .map(|(&g, &w)| (g as f64 - w).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    let norm = want.norm();
+    let e = if norm > 0.0 { diff / norm } else { diff };
+    if e.is_nan() {
+        f64::INFINITY
+    } else {
+        e
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,7 +185,7 @@ mod tests {
     #[test]
     fn exec_reference_gradients_match_finite_differences() {
         let (b, s, h, a, f) = (1, 4, 4, 2, 6);
-        let mut rng = crate::backend::cpu::units::rng::SplitMix64::new(7);
+        let mut rng = crate::backend::unit::rng::SplitMix64::new(7);
         let mut m = |r, c| M64::from_fn(r, c, |_, _| rng.uniform());
         let x = m(b * s, h);
         let wqkv = m(h, 3 * h);
