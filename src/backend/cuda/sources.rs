@@ -99,8 +99,8 @@ pub fn attention_model(
         source: source.to_string(),
     };
     let file = match pass {
-        AttnPass::Fwd => "src/calibrate/cuda/kernels/flash_fwd.cu",
-        AttnPass::Bwd => "src/calibrate/cuda/kernels/flash_bwd.cu",
+        AttnPass::Fwd => "src/backend/cuda/kernels/flash_fwd.cu",
+        AttnPass::Bwd => "src/backend/cuda/kernels/flash_bwd.cu",
     };
     let tiles = [64usize, 128]
         .into_iter()
