@@ -14,17 +14,20 @@
 #      and the GPU check's PyTorch run joined (`gpu-check merge`), every 4th entry of each kind
 #      held out (`gpu-check split`); README "Calibration".
 #   2. hardware-profiles/dgx-h100.json — its kernel figures derived from hgx-h200's
-#      (scripts/derive-dgx-h100.py; needs python3). hgx-h200.json itself is an input: it is the
-#      refit "to within 2% per parameter" (README), not a byte-exact output of one command.
-#   3. reports/gpu/nvidia-h200-2026-11-30/profile-units.json — `calibrate --fit` of run 2's
+#      (scripts/derive-dgx-h100.py; needs python3). hgx-h200's own kernel model is an input: it is
+#      the refit "to within 2% per parameter" (README), not a byte-exact output of one command.
+#   3. the attention implementations and the MI300X/MI325X/B200/GB200 kernel models derived from
+#      published measurements with metp-sim's own fitter (scripts/derive-kernel-models.py: the
+#      profiles it names and hardware-profiles/measurements/*-published.json it writes).
+#   4. reports/gpu/nvidia-h200-2026-11-30/profile-units.json — `calibrate --fit` of run 2's
 #      measurements onto hgx-h200 (the profile the units-only GPU check predicts with;
 #      tests/it/gpu_data.rs checks it figure by figure).
-#   4. reports/kernels/metp-llama2-7b-h200.json — `kernels --hw hgx-h200 --input
+#   5. reports/kernels/metp-llama2-7b-h200.json — `kernels --hw hgx-h200 --input
 #      reports/kernels/metp-llama2-7b-shapes.json --format json` (tests/it/kernels.rs, byte for
 #      byte; the shape list is an input).
-#   5. tests/data/baseline/*.sweep.json — `sweep --hw H --seq 4k,64k --p 2,8` for the five
+#   6. tests/data/baseline/*.sweep.json — `sweep --hw H --seq 4k,64k --p 2,8` for the five
 #      8-GPU profiles and `--hw dgx-h100 --nodes 2 --p 16 --seq 64k` (tests/it/fabric.rs).
-#   6. reports/claims/ — `validate` with its defaults, run from the repository root
+#   7. reports/claims/ — `validate` with its defaults, run from the repository root
 #      (tests/it/validate.rs, byte for byte).
 # Not regenerated here: the README's Limits and Layout tables (tests check them against
 # src/config/limits.rs and the module docs, and print the expected table when they differ),
@@ -59,7 +62,7 @@ if [ "$profile" = release ]; then
 else
     cargo build --quiet --bin metp-sim
 fi
-bin="${CARGO_TARGET_DIR:-target}/$profile/metp-sim"
+bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/$profile/metp-sim"
 command -v python3 >/dev/null || {
     echo "regen-reports.sh: python3 is needed for scripts/derive-dgx-h100.py" >&2
     exit 1
@@ -90,6 +93,9 @@ cp "$tmp/h200-held-out.json" "$meas/h200-2026-11-30-held-out.json"
 say "hardware-profiles/dgx-h100.json (scripts/derive-dgx-h100.py)"
 quiet python3 scripts/derive-dgx-h100.py
 
+say "attention implementations, MI300X/MI325X/B200/GB200 kernel models (scripts/derive-kernel-models.py)"
+quiet env METP_SIM="$bin" python3 scripts/derive-kernel-models.py
+
 say "$gpu/profile-units.json (calibrate --fit)"
 quiet "$bin" calibrate --fit "$gpu/run2/measurements-fit.json" --base hgx-h200 \
     --out "$tmp/profile-units.json"
@@ -116,8 +122,7 @@ say "reports/claims/ (validate)"
 quiet "$bin" validate
 
 if [ "$check" = 1 ]; then
-    paths=("$meas/h200-2026-11-30-fit.json" "$meas/h200-2026-11-30-held-out.json"
-        hardware-profiles/dgx-h100.json "$gpu/profile-units.json"
+    paths=("$meas"/*.json hardware-profiles/*.json "$gpu/profile-units.json"
         reports/kernels/metp-llama2-7b-h200.json "$base" reports/claims)
     new=$(git ls-files --others --exclude-standard -- "${paths[@]}")
     if ! git diff --exit-code --stat -- "${paths[@]}" || [ -n "$new" ]; then

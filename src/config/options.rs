@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::{AttentionKernel, Hardware};
+
 /// Activation recomputation policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -97,8 +99,14 @@ impl Default for MetpOptions {
 /// Options that change memory or time but not the shape of the problem.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Options {
-    /// Fused (FlashAttention-style) attention kernels.
+    /// Fused (FlashAttention-style) attention kernels; `false` is `--no-flash`, the `unfused`
+    /// implementation whatever `attention` says.
     pub flash: bool,
+    /// The attention implementation (`--attention-kernel`, `config::attention`); `None`: the
+    /// profile's default. Validation resolves it ([`Options::attention_kernel`]): a validated
+    /// workload always has `Some`, with `flash` false exactly when it is `unfused`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<AttentionKernel>,
     /// Recompute policy.
     pub recompute: Recompute,
     /// ZeRO stage; `None` = automatic: stage 3 for the methods that otherwise replicate
@@ -122,6 +130,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             flash: true,
+            attention: None,
             recompute: Recompute::None,
             zero: None,
             causal: false,
@@ -130,5 +139,17 @@ impl Default for Options {
             vocab_parallel: true,
             metp: MetpOptions::default(),
         }
+    }
+}
+
+impl Options {
+    /// The implementation these options run on `hw`: `unfused` when `flash` is off or it is
+    /// named, else the named one, else the profile's default.
+    pub fn attention_kernel(&self, hw: &Hardware) -> AttentionKernel {
+        if !self.flash {
+            return AttentionKernel::Unfused;
+        }
+        self.attention
+            .unwrap_or_else(|| hw.kernels.default_attention())
     }
 }

@@ -59,7 +59,15 @@ impl Workload {
     /// rules for this model, degree and sequence length ([`MethodId::check_degree`],
     /// [`MethodId::seq_multiple`]) — once, and returns the workload as a [`ValidWorkload`],
     /// the only input of the evaluation path (`memory`, `schedule`, `analytic`, `sim`).
-    pub fn validate(self) -> Result<ValidWorkload> {
+    pub fn validate(mut self) -> Result<ValidWorkload> {
+        // The attention implementation, resolved once: its figures become the profile's
+        // fused-attention figures for everything downstream.
+        let attention = self.options.attention_kernel(&self.hardware);
+        self.hardware
+            .kernels
+            .select_attention(attention, &self.hardware.name)?;
+        self.options.attention = Some(attention);
+        self.options.flash = attention.is_fused();
         if self.p == 0 || self.dp == 0 || self.seq == 0 || self.micro_batch == 0 {
             return Err(self.invalid("p, dp, sequence and micro-batch must be positive"));
         }

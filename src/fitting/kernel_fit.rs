@@ -386,6 +386,8 @@ pub fn fit_profile(
             crate::backend::cuda::sources::attention_model(&k.attention_fwd, AttnPass::Fwd);
         k.attention_bwd =
             crate::backend::cuda::sources::attention_model(&k.attention_bwd, AttnPass::Bwd);
+        // Not the base's named implementations: the profile's one unnamed fused kernel.
+        k.attention = None;
         own = hw.clone();
         &own
     } else {
