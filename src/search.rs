@@ -4,7 +4,8 @@
 //! Peak memory is monotone non-decreasing in s (every tensor's bytes are products of non-negative
 //! powers of s), so feasibility is a monotone predicate: bracket by doubling, then bisect on
 //! multiples of the granule. Input: a template [`Workload`] (its `seq` is ignored); output: a
-//! [`MaxSeq`] row. Depends on `memory`, `config`, `error`.
+//! [`MaxSeq`] row. Depends on `memory`, `config`, `error`; never on
+//! `schedule` or `sim` (what fits is a question of memory alone).
 
 use serde::{Deserialize, Serialize};
 

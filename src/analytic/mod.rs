@@ -17,7 +17,7 @@
 //!   behind the previous group's body when two buffers allow it, and weight-gradient returns
 //!   queue behind the bodies.
 //!
-//! Depends on `config`, `cost` and `schedule`'s plan types; never on `sim`.
+//! Depends on `config`, `cost`, `schedule`'s plan types and `error`; never on `sim`.
 
 mod overlap;
 mod pipeline;

@@ -4,12 +4,12 @@ use clap::{Args, ValueEnum};
 
 use super::args::MetpArgs;
 use super::link::{check_devices, check_runs, BackendArg, LinkArgs, OutFormat};
-use crate::calibrate::cpu::CpuBackend;
+use crate::backend::cpu::CpuBackend;
+use crate::backend::unit::RunSpec;
+use crate::backend::Backend;
 use crate::calibrate::unit_run::{self, ProfileSource};
-use crate::calibrate::{self, Backend};
 use crate::config::{load_hardware, load_model, parse_count, ExecMethod, Unit, UnitShape};
 use crate::error::{Error, Result};
-use crate::exec::RunSpec;
 use crate::report;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -150,7 +150,7 @@ pub fn run(a: RunArgs) -> Result<String> {
                     "the link throttle exists only on the cpu backend",
                 ));
             }
-            calibrate::cuda::open(spec.shape.p, true)?
+            crate::backend::cuda::open(spec.shape.p, true)?
         }
     };
     let profile = match &a.hw {

@@ -3,7 +3,8 @@
 //!
 //! Input: the bundled models and hardware profiles. Output: [`Claim`]s with a verdict, the
 //! numbers behind it and the assumptions that flip it; `report` renders them as `claims.md`,
-//! `claims.json` and plots. Depends on `config`, `memory`, `search`, `analytic`, `sim`.
+//! `claims.json` and plots. Depends on `config`, `memory`, `search`, `schedule`, `analytic`, `sim`,
+//! `evaluate` and `error`; never on `report` or `cli`.
 
 mod c1;
 mod c2;

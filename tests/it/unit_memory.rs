@@ -4,10 +4,11 @@
 //! layer inventory's METP transient phases are its phase peaks.
 
 use crate::common::inventory;
+use metp_sim::backend::cpu::units::run_unit;
+use metp_sim::backend::unit::{ExecMethod, RunSpec};
 use metp_sim::config::{
     Activation, MethodId, MetpOptions, Model, Norm, Options, Recompute, WeightExchange,
 };
-use metp_sim::exec::{run_unit, ExecMethod, RunSpec};
 use metp_sim::memory::unit::{moments, phases};
 use metp_sim::memory::{phase_peaks, unit_inventory, Kind, Phase, Unit, UnitShape, UnitSpec};
 
