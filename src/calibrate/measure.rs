@@ -453,6 +453,7 @@ fn measure_links(
                     bytes,
                     s,
                     via,
+                    ranks: None,
                 });
             }
             Err(e) => g.failed(&what, e)?,
@@ -480,6 +481,7 @@ fn measure_links(
                                 bytes,
                                 s,
                                 via: p2p_via.clone(),
+                                ranks: None,
                             });
                         }
                         Ok(None) => {}

@@ -130,6 +130,15 @@ pub(super) fn fit_link(
         .iter()
         .filter(|p| p.via.as_deref() == Some("copy-emulation"))
         .count();
+    // Ring steps of several ranks (torchrun's METP ring steps) are messages like the rest.
+    let ring_steps = m.p2p.iter().filter(|p| p.ranks.is_some()).count();
+    let how = if ring_steps > 0 {
+        format!(
+            "{how}; {ring_steps} of the point-to-point messages were ring steps, every rank              sending to its successor at once (the slowest rank's time)"
+        )
+    } else {
+        how
+    };
     let how = if emulated > 0 {
         format!(
             "{how}; {emulated} of the messages were emulated by device-to-device copies on one \

@@ -1,7 +1,9 @@
 //! Kernel and link measurements as a file: the format of `../shared/gpu-data/h200-2026-11-30.json`
 //! (timings taken with PyTorch on one H200), extended with what the CUDA backend of
 //! `calibrate` measures (attention calls of any shape, point-to-point messages, collectives,
-//! compute slowdown under traffic). `calibrate --fit FILE` fits a profile's kernel model from
+//! compute slowdown under traffic) and with what `scripts/gpu-dist.py` measures under torchrun
+//! on several GPUs (ring steps of all ranks at once: [`P2pSample::ranks`]; every GPU's GEMMs,
+//! GPU r as measurement session r). `calibrate --fit FILE` fits a profile's kernel model from
 //! such a file; `kernels --input FILE --compare` prices every entry and reports the error.
 //!
 //! Every time is seconds per call as measured (for the shared file: the median of 10 calls
@@ -109,7 +111,8 @@ pub struct GemmSample {
     /// the same square GEMMs 15–21% apart while their attention calls and copies agreed within
     /// 5% — the tensor-core clock a session runs at (power and thermal state, the board) moves
     /// GEMMs, which run closest to the power limit — so the fit gives every later session one
-    /// clock factor of its own against the first (`kernel_fit`).
+    /// clock factor of its own against the first (`kernel_fit`). `scripts/gpu-dist.py` numbers
+    /// the GPUs of one node so (GPU r: session r): each board runs at a clock of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<u32>,
 }
@@ -194,6 +197,32 @@ pub struct P2pSample {
     /// How it was carried ("nccl", "copy-emulation").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// A multi-rank sample: the message was one of a ring step in which all `ranks` ranks sent
+    /// one to their successor at once (METP's ring step, nccl-tests' `sendrecv`;
+    /// `scripts/gpu-dist.py`), and `s` is the step's time, the slowest rank's. Absent: one
+    /// message between two devices alone. The fit takes both alike: the simulator carries each
+    /// message of a ring step on its own ports, `α + bytes/B`, as one alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<u32>,
+}
+
+/// `Err` saying why a ring step's rank count does not hold its sender and receiver (a
+/// multi-rank sample, [`P2pSample::ranks`]).
+fn p2p_ranks_ok(p: &P2pSample) -> std::result::Result<(), String> {
+    let Some(n) = p.ranks else { return Ok(()) };
+    let most = crate::config::limits::MAX_GPUS;
+    if n < 2 || u64::from(n) > most {
+        return Err(format!(
+            "must be between 2 and {most} (the ranks of one ring step)"
+        ));
+    }
+    if p.from >= n || p.to >= n || p.from == p.to {
+        return Err(format!(
+            "a ring step of {n} ranks cannot carry a message from rank {} to rank {}",
+            p.from, p.to
+        ));
+    }
+    Ok(())
 }
 
 /// One collective, timed as nccl-tests does.
@@ -358,6 +387,7 @@ impl KernelMeasurements {
             if p.bytes == 0 || !time_ok(p.s) {
                 return Err(bad(format!("p2p[{i}]"), "bytes and s must be positive"));
             }
+            p2p_ranks_ok(p).map_err(|m| bad(format!("p2p[{i}].ranks"), &m))?;
         }
         for (i, c) in self.collectives.iter().enumerate() {
             if c.ranks < 2 || c.bytes == 0 || !time_ok(c.s) {
@@ -627,6 +657,35 @@ mod tests {
         assert_eq!(m.attention[0].q(), 512);
         assert_eq!(m.attention[0].d(), 128);
         assert!(m.eager_op_s.unwrap() > 5e-6);
+    }
+
+    /// A ring step of 8 ranks is a message like any other; a rank count that cannot hold its
+    /// sender and receiver is refused, naming the entry.
+    #[test]
+    fn ring_steps_of_several_ranks_are_checked() {
+        let mut m = KernelMeasurements::empty("t", "2026-12-01", "NVIDIA H200", "torch");
+        let step = |from, to, ranks| P2pSample {
+            from,
+            to,
+            bytes: 4 << 20,
+            s: 3e-5,
+            via: Some("nccl send/recv ring step over 8 ranks".into()),
+            ranks,
+        };
+        m.p2p = vec![step(0, 1, None), step(0, 1, Some(8)), step(7, 0, Some(8))];
+        m.validate(Path::new("m.json")).unwrap();
+        let back: KernelMeasurements = serde_json::from_str(&m.to_json()).unwrap();
+        assert_eq!(back, m);
+        for (bad, says) in [
+            (step(0, 1, Some(1)), "between 2 and"),
+            (step(0, 8, Some(8)), "from rank 0 to rank 8"),
+            (step(3, 3, Some(8)), "from rank 3 to rank 3"),
+            (step(0, 1, Some(u32::MAX)), "between 2 and"),
+        ] {
+            m.p2p = vec![step(0, 1, Some(8)), bad];
+            let e = m.validate(Path::new("m.json")).unwrap_err().to_string();
+            assert!(e.contains("p2p[1].ranks") && e.contains(says), "{e}");
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod evaluate;
 mod fabric;
 mod gpu;
 mod gpu_data;
+mod gpu_dist;
 mod gpu_script;
 mod gqa;
 mod hf;
