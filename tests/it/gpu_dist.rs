@@ -122,10 +122,20 @@ fn the_dist_plan_is_the_messages_metp_and_tp_sp_send() {
 const ALPHA_S: f64 = 12e-6;
 const B_PER_S: f64 = 140e9;
 
+/// The script's plan over `ranks` ranks (`--plan`; python3 must be there).
+pub(crate) fn plan_of(ranks: u32) -> serde_json::Value {
+    let o = Command::new("python3")
+        .args([SCRIPT, "--plan", &ranks.to_string()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
 /// Raw results of 8 ranks as rank 0 gathers them, with every message and collective timed as
 /// the model prices it (α + bytes/B; (n−1)(α + M/(nB))) and every GPU's GEMMs at a rate of its
 /// own.
-fn synthetic_raw(plan: &serde_json::Value) -> serde_json::Value {
+pub(crate) fn synthetic_raw(plan: &serde_json::Value) -> serde_json::Value {
     let n = 8.0;
     let rows = |op: &str, f: &dyn Fn(f64) -> f64| -> Vec<serde_json::Value> {
         plan[op]
@@ -181,11 +191,7 @@ fn the_dist_outputs_are_a_measurement_file_calibrate_fits() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let plan = Command::new(&py)
-        .args([SCRIPT, "--plan", "8"])
-        .output()
-        .unwrap();
-    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let plan = plan_of(8);
     let raw = dir.path().join("raw.json");
     std::fs::write(&raw, synthetic_raw(&plan).to_string()).unwrap();
     let out = dir.path().join("out");

@@ -33,6 +33,12 @@ use super::units::{Placement, Units};
 use super::xfer::{Link, Nccl};
 use super::{gpu_err, unavailable, Error, Result};
 
+/// Said wherever the backend runs on several GPUs, until a run on a multi-GPU node has been
+/// committed under `reports/gpu/` (the committed runs had one H200: the code below that places
+/// devices on GPUs 1… and drives NCCL between them has compiled, never run).
+const MULTI_GPU_UNTESTED: &str = "NOT YET TESTED: this backend's multi-GPU path (a device per \
+                                  GPU, NCCL between them) has never run on more than one GPU";
+
 /// The CUDA backend.
 pub struct CudaBackend {
     found: Found,
@@ -245,7 +251,7 @@ impl Backend for CudaBackend {
     fn device(&self) -> String {
         let units = if self.spread(self.devices) {
             format!(
-                "units: {} devices on GPUs 0–{} over NCCL send/recv",
+                "units: {} devices on GPUs 0–{} over NCCL send/recv; {MULTI_GPU_UNTESTED}",
                 self.devices,
                 self.devices - 1
             )
