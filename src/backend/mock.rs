@@ -151,6 +151,7 @@ impl Backend for MockBackend {
             .map(|rank| DeviceReport {
                 rank,
                 peak_bytes: 0,
+                allocator_peak_bytes: None,
                 peak_breakdown: BTreeMap::new(),
                 end_live_bytes: 0,
                 inventory_peak_bytes: None,
@@ -183,6 +184,7 @@ impl Backend for MockBackend {
             max_rel_error: 0.0,
             errors: BTreeMap::new(),
             measured_peak_bytes: 0,
+            tracked_peak_bytes: 0,
             inventory_peak_bytes: None,
             measured_time_s: pred.time_s,
             devices,

@@ -39,8 +39,11 @@ pub struct UnitRow {
     pub predicted_s: f64,
     /// Measured seconds.
     pub measured_s: f64,
-    /// Measured peak bytes of one device.
+    /// Measured peak bytes of one device (CUDA: the driver's count).
     pub measured_bytes: u64,
+    /// Peak of the tracked buffers of one device (absent in files written before the field
+    /// existed, whose `measured_peak_bytes` was the tracked peak).
+    pub tracked_bytes: Option<u64>,
     /// The unit inventory's peak (METP).
     pub inventory_bytes: Option<u64>,
     /// Largest error against the reference.
@@ -75,6 +78,7 @@ pub fn unit_rows(v: &Value) -> Option<Vec<UnitRow>> {
                 predicted_s: f(x.get("predicted")?, "time_s")?,
                 measured_s: f(x, "measured_time_s")?,
                 measured_bytes: u(x, "measured_peak_bytes")?,
+                tracked_bytes: u(x, "tracked_peak_bytes"),
                 inventory_bytes: u(x, "inventory_peak_bytes"),
                 max_rel_error: f(x, "max_rel_error")?,
             });
@@ -86,6 +90,7 @@ pub fn unit_rows(v: &Value) -> Option<Vec<UnitRow>> {
         predicted_s: f(v, "predicted_time_s")?,
         measured_s: f(v, "measured_time_s")?,
         measured_bytes: u(v, "measured_peak_bytes")?,
+        tracked_bytes: u(v, "tracked_peak_bytes"),
         inventory_bytes: u(v, "predicted_peak_bytes"),
         max_rel_error: f(v, "max_rel_error")?,
     }])

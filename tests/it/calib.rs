@@ -289,6 +289,7 @@ fn calib_cli_run_cpu_prints_the_design_fields() {
         for f in [
             "max_rel_error",
             "measured_peak_bytes",
+            "tracked_peak_bytes",
             "predicted_peak_bytes",
             "measured_time_s",
             "predicted_time_s",
@@ -297,6 +298,8 @@ fn calib_cli_run_cpu_prints_the_design_fields() {
         }
         assert!(v["max_rel_error"].as_f64().unwrap() < 1e-5, "{v}");
         assert_eq!(v["measured_peak_bytes"], v["predicted_peak_bytes"]);
+        // On the CPU the runtime's tracked buffers are its allocations: one figure.
+        assert_eq!(v["tracked_peak_bytes"], v["measured_peak_bytes"]);
         assert!(v["measured_time_s"].as_f64().unwrap() > 0.0);
         assert!(v["predicted_time_s"].as_f64().unwrap() > 0.0);
         assert!(v["notes"][0].as_str().unwrap().contains("memory inventory"));

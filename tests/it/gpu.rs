@@ -183,11 +183,13 @@ fn check_unit(b: &mut dyn Backend, spec: &RunSpec, failures: &mut Vec<String>) {
         }
     };
     eprintln!(
-        "{name}: error {:.2e} ({:?}), {:.3e} s, peak {} B (inventory {:?}), GPU view {:?}",
+        "{name}: error {:.2e} ({:?}), {:.3e} s, peak {} B measured, {} B tracked (inventory \
+         {:?}), GPU view {:?}",
         r.max_rel_error,
         r.errors,
         r.measured_time_s,
         r.measured_peak_bytes,
+        r.tracked_peak_bytes,
         r.inventory_peak_bytes,
         r.gpu_memory
     );
@@ -202,6 +204,15 @@ fn check_unit(b: &mut dyn Backend, spec: &RunSpec, failures: &mut Vec<String>) {
         failures.push(format!("{name}: time {}", r.measured_time_s));
     }
     for d in &r.devices {
+        // The driver's high-water mark of the device's own pool sees every tracked buffer.
+        if let Some(high) = d.allocator_peak_bytes {
+            if high < d.peak_bytes {
+                failures.push(format!(
+                    "{name}: device {} pool high-water {high} B below its tracked peak {} B",
+                    d.rank, d.peak_bytes
+                ));
+            }
+        }
         if d.end_live_bytes != 0 {
             failures.push(format!(
                 "{name}: device {} ended holding {} B",

@@ -14,7 +14,9 @@
 //! GPUs or more), and a GEMM's slowdown under communication. It runs METP's and Megatron TP's
 //! attention and MLP units forward and backward on p virtual devices — one per GPU with NCCL
 //! when there are p GPUs, else all on GPU 0 with ring messages emulated by copies on a second
-//! stream — with a tracked allocator whose per-device high-water mark is the measured peak.
+//! stream — each device's buffers tracked by name (the tracked peak, which `memory::unit`
+//! predicts) and allocated from a memory pool of its own, whose high-water mark the driver
+//! keeps (the measured peak).
 //! See `enabled/mod.rs` for the details.
 //!
 //! Depends on the backend's trait and shared parts (`backend::unit`, `backend::repeat`,

@@ -74,6 +74,11 @@ pub struct DeviceReport {
     pub rank: usize,
     /// High-water mark of its tracked bytes.
     pub peak_bytes: u64,
+    /// The driver's high-water mark of the bytes this device's buffers held (CUDA: its own
+    /// memory pool's used-memory high-water mark); `None` where there is no such count (CPU,
+    /// a GPU without memory pools).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocator_peak_bytes: Option<u64>,
     /// Live bytes per buffer name at that high-water mark.
     pub peak_breakdown: BTreeMap<String, u64>,
     /// Tracked bytes left when its program returned (0 unless a buffer leaked).
@@ -100,9 +105,12 @@ pub struct GpuMemory {
     pub used_before_bytes: u64,
     /// The same after the run, its buffers freed (the allocator keeps freed memory reserved).
     pub used_after_bytes: u64,
-    /// The stream-ordered allocator's high-water mark of bytes allocated during the timed run
-    /// (the driver's count: allocation granularity, inputs staged for the run, outputs handed
-    /// out and messages in flight included); `None` without memory pools.
+    /// The driver's high-water marks of bytes allocated during the timed run, added up over the
+    /// memory pools of its virtual devices (each device's own: [`DeviceReport::allocator_peak_bytes`])
+    /// and its default pool (the inputs staged for the run): the allocation granularity,
+    /// outputs handed out and messages in flight included. The GPU's joint high-water mark is
+    /// at most this (the devices' marks may fall at different moments). `None` without memory
+    /// pools.
     pub allocator_high_bytes: Option<u64>,
     /// High-water mark of the tracked bytes of all its virtual devices together.
     pub tracked_high_bytes: u64,
@@ -117,8 +125,16 @@ pub struct RunReport {
     pub max_rel_error: f64,
     /// Relative error of each output and gradient (`out`, `dx`, `dw_qkv`, …).
     pub errors: BTreeMap<String, f64>,
-    /// Largest high-water mark over the devices.
+    /// Largest high-water mark over the devices, as the backend measures it: on the CPU the
+    /// runtime's own allocations (its tracked buffers: there is no allocator below them to
+    /// ask); on CUDA the driver's count, each device's memory pool's used-memory high-water
+    /// mark ([`DeviceReport::allocator_peak_bytes`]), or the tracked bytes where the GPU has no
+    /// memory pools.
     pub measured_peak_bytes: u64,
+    /// Largest high-water mark over the devices of the tracked buffers (the tally of what the
+    /// unit's program allocates, by name and dtype, that `memory::unit` predicts byte for
+    /// byte); equal to `measured_peak_bytes` on the CPU.
+    pub tracked_peak_bytes: u64,
     /// METP: the largest device peak of the unit inventory (`crate::memory::unit`) for the
     /// same unit, sizes and options; None for TP.
     pub inventory_peak_bytes: Option<u64>,

@@ -213,11 +213,14 @@ pub fn run_unit(spec: &RunSpec) -> Result<RunReport> {
         inventory_peak_bytes = Some(inv.peak_bytes as u64);
     }
     let max_rel_error = errors.values().cloned().fold(0.0, f64::max);
+    // The CPU runtime's allocations are its tracked buffers: measured and tracked are one.
+    let peak_bytes = devices.iter().map(|d| d.peak_bytes).max().unwrap_or(0);
     Ok(RunReport {
         spec: *spec,
         max_rel_error,
         errors,
-        measured_peak_bytes: devices.iter().map(|d| d.peak_bytes).max().unwrap_or(0),
+        measured_peak_bytes: peak_bytes,
+        tracked_peak_bytes: peak_bytes,
         inventory_peak_bytes,
         measured_time_s: wall,
         devices,
@@ -229,6 +232,7 @@ fn strip<T>((rank, r): (usize, DeviceRun<T>)) -> DeviceReport {
     DeviceReport {
         rank,
         peak_bytes: r.mem.peak_bytes,
+        allocator_peak_bytes: None,
         peak_breakdown: r.mem.peak_breakdown,
         end_live_bytes: r.mem.end_live_bytes,
         inventory_peak_bytes: None,

@@ -153,6 +153,17 @@ impl Gpu {
 
     fn pool_set(&self, attr: dsys::CUmemPool_attribute, value: u64) -> Result<()> {
         let pool = self.pool()?;
+        self.pool_set_on(pool, attr, value)
+    }
+
+    /// Sets a u64 attribute of `pool` (this GPU's).
+    pub fn pool_set_on(
+        &self,
+        pool: dsys::CUmemoryPool,
+        attr: dsys::CUmemPool_attribute,
+        value: u64,
+    ) -> Result<()> {
+        self.bind()?;
         let mut v = value;
         // SAFETY: the attributes set here take a u64 (cuuint64_t).
         unsafe { dsys::cuMemPoolSetAttribute(pool, attr, &mut v as *mut u64 as *mut _) }
@@ -187,6 +198,79 @@ impl Gpu {
         .result()
         .map_err(|e| gpu_err("memory pool high-water", e))?;
         Ok(Some(v))
+    }
+
+    /// A u64 attribute of `pool` (this GPU's): used or reserved bytes, now or at the mark.
+    pub fn pool_get_on(
+        &self,
+        pool: dsys::CUmemoryPool,
+        attr: dsys::CUmemPool_attribute,
+    ) -> Result<u64> {
+        self.bind()?;
+        let mut v: u64 = 0;
+        // SAFETY: the attributes read here are u64 (cuuint64_t).
+        unsafe { dsys::cuMemPoolGetAttribute(pool, attr, &mut v as *mut u64 as *mut _) }
+            .result()
+            .map_err(|e| gpu_err("memory pool attribute", e))?;
+        Ok(v)
+    }
+
+    /// A memory pool of its own on this GPU (device memory, no export handles), keeping what
+    /// is freed into it (release threshold: all); `None` without memory pools.
+    pub fn new_pool(&self) -> Result<Option<dsys::CUmemoryPool>> {
+        if !self.async_alloc {
+            return Ok(None);
+        }
+        self.bind()?;
+        let props = dsys::CUmemPoolProps {
+            allocType: dsys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
+            handleTypes: dsys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE,
+            location: dsys::CUmemLocation {
+                type_: dsys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: self.ordinal as i32,
+            },
+            win32SecurityAttributes: std::ptr::null_mut(),
+            maxSize: 0,
+            usage: 0,
+            reserved: [0; 54],
+        };
+        let mut pool = std::ptr::null_mut();
+        // SAFETY: out-pointer to a pool handle; the properties are fully initialised.
+        unsafe { dsys::cuMemPoolCreate(&mut pool, &props) }
+            .result()
+            .map_err(|e| {
+                gpu_err(
+                    &format!("creating a memory pool on GPU {}", self.ordinal),
+                    e,
+                )
+            })?;
+        self.pool_set_on(
+            pool,
+            dsys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            u64::MAX,
+        )?;
+        Ok(Some(pool))
+    }
+
+    /// Destroys `pool` (its memory goes back once nothing allocated from it is left).
+    pub fn destroy_pool(&self, pool: dsys::CUmemoryPool) {
+        if self.bind().is_ok() {
+            // SAFETY: `pool` was created by `new_pool` on this GPU and is destroyed once.
+            let _ = unsafe { dsys::cuMemPoolDestroy(pool) };
+        }
+    }
+
+    /// `bytes` of device memory from `pool`, ordered on the compute stream (never zero-sized);
+    /// freed by [`Gpu::free`] like any other.
+    pub fn alloc_from(&self, pool: dsys::CUmemoryPool, bytes: usize) -> Result<u64> {
+        self.bind()?;
+        let n = bytes.max(16);
+        let mut ptr: dsys::CUdeviceptr = 0;
+        // SAFETY: out-pointer to a device address; `pool` is this GPU's.
+        unsafe { dsys::cuMemAllocFromPoolAsync(&mut ptr, n, pool, self.compute.cu_stream()) }
+            .result()
+            .map_err(|e| gpu_err(&format!("allocating {n} bytes on GPU {}", self.ordinal), e))?;
+        Ok(ptr)
     }
 
     /// `bytes` of device memory, ordered on the compute stream (never zero-sized).

@@ -1,8 +1,9 @@
 //! The tracked allocator: every buffer a virtual device holds is a [`Buf`] — real device
 //! memory ([`Phys`]) plus an entry in its device's [`Tally`] under a name and a modelled dtype
-//! — so `measured_peak_bytes` is read from the allocations the backend really makes, as the CPU
+//! — so `tracked_peak_bytes` is read from the allocations the backend really makes, as the CPU
 //! runtime's `Tracked` buffers do (same names, same dtypes, same order of allocations and
-//! releases; `crate::memory::unit` predicts the peaks).
+//! releases; `crate::memory::unit` predicts the peaks), and `measured_peak_bytes` is the
+//! driver's count of the same allocations (below).
 //!
 //! A buffer's bytes stop counting when its holder drops it or hands it out ([`Buf::untrack`],
 //! the CPU's `into_inner`). Its memory is freed when nothing refers to it any more: a message
@@ -10,6 +11,18 @@
 //! runtime's channel holds sent data, without counting it for anybody. Each GPU also counts the
 //! bytes of all its virtual devices together ([`Tally::gpu_high_bytes`]), next to the driver's
 //! own high-water mark.
+//!
+//! **Measured beside tracked.** Each virtual device allocates its buffers from a memory pool of
+//! its own ([`DevicePool`], `cuMemPoolCreate`, kept by the backend across runs so that a timed
+//! run reuses memory it already mapped), and the driver keeps that pool's used-memory
+//! high-water mark (`CU_MEMPOOL_ATTR_USED_MEM_HIGH`, reset when the timed run begins). That
+//! mark is the device's *measured* peak: exact at every allocation and free the driver orders
+//! (no sampling), in the driver's bytes — each allocation as the pool rounds it, a buffer
+//! counted from its allocation until its stream-ordered free, so a message in flight counts for
+//! its sender and an output handed out counts until it is fetched. The tally is its *tracked*
+//! peak. Not in either: the CUDA context, cuBLAS's workspace, NCCL's buffers (a profile's
+//! `reserved`) and the inputs the harness stages outside the run (`World::stage`, from the
+//! GPU's default pool).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -17,8 +30,65 @@ use std::rc::Rc;
 
 use crate::backend::unit::device::{Dtype, Mem};
 
+use cudarc::driver::sys as dsys;
+
 use super::gpu::Gpu;
 use super::Result;
+
+/// One virtual device's memory pool on its GPU: the driver counts the bytes allocated from it
+/// and their high-water mark. Destroyed when the last holder goes (the driver frees its memory
+/// once nothing allocated from it is left).
+pub(crate) struct DevicePool {
+    gpu: Rc<Gpu>,
+    handle: dsys::CUmemoryPool,
+}
+
+impl DevicePool {
+    /// A new pool on `gpu`; `None` when the GPU has no memory pools.
+    pub fn new(gpu: &Rc<Gpu>) -> Result<Option<Rc<DevicePool>>> {
+        Ok(gpu.new_pool()?.map(|handle| {
+            Rc::new(DevicePool {
+                gpu: gpu.clone(),
+                handle,
+            })
+        }))
+    }
+
+    fn get(&self, attr: dsys::CUmemPool_attribute) -> Result<u64> {
+        self.gpu.pool_get_on(self.handle, attr)
+    }
+
+    /// Restarts the high-water mark of used bytes from the bytes in use now.
+    pub fn reset_high(&self) -> Result<()> {
+        self.gpu.pool_set_on(
+            self.handle,
+            dsys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH,
+            0,
+        )
+    }
+
+    /// The driver's high-water mark of bytes allocated from the pool since the last reset.
+    pub fn high_bytes(&self) -> Result<u64> {
+        self.get(dsys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+    }
+
+    /// Bytes the pool holds reserved but not allocated (reusable by its next run).
+    pub fn idle_bytes(&self) -> Result<u64> {
+        let reserved = self.get(dsys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?;
+        let used = self.get(dsys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?;
+        Ok(reserved.saturating_sub(used))
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<u64> {
+        self.gpu.alloc_from(self.handle, bytes)
+    }
+}
+
+impl Drop for DevicePool {
+    fn drop(&mut self) {
+        self.gpu.destroy_pool(self.handle);
+    }
+}
 
 /// Bytes all virtual devices of one GPU hold together.
 #[derive(Debug, Default)]
@@ -33,14 +103,31 @@ pub(crate) struct GpuCount {
 pub(crate) struct Tally {
     mem: Mem,
     gpu: Rc<RefCell<GpuCount>>,
+    /// The device's own memory pool, which its buffers come from (`None`: the GPU's default
+    /// allocator).
+    pool: Option<Rc<DevicePool>>,
 }
 
 impl Tally {
-    /// A device's tally, counted also in `gpu`'s total.
-    pub fn new(gpu: Rc<RefCell<GpuCount>>) -> Tally {
+    /// A device's tally, counted also in `gpu`'s total; its buffers come from `pool`.
+    pub fn new(gpu: Rc<RefCell<GpuCount>>, pool: Option<Rc<DevicePool>>) -> Tally {
         Tally {
             mem: Mem::default(),
             gpu,
+            pool,
+        }
+    }
+
+    /// The driver's high-water mark of the device's pool since the timed run began.
+    pub fn allocator_high_bytes(&self) -> Result<Option<u64>> {
+        self.pool.as_ref().map(|p| p.high_bytes()).transpose()
+    }
+
+    /// Restarts the device pool's high-water mark (the timed run begins).
+    pub fn reset_allocator_high(&self) -> Result<()> {
+        match &self.pool {
+            Some(p) => p.reset_high(),
+            None => Ok(()),
         }
     }
 
@@ -111,7 +198,10 @@ impl Buf {
         zero: bool,
     ) -> Result<Buf> {
         let bytes = elems * dtype.bytes() as usize;
-        let ptr = gpu.alloc(bytes)?;
+        let ptr = match &tally.pool {
+            Some(pool) => pool.alloc(bytes)?,
+            None => gpu.alloc(bytes)?,
+        };
         let phys = Rc::new(Phys {
             gpu: gpu.clone(),
             ptr,

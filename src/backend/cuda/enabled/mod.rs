@@ -14,7 +14,8 @@
 //! - [`ops`]: kernel launches — element-wise passes, the fused attention forward/backward
 //!   (FlashAttention-2 style, bf16 tensor cores, log-sum-exp merging), the unfused
 //!   attention's row kernels.
-//! - [`mem`]: the tracked allocator (per virtual device high-water mark by buffer name).
+//! - [`mem`]: the tracked allocator (per virtual device high-water mark by buffer name) and
+//!   each virtual device's memory pool (the driver's high-water mark: the measured peak).
 //! - [`xfer`]: messages between virtual devices (copies on one GPU — a stated emulation —,
 //!   NCCL send/recv between GPUs) and NCCL communicators for the measurements.
 //! - [`units`]: METP and TP, attention and MLP, forward and backward.

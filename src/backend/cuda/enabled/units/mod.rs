@@ -42,6 +42,7 @@ use crate::config::{Activation, UnitSupport, WeightExchange};
 use crate::memory::unit::unit_inventory;
 
 use super::gpu::Gpu;
+use super::mem::DevicePool;
 use super::xfer::Link;
 use super::{Error, Result};
 pub(crate) use world::World;
@@ -184,6 +185,9 @@ pub(crate) struct Units {
     /// The last two inputs (a run's and its reduced check's), most recent last.
     data: Vec<(String, Rc<Data>)>,
     checked: HashMap<String, BTreeMap<String, f64>>,
+    /// Each virtual device's memory pool, by (GPU ordinal, device index), kept across runs so
+    /// that a timed run reuses the memory its warm-up mapped (`None`: no memory pools).
+    pools: HashMap<(usize, usize), Option<Rc<DevicePool>>>,
 }
 
 /// Where the devices of a run live.
@@ -195,6 +199,27 @@ pub(crate) struct Placement {
 }
 
 impl Units {
+    /// Device `i`'s pool on `gpu` (made on first use).
+    fn pool(&mut self, gpu: &Rc<Gpu>, i: usize) -> Result<Option<Rc<DevicePool>>> {
+        if let Some(p) = self.pools.get(&(gpu.ordinal, i)) {
+            return Ok(p.clone());
+        }
+        let p = DevicePool::new(gpu)?;
+        self.pools.insert((gpu.ordinal, i), p.clone());
+        Ok(p)
+    }
+
+    /// Bytes reserved by the pools on `gpu` and free for their next run.
+    fn idle_pool_bytes(&self, gpu: &Gpu) -> Result<u64> {
+        let mut idle = 0u64;
+        for ((ordinal, _), p) in &self.pools {
+            if let (true, Some(p)) = (*ordinal == gpu.ordinal, p) {
+                idle = idle.saturating_add(p.idle_bytes()?);
+            }
+        }
+        Ok(idle)
+    }
+
     fn data(&mut self, spec: &RunSpec) -> Rc<Data> {
         let key = format!("{:?} {:?} {}", spec.unit, spec.shape, spec.seed);
         if let Some((_, d)) = self.data.iter().find(|(k, _)| *k == key) {
@@ -273,6 +298,8 @@ impl Units {
                 .ctx
                 .mem_get_info()
                 .map_err(|e| super::gpu_err("cuMemGetInfo", e))?;
+            // What the devices' pools keep reserved from earlier runs is theirs to reuse.
+            let free = (free as u64).saturating_add(self.idle_pool_bytes(g)?);
             let want = need.saturating_mul(on);
             if want as f64 > 0.9 * free as f64 {
                 return Err(invalid(
@@ -290,7 +317,13 @@ impl Units {
         }
         let before: Vec<u64> = gpus.iter().map(|g| g.used_bytes()).collect::<Result<_>>()?;
         let data = self.data(spec);
-        let mut w = World::new(place.gpus, place.link);
+        let pools = place
+            .gpus
+            .iter()
+            .enumerate()
+            .map(|(i, g)| self.pool(g, i))
+            .collect::<Result<Vec<_>>>()?;
+        let mut w = World::new(place.gpus, pools, place.link);
         let sh = spec.shape;
         let rows = if spec.method == ExecMethod::Metp {
             sh.b * sh.c()
@@ -326,15 +359,24 @@ impl Units {
             }
         };
         let mem = w.memory();
+        for g in w.gpus() {
+            g.sync()?;
+        }
+        let highs = w.allocator_highs()?;
         let mut gpu_memory = Vec::new();
         for (k, g) in w.gpus().iter().enumerate() {
-            g.sync()?;
+            // The devices' pools and the default pool (the inputs staged for the run).
+            let allocator_high_bytes = match (w.gpu_allocator_high(k, &highs), g.pool_high_bytes()?)
+            {
+                (Some(d), Some(staged)) => Some(d.saturating_add(staged)),
+                _ => None,
+            };
             gpu_memory.push(GpuMemory {
                 gpu: g.ordinal,
                 virtual_devices: w.devices_on(k),
                 used_before_bytes: before[k],
                 used_after_bytes: 0,
-                allocator_high_bytes: g.pool_high_bytes()?,
+                allocator_high_bytes,
                 tracked_high_bytes: w.gpu_tracked_high(k),
             });
         }
@@ -352,25 +394,36 @@ impl Units {
         let devices: Vec<DeviceReport> = mem
             .into_iter()
             .zip(steps)
+            .zip(highs)
             .enumerate()
-            .map(|(rank, ((peak, breakdown, live), steps))| DeviceReport {
-                rank,
-                peak_bytes: peak,
-                peak_breakdown: breakdown,
-                end_live_bytes: live,
-                inventory_peak_bytes: inventory
-                    .as_ref()
-                    .map(|i| i.device_peak_bytes(rank as u64) as u64),
-                busy_s: time,
-                comm: CommStats::default(),
-                steps,
-            })
+            .map(
+                |(rank, (((peak, breakdown, live), steps), high))| DeviceReport {
+                    rank,
+                    peak_bytes: peak,
+                    allocator_peak_bytes: high,
+                    peak_breakdown: breakdown,
+                    end_live_bytes: live,
+                    inventory_peak_bytes: inventory
+                        .as_ref()
+                        .map(|i| i.device_peak_bytes(rank as u64) as u64),
+                    busy_s: time,
+                    comm: CommStats::default(),
+                    steps,
+                },
+            )
             .collect();
+        let tracked_peak_bytes = devices.iter().map(|d| d.peak_bytes).max().unwrap_or(0);
         let report = RunReport {
             spec: *spec,
             max_rel_error: 0.0,
             errors: BTreeMap::new(),
-            measured_peak_bytes: devices.iter().map(|d| d.peak_bytes).max().unwrap_or(0),
+            // The driver's count where every device has one, else the tally.
+            measured_peak_bytes: devices
+                .iter()
+                .map(|d| d.allocator_peak_bytes)
+                .collect::<Option<Vec<u64>>>()
+                .map_or(tracked_peak_bytes, |v| v.into_iter().max().unwrap_or(0)),
+            tracked_peak_bytes,
             inventory_peak_bytes: inventory.map(|i| i.peak_bytes as u64),
             measured_time_s: time,
             devices,

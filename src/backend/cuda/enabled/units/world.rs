@@ -14,7 +14,7 @@ use half::bf16;
 use crate::backend::unit::device::{Dtype, Mat, Phase, StepTime, Tag};
 
 use super::super::gpu::{Gpu, Op, Ty};
-use super::super::mem::{Buf, GpuCount, Phys, Tally};
+use super::super::mem::{Buf, DevicePool, GpuCount, Phys, Tally};
 use super::super::xfer::{Link, Mailbox, Part, Pending};
 use super::super::{gpu_err, Result};
 
@@ -50,8 +50,9 @@ pub(crate) struct World {
 }
 
 impl World {
-    /// Devices on `dev_gpus` (device i on `dev_gpus[i]`), messages over `link`.
-    pub fn new(dev_gpus: Vec<Rc<Gpu>>, link: Link) -> World {
+    /// Devices on `dev_gpus` (device i on `dev_gpus[i]`, its buffers from `pools[i]`, a pool
+    /// on that GPU, or from the GPU's default allocator when `None`), messages over `link`.
+    pub fn new(dev_gpus: Vec<Rc<Gpu>>, pools: Vec<Option<Rc<DevicePool>>>, link: Link) -> World {
         let mut gpus: Vec<Rc<Gpu>> = Vec::new();
         let mut gpu_of = Vec::new();
         for g in &dev_gpus {
@@ -67,10 +68,11 @@ impl World {
             gpus.iter().map(|_| Rc::default()).collect();
         let devs = dev_gpus
             .iter()
+            .zip(pools)
             .enumerate()
-            .map(|(i, g)| Dev {
+            .map(|(i, (g, pool))| Dev {
                 gpu: g.clone(),
-                tally: Tally::new(Rc::clone(&counts[gpu_of[i]])),
+                tally: Tally::new(Rc::clone(&counts[gpu_of[i]]), pool),
             })
             .collect();
         World {
@@ -224,6 +226,9 @@ impl World {
             g.sync()?;
             g.reset_pool_high()?;
         }
+        for d in &self.devs {
+            d.tally.reset_allocator_high()?;
+        }
         self.start = Some(self.mark()?);
         Ok(())
     }
@@ -308,6 +313,25 @@ impl World {
             .iter()
             .map(|d| (d.tally.peak(), d.tally.peak_breakdown(), d.tally.live()))
             .collect()
+    }
+
+    /// Each device's measured peak: its pool's high-water mark since [`World::begin`] (the
+    /// driver's count; `None` without a pool). Read after the GPUs are synchronised.
+    pub fn allocator_highs(&self) -> Result<Vec<Option<u64>>> {
+        self.devs
+            .iter()
+            .map(|d| d.tally.allocator_high_bytes())
+            .collect()
+    }
+
+    /// The devices on GPU `k`'s measured peaks added up (`None` if any has no pool).
+    pub fn gpu_allocator_high(&self, k: usize, highs: &[Option<u64>]) -> Option<u64> {
+        self.gpu_of
+            .iter()
+            .zip(highs)
+            .filter(|(&g, _)| g == k)
+            .map(|(_, h)| *h)
+            .sum()
     }
 }
 
