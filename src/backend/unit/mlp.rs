@@ -1,7 +1,18 @@
-//! The MLP unit `out = GeLU(X·W1)·W2` on p virtual devices — METP's one-level ring and, for
-//! comparison, Megatron TP — as every backend runs it: the algorithm (below), the GeLU, the
-//! inputs, each device's results and their assembly. The programs:
-//! `backend::cpu::units::mlp` (CPU), the CUDA units (feature `cuda`).
+//! The MLP unit `out = GeLU(X·W1)·W2` — or, with SwiGLU, `out = (SiLU(X·W1) ∘ (X·W3))·W2` — on
+//! p virtual devices — METP's one-level ring and, for comparison, Megatron TP — as every
+//! backend runs it: the algorithm (below), the activations, the inputs, each device's results
+//! and their assembly. The programs: `backend::cpu::units::mlp` (CPU), the CUDA units (feature
+//! `cuda`).
+//!
+//! **SwiGLU** (Shazeer 2020; LLaMA): the gate W1 and the up projection W3 are one matrix here,
+//! `W1 = [W1_gate | W3]` (h × 2f), sharded as `[gate columns of shard j | up columns of shard
+//! j]` (h × 2f/p, [`w1_shard`]), so a shard pair is (h × 2f/p, f/p × h) — 3hf/p weights, as the
+//! memory layer counts them — and the activation input `H = X·W1[j]` has 2f/p columns: the
+//! output is `A = SiLU(H_gate) ∘ H_up` (f/p columns). Backward: `dA = dOut·W2[j]ᵀ` is written
+//! into the up half of the activation gradient `dH`, then in place `dH_gate = dA ∘ H_up ∘
+//! SiLU'(H_gate)`, `dH_up = dA ∘ SiLU(H_gate)` (one r × 2f/p buffer, as the inventory's
+//! `u = 2` counts it); `dW1[j] = Xᵀ·dH`, `dX += dH·W1[j]ᵀ` as for GeLU. SiLU is exact
+//! (`x·σ(x)`), in f32 on the devices and f64 in the reference.
 //!
 //! **GeLU**: the tanh approximation (Hendrycks & Gimpel 2016; GPT-2, Megatron-LM's
 //! `bias_gelu`): `GeLU(x) = ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, with its exact
@@ -24,6 +35,7 @@
 use super::device::Mat;
 use super::rng::SplitMix64;
 use super::{gather_rows, random_mat, ExecMethod, RunSpec, Shape};
+use crate::config::Activation;
 
 /// √(2/π).
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
@@ -48,6 +60,35 @@ macro_rules! gelu_impl {
 gelu_impl!(f32, gelu_f32, gelu_grad_f32);
 gelu_impl!(f64, gelu_f64, gelu_grad_f64);
 
+macro_rules! silu_impl {
+    ($t:ty, $silu:ident, $grad:ident) => {
+        /// SiLU (swish): `x·σ(x)`.
+        pub fn $silu(x: $t) -> $t {
+            x / (1.0 + (-x).exp())
+        }
+
+        /// Derivative of SiLU: `σ(x)·(1 + x·(1 − σ(x)))`.
+        pub fn $grad(x: $t) -> $t {
+            let s = 1.0 / (1.0 + (-x).exp());
+            s * (1.0 + x * (1.0 - s))
+        }
+    };
+}
+
+silu_impl!(f32, silu_f32, silu_grad_f32);
+silu_impl!(f64, silu_f64, silu_grad_f64);
+
+/// SwiGLU's activation of one element pair (gate `g`, up `u`): `SiLU(g)·u`.
+pub fn swiglu_f32(g: f32, u: f32) -> f32 {
+    silu_f32(g) * u
+}
+
+/// SwiGLU's backward of one element pair: from the output gradient `da`, the gradients of the
+/// gate and the up input.
+pub fn swiglu_grad_f32(da: f32, g: f32, u: f32) -> (f32, f32) {
+    (da * u * silu_grad_f32(g), da * silu_f32(g))
+}
+
 /// What the MLP programs need from a [`RunSpec`].
 #[derive(Debug, Clone, Copy)]
 pub struct MlpCfg {
@@ -55,6 +96,8 @@ pub struct MlpCfg {
     pub shape: Shape,
     /// Receive buffers per traveling tensor (1 or 2).
     pub rb: usize,
+    /// The activation (GeLU or SwiGLU).
+    pub activation: Activation,
 }
 
 impl MlpCfg {
@@ -63,11 +106,36 @@ impl MlpCfg {
         MlpCfg {
             shape: spec.shape,
             rb: spec.metp.recv_buffers as usize,
+            activation: spec.activation,
         }
+    }
+
+    /// Columns of the activation input per output column: 1 (GeLU) or 2 (SwiGLU: gate, up).
+    pub fn u(&self) -> usize {
+        inputs_per_output(self.activation)
     }
 }
 
-/// Global inputs: X and dOut ((b·s) × h), W1 (h × f), W2 (f × h).
+/// Columns of the activation input per output column: 1 (GeLU) or 2 (SwiGLU).
+pub fn inputs_per_output(activation: Activation) -> usize {
+    match activation {
+        Activation::Gelu => 1,
+        Activation::Swiglu => 2,
+    }
+}
+
+/// Shard `j` (of width `fp`) of W1, whose f columns per activation input are side by side
+/// (SwiGLU: `[gate | up]`, `u` = 2): h × u·fp, `[gate columns | up columns]`.
+pub fn w1_shard(w1: &Mat, f: usize, fp: usize, j: usize, u: usize) -> Mat {
+    let mut out = Mat::zeros(w1.nrows(), u * fp);
+    for part in 0..u {
+        out.columns_mut(part * fp, fp)
+            .copy_from(&w1.columns(part * f + j * fp, fp));
+    }
+    out
+}
+
+/// Global inputs: X and dOut ((b·s) × h), W1 (h × f; SwiGLU: h × 2f, `[gate | up]`), W2 (f × h).
 #[derive(Debug, Clone)]
 pub struct MlpData {
     /// Input.
@@ -81,11 +149,12 @@ pub struct MlpData {
 }
 
 impl MlpData {
-    /// Uniform random inputs; W1 scaled by 1/√h, W2 by 1/√f.
-    pub fn random(sh: &Shape, rng: &mut SplitMix64) -> MlpData {
+    /// Uniform random inputs; W1 scaled by 1/√h, W2 by 1/√f. SwiGLU's W1 has both halves.
+    pub fn random(sh: &Shape, activation: Activation, rng: &mut SplitMix64) -> MlpData {
+        let u = inputs_per_output(activation);
         MlpData {
             x: random_mat(sh.b * sh.s, sh.h, 1.0, rng),
-            w1: random_mat(sh.h, sh.f, 1.0 / (sh.h as f64).sqrt(), rng),
+            w1: random_mat(sh.h, u * sh.f, 1.0 / (sh.h as f64).sqrt(), rng),
             w2: random_mat(sh.f, sh.h, 1.0 / (sh.f as f64).sqrt(), rng),
             dout: random_mat(sh.b * sh.s, sh.h, 1.0, rng),
         }
@@ -100,7 +169,7 @@ pub struct MlpOut {
     pub out: Mat,
     /// Input gradient.
     pub dx: Mat,
-    /// Gradient of its W1 shard (h × f/p).
+    /// Gradient of its W1 shard (h × f/p; SwiGLU h × 2f/p, `[gate | up]`).
     pub dw1: Mat,
     /// Gradient of its W2 shard (f/p × h).
     pub dw2: Mat,
@@ -117,10 +186,14 @@ pub fn assemble(cfg: &MlpCfg, method: ExecMethod, outs: &[&MlpOut]) -> MlpOut {
         ),
         ExecMethod::Tp => (outs[0].out.clone(), outs[0].dx.clone()),
     };
-    let mut dw1 = Mat::zeros(sh.h, sh.f);
+    let u = cfg.u();
+    let mut dw1 = Mat::zeros(sh.h, u * sh.f);
     let mut dw2 = Mat::zeros(sh.f, sh.h);
     for (j, o) in outs.iter().enumerate() {
-        dw1.columns_mut(j * fp, fp).copy_from(&o.dw1);
+        for part in 0..u {
+            dw1.columns_mut(part * sh.f + j * fp, fp)
+                .copy_from(&o.dw1.columns(part * fp, fp));
+        }
         dw2.rows_mut(j * fp, fp).copy_from(&o.dw2);
     }
     MlpOut { out, dx, dw1, dw2 }

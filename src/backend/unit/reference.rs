@@ -9,12 +9,13 @@
 //!
 //! Attention: `out = concat_heads(softmax(Q_k K_kᵀ/√d + mask) V_k) · W_o` with `Q|K|V = X·W_qkv`;
 //! the causal mask hides key positions after the query position (global positions).
-//! MLP: `out = GeLU(X·W1)·W2` with the tanh GeLU of [`super::mlp::gelu_f64`].
+//! MLP: `out = GeLU(X·W1)·W2` with the tanh GeLU of [`super::mlp::gelu_f64`]; SwiGLU when W1
+//! has twice W2's rows in columns (`[gate | up]`): `out = (SiLU(X·W1_gate) ∘ X·W1_up)·W2`.
 
 use nalgebra::DMatrix;
 
 use super::device::Mat;
-use super::mlp::{gelu_f64, gelu_grad_f64};
+use super::mlp::{gelu_f64, gelu_grad_f64, silu_f64, silu_grad_f64};
 
 /// f64 matrix.
 pub type M64 = DMatrix<f64>;
@@ -139,10 +140,31 @@ pub fn attention(
 /// MLP forward and backward.
 pub fn mlp(x: &M64, w1: &M64, w2: &M64, dout: &M64) -> MlpResult {
     let hpre = x * w1;
-    let act = hpre.map(gelu_f64);
+    let f = w2.nrows();
+    let swiglu = w1.ncols() == 2 * f;
+    let act = if swiglu {
+        // SwiGLU: W1 = [gate | up].
+        let (g, u) = (hpre.columns(0, f), hpre.columns(f, f));
+        g.zip_map(&u, |g, u| silu_f64(g) * u)
+    } else {
+        hpre.map(gelu_f64)
+    };
     let out = &act * w2;
     let da = dout * w2.transpose();
-    let dh = da.zip_map(&hpre, |g, z| g * gelu_grad_f64(z));
+    let dh = if swiglu {
+        let (g, u) = (hpre.columns(0, f), hpre.columns(f, f));
+        let mut dh = M64::zeros(hpre.nrows(), 2 * f);
+        for r in 0..hpre.nrows() {
+            for c in 0..f {
+                let (gv, uv, d) = (g[(r, c)], u[(r, c)], da[(r, c)]);
+                dh[(r, c)] = d * uv * silu_grad_f64(gv);
+                dh[(r, f + c)] = d * silu_f64(gv);
+            }
+        }
+        dh
+    } else {
+        da.zip_map(&hpre, |g, z| g * gelu_grad_f64(z))
+    };
     MlpResult {
         out,
         dx: &dh * w1.transpose(),
@@ -250,5 +272,52 @@ mod tests {
         wm[(4, 0)] -= eps;
         let fd = (loss(&x, &w1, &wp) - loss(&x, &w1, &wm)) / (2.0 * eps);
         assert!((fd - r.dw2[(4, 0)]).abs() < 1e-6);
+    }
+
+    /// SwiGLU (W1 = [gate | up], twice W2's rows in columns): the reference's gradients
+    /// against finite differences, in both halves of W1.
+    #[test]
+    fn exec_reference_swiglu_gradients_match_finite_differences() {
+        let (h, f) = (4, 3);
+        let mut rng = crate::backend::unit::rng::SplitMix64::new(11);
+        let mut m = |r, c| M64::from_fn(r, c, |_, _| 2.0 * rng.uniform());
+        let (x, w1, w2, dout) = (m(5, h), m(h, 2 * f), m(f, h), m(5, h));
+        let r = mlp(&x, &w1, &w2, &dout);
+        assert_eq!(r.dw1.shape(), (h, 2 * f));
+        let loss =
+            |x: &M64, w1: &M64, w2: &M64| mlp(x, w1, w2, &dout).out.component_mul(&dout).sum();
+        let eps = 1e-6;
+        let fd = |d: &dyn Fn(f64) -> f64| (d(eps) - d(-eps)) / (2.0 * eps);
+        for (i, j) in [(2, 1), (4, 3)] {
+            let g = fd(&|e| {
+                let mut xe = x.clone();
+                xe[(i, j)] += e;
+                loss(&xe, &w1, &w2)
+            });
+            assert!(
+                (g - r.dx[(i, j)]).abs() < 1e-6,
+                "dx {g} vs {}",
+                r.dx[(i, j)]
+            );
+        }
+        // A gate column and an up column of W1.
+        for (i, j) in [(3, 1), (0, f + 2)] {
+            let g = fd(&|e| {
+                let mut we = w1.clone();
+                we[(i, j)] += e;
+                loss(&x, &we, &w2)
+            });
+            assert!(
+                (g - r.dw1[(i, j)]).abs() < 1e-6,
+                "dw1 {g} vs {}",
+                r.dw1[(i, j)]
+            );
+        }
+        let g = fd(&|e| {
+            let mut we = w2.clone();
+            we[(2, 0)] += e;
+            loss(&x, &w1, &we)
+        });
+        assert!((g - r.dw2[(2, 0)]).abs() < 1e-6);
     }
 }

@@ -59,14 +59,13 @@ const MAX_ELEMENTS: usize = 1 << 26;
 const MAX_DEVICES: usize = 256;
 
 /// What this runtime honours of a [`UnitSpec`](crate::config::UnitSpec): everything but the options its programs do
-/// not implement — head groups other than p, stored Q/K/V or MLP activation input, grouped-query
-/// attention and SwiGLU (its units are multi-head attention and a GeLU MLP).
+/// not implement — head groups other than p, stored Q/K/V or MLP activation input and
+/// grouped-query attention (its attention is multi-head; its MLP GeLU or SwiGLU).
 pub const SUPPORT: UnitSupport = UnitSupport {
     head_groups: false,
     store_qkv: false,
     store_mlp_act: false,
     grouped_kv: false,
-    activations: &[crate::config::Activation::Gelu],
     ..UnitSupport::ALL
 };
 
@@ -168,7 +167,7 @@ pub fn run_unit(spec: &RunSpec) -> Result<RunReport> {
             )
         }
         Unit::Mlp => {
-            let data = unit::mlp::MlpData::random(&sh, &mut rng);
+            let data = unit::mlp::MlpData::random(&sh, spec.activation, &mut rng);
             let cfg = unit::mlp::MlpCfg::from_spec(spec);
             let (runs, wall) = match spec.method {
                 ExecMethod::Metp => {

@@ -227,6 +227,35 @@ fn exec_mlp_peak_equals_unit_inventory() {
     }
 }
 
+/// SwiGLU (W1 = [gate | up], shards of 2f/p columns): METP and TP match the f64 reference
+/// within the GeLU MLP's bound, and METP's tracked peak is the unit inventory's (`u = 2`:
+/// 3hf/p weights, an activation input and gradient of 2f/p columns), byte for byte and name
+/// for name, with one and two receive buffers.
+#[test]
+fn exec_swiglu_mlp_matches_reference_and_inventory() {
+    for sh in [
+        shape(2, 12, 8, 2, 24, 3),
+        shape(1, 4, 16, 2, 64, 2),
+        shape(1, 4, 4, 2, 8, 1),
+    ] {
+        for method in [ExecMethod::Metp, ExecMethod::Tp] {
+            for rb in [1, 2] {
+                let mut spec = RunSpec::new(Unit::Mlp, method, sh);
+                spec.activation = crate::config::Activation::Swiglu;
+                spec.metp.recv_buffers = rb;
+                let r = check(&spec);
+                assert!(r.errors.contains_key("dw1"), "{:?}", r.errors);
+            }
+        }
+    }
+    // The same shapes with GeLU hold less: the SwiGLU run is not a GeLU run under another name.
+    let sh = shape(1, 4, 16, 2, 64, 2);
+    let gelu = run(&RunSpec::new(Unit::Mlp, ExecMethod::Metp, sh));
+    let mut spec = RunSpec::new(Unit::Mlp, ExecMethod::Metp, sh);
+    spec.activation = crate::config::Activation::Swiglu;
+    assert!(run(&spec).measured_peak_bytes > gelu.measured_peak_bytes);
+}
+
 #[test]
 fn exec_rejects_shapes_p_does_not_divide() {
     let cases = [

@@ -221,14 +221,21 @@ impl Units {
     }
 
     fn data(&mut self, spec: &RunSpec) -> Rc<Data> {
-        let key = format!("{:?} {:?} {}", spec.unit, spec.shape, spec.seed);
+        let key = format!(
+            "{:?} {:?} {:?} {}",
+            spec.unit, spec.activation, spec.shape, spec.seed
+        );
         if let Some((_, d)) = self.data.iter().find(|(k, _)| *k == key) {
             return d.clone();
         }
         let mut rng = SplitMix64::new(spec.seed);
         let d = Rc::new(match spec.unit {
             Unit::Attention => Data::Attention(Rc::new(AttnData::random(&spec.shape, &mut rng))),
-            Unit::Mlp => Data::Mlp(Rc::new(MlpData::random(&spec.shape, &mut rng))),
+            Unit::Mlp => Data::Mlp(Rc::new(MlpData::random(
+                &spec.shape,
+                spec.activation,
+                &mut rng,
+            ))),
         });
         if self.data.len() == 2 {
             self.data.remove(0);
