@@ -343,6 +343,31 @@ static void test_elementwise() {
     }
     check("gelu_fwd (tanh form)", rel(gy, wy), 1e-2);
     check("gelu_bwd", rel(gg, wg), 1e-2);
+
+    // SwiGLU forward and in-place backward (backend/unit/mlp.rs): rows of [gate | up].
+    const unsigned rows = 7, fp = 37;
+    auto hh = random_bf(rows * 2 * fp, 3.0), da = random_bf(rows * fp, 1.0);
+    std::vector<bf16_t> act(rows * fp), dh(rows * 2 * fp);
+    for (unsigned r = 0; r < rows; r++)
+        for (unsigned c = 0; c < fp; c++) dh[r * 2 * fp + fp + c] = da[r * fp + c];
+    emu::launch(dim3{3, 1, 1}, dim3{64, 1, 1}, 0, [&] {
+        swiglu_fwd(hh.data(), act.data(), fp, rows * fp);
+        swiglu_bwd(dh.data(), hh.data(), fp, rows * fp);
+    });
+    std::vector<double> ga, wa, gd, wd;
+    for (unsigned r = 0; r < rows; r++)
+        for (unsigned c = 0; c < fp; c++) {
+            double g = hbf(hh[r * 2 * fp + c]), u = hbf(hh[r * 2 * fp + fp + c]);
+            double d = hbf(da[r * fp + c]), s = 1.0 / (1.0 + std::exp(-g));
+            ga.push_back(hbf(act[r * fp + c]));
+            wa.push_back(g * s * u);
+            gd.push_back(hbf(dh[r * 2 * fp + c]));
+            wd.push_back(d * u * s * (1.0 + g * (1.0 - s)));
+            gd.push_back(hbf(dh[r * 2 * fp + fp + c]));
+            wd.push_back(d * g * s);
+        }
+    check("swiglu_fwd", rel(ga, wa), 1e-2);
+    check("swiglu_bwd (gate and up gradients, in place)", rel(gd, wd), 1e-2);
     std::printf("random_bf16: min %f max %f mean %f\n", lo, hi, mean);
     check("random_bf16 in [-1, 1] (bf16-rounded), mean near 0",
           (lo >= -1.0 && hi <= 1.0 && hi - lo > 1.8) ? std::fabs(mean) : INFINITY, 0.1);

@@ -166,9 +166,11 @@ fn shape(h: usize, a: usize) -> Shape {
 /// Runs `spec`, checks it against the reference and (METP) its memory against the inventory.
 fn check_unit(b: &mut dyn Backend, spec: &RunSpec, failures: &mut Vec<String>) {
     let name = format!(
-        "{:?} {:?} causal={} fused={} rb={} {:?} h={}",
+        "{:?} {:?} {:?} kv_heads={} causal={} fused={} rb={} {:?} h={}",
         spec.unit,
         spec.method,
+        spec.activation,
+        spec.kv_heads,
         spec.causal,
         spec.fused,
         spec.metp.recv_buffers,
@@ -265,6 +267,17 @@ fn gpu_units_match_the_reference_and_the_inventory() {
     }
     let spec = RunSpec::new(Unit::Attention, ExecMethod::Metp, shape(512, 4));
     check_unit(b.as_mut(), &spec, &mut failures);
+    // SwiGLU MLP (the CPU runtime's program): METP with one and two receive buffers, and TP.
+    for (method, rb) in [
+        (ExecMethod::Metp, 2),
+        (ExecMethod::Metp, 1),
+        (ExecMethod::Tp, 2),
+    ] {
+        let mut spec = RunSpec::new(Unit::Mlp, method, shape(256, 4));
+        spec.activation = metp_sim::config::Activation::Swiglu;
+        spec.metp.recv_buffers = rb;
+        check_unit(b.as_mut(), &spec, &mut failures);
+    }
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",

@@ -12,10 +12,12 @@ pub const FILES: [(&str, &str); 4] = [
 ];
 
 /// Every kernel the backend loads, by name.
-pub const KERNELS: [&str; 18] = [
+pub const KERNELS: [&str; 20] = [
     "gelu_fwd",
     "random_bf16",
     "gelu_bwd",
+    "swiglu_fwd",
+    "swiglu_bwd",
     "scale_bf16",
     "f32_to_bf16",
     "fill_f32",

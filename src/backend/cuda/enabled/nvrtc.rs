@@ -64,6 +64,8 @@ fn cached_ptx(arch: &str) -> Result<String> {
 pub(crate) struct Kernels {
     pub gelu_fwd: CudaFunction,
     pub gelu_bwd: CudaFunction,
+    pub swiglu_fwd: CudaFunction,
+    pub swiglu_bwd: CudaFunction,
     pub random_bf16: CudaFunction,
     pub scale_bf16: CudaFunction,
     pub f32_to_bf16: CudaFunction,
@@ -109,6 +111,8 @@ impl Kernels {
         let k = Kernels {
             gelu_fwd: f("gelu_fwd")?,
             gelu_bwd: f("gelu_bwd")?,
+            swiglu_fwd: f("swiglu_fwd")?,
+            swiglu_bwd: f("swiglu_bwd")?,
             random_bf16: f("random_bf16")?,
             scale_bf16: f("scale_bf16")?,
             f32_to_bf16: f("f32_to_bf16")?,

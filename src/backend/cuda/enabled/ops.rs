@@ -73,6 +73,31 @@ impl Gpu {
         self.launch1(&self.k.gelu_bwd, "gelu backward", &[&g, &z], None, n as u64)
     }
 
+    /// a = SiLU(gate)·up over `rows` rows: h is rows × 2·fp (`[gate | up]`), a rows × fp.
+    pub fn swiglu_fwd(&self, h: u64, a: u64, rows: usize, fp: usize) -> Result<()> {
+        let fp64 = fp as u64;
+        self.launch1(
+            &self.k.swiglu_fwd,
+            "swiglu",
+            &[&h, &a, &fp64],
+            None,
+            (rows * fp) as u64,
+        )
+    }
+
+    /// SwiGLU's backward in place: dh (rows × 2·fp) holds dA in its up half on entry and
+    /// `[dA·up·SiLU'(gate) | dA·SiLU(gate)]` on exit, from h (rows × 2·fp).
+    pub fn swiglu_bwd(&self, dh: u64, h: u64, rows: usize, fp: usize) -> Result<()> {
+        let fp64 = fp as u64;
+        self.launch1(
+            &self.k.swiglu_bwd,
+            "swiglu backward",
+            &[&dh, &h, &fp64],
+            None,
+            (rows * fp) as u64,
+        )
+    }
+
     /// x = pseudo-random bf16 values in [-1, 1) (from `seed`) over n elements.
     pub fn random_bf16(&self, x: u64, seed: u64, n: usize) -> Result<()> {
         self.bind()?;

@@ -28,6 +28,29 @@ extern "C" __global__ void gelu_bwd(bf16_t* g, const bf16_t* z, u64 n) {
     }
 }
 
+// SwiGLU's output a = SiLU(g)·u of its input h, whose rows are [gate | up] (2·fp columns);
+// a has fp columns; n = rows·fp (backend/unit/mlp.rs).
+extern "C" __global__ void swiglu_fwd(const bf16_t* h, bf16_t* a, u64 fp, u64 n) {
+    METP_GRID_STRIDE(i, n) {
+        u64 r = i / fp, c = i % fp, base = r * 2 * fp;
+        float g = bf2f(h[base + c]), u = bf2f(h[base + fp + c]);
+        a[i] = f2bf(g / (1.0f + expf(-g)) * u);
+    }
+}
+
+// SwiGLU's backward, in place: each row of dh is [· | dA] on entry (dA = dOut·W2ᵀ in the up
+// half) and [dA·u·SiLU'(g) | dA·SiLU(g)] on exit, from the input h = [gate | up]; n = rows·fp.
+extern "C" __global__ void swiglu_bwd(bf16_t* dh, const bf16_t* h, u64 fp, u64 n) {
+    METP_GRID_STRIDE(i, n) {
+        u64 r = i / fp, c = i % fp, base = r * 2 * fp;
+        float g = bf2f(h[base + c]), u = bf2f(h[base + fp + c]);
+        float da = bf2f(dh[base + fp + c]);
+        float s = 1.0f / (1.0f + expf(-g));
+        dh[base + c] = f2bf(da * u * s * (1.0f + g * (1.0f - s)));
+        dh[base + fp + c] = f2bf(da * g * s);
+    }
+}
+
 // y = c·x (the element-wise pass of the measurements: one bf16 input, one bf16 output).
 extern "C" __global__ void scale_bf16(const bf16_t* x, bf16_t* y, float c, u64 n) {
     METP_GRID_STRIDE(i, n) { y[i] = f2bf(c * bf2f(x[i])); }

@@ -1,13 +1,15 @@
-//! The MLP unit `out = GeLU(X·W1)·W2` on the GPU, forward and backward: METP's one-level ring of
-//! (W1[j], W2[j]) shard pairs with traveling fp32 gradient accumulators, and Megatron TP —
-//! ports of `crate::backend::cpu::units::mlp` with the same buffers, names and order on every device.
+//! The MLP unit `out = GeLU(X·W1)·W2` (or SwiGLU: `W1 = [gate | up]`, `backend::unit::mlp`) on
+//! the GPU, forward and backward: METP's one-level ring of (W1[j], W2[j]) shard pairs with
+//! traveling fp32 gradient accumulators, and Megatron TP — ports of
+//! `crate::backend::cpu::units::mlp` with the same buffers, names and order on every device.
 
 use crate::memory::names;
 use std::rc::Rc;
 
 use crate::backend::unit::device::{Dtype, Phase, Tag};
 use crate::backend::unit::local_rows;
-use crate::backend::unit::mlp::{MlpCfg, MlpData, MlpOut};
+use crate::backend::unit::mlp::{w1_shard, MlpCfg, MlpData, MlpOut};
+use crate::config::Activation;
 
 use super::super::gpu::{Op, Ty};
 use super::super::mem::{Buf, Phys};
@@ -27,12 +29,12 @@ pub(super) struct Handed {
 }
 
 impl Handed {
-    /// The device's [`MlpOut`] (rows = its output rows).
-    pub fn fetch(&self, rows: usize, h: usize, fp: usize) -> Result<MlpOut> {
+    /// The device's [`MlpOut`] (rows = its output rows; W1's shard has `ufp` columns).
+    pub fn fetch(&self, rows: usize, h: usize, fp: usize, ufp: usize) -> Result<MlpOut> {
         Ok(MlpOut {
             out: download(&self.out, BF, rows, h)?,
             dx: download(&self.dx, BF, rows, h)?,
-            dw1: download(&self.dw1, FP, h, fp)?,
+            dw1: download(&self.dw1, FP, h, ufp)?,
             dw2: download(&self.dw2, FP, fp, h)?,
         })
     }
@@ -45,30 +47,71 @@ fn pair<'a>(own: &'a [Buf; 2], cur: &'a Option<Vec<Buf>>) -> (&'a Buf, &'a Buf) 
     }
 }
 
-/// `hpre = X·W1` then `act = GeLU(hpre)` on device `i`; returns (hpre, act).
+/// `hpre = X·W1` (rows × u·fp) then its activation `act` (rows × fp: GeLU, or SwiGLU of the
+/// `[gate | up]` halves) on device `i`; returns (hpre, act).
 fn up(
     w: &World,
     i: usize,
+    cfg: &MlpCfg,
     (rows, h, fp): (usize, usize, usize),
     x: &Buf,
     w1: &Buf,
     names: (&'static str, &'static str),
 ) -> Result<(Buf, Buf)> {
-    let hpre = w.buf(i, names.0, BF, rows * fp)?;
+    let ufp = cfg.u() * fp;
+    let hpre = w.buf(i, names.0, BF, rows * ufp)?;
     w.gemm(
         i,
-        (rows, fp, h),
+        (rows, ufp, h),
         Op::n(x.ptr(), h),
-        Op::n(w1.ptr(), fp),
-        Op::n(hpre.ptr(), fp),
+        Op::n(w1.ptr(), ufp),
+        Op::n(hpre.ptr(), ufp),
         Ty::Bf16,
         1.0,
         0.0,
         1,
     )?;
     let act = w.buf(i, names.1, BF, rows * fp)?;
-    w.gpu(i).gelu_fwd(hpre.ptr(), act.ptr(), rows * fp)?;
+    match cfg.activation {
+        Activation::Gelu => w.gpu(i).gelu_fwd(hpre.ptr(), act.ptr(), rows * fp)?,
+        Activation::Swiglu => w.gpu(i).swiglu_fwd(hpre.ptr(), act.ptr(), rows, fp)?,
+    }
     Ok((hpre, act))
+}
+
+/// The activation-input gradient `dh` (rows × u·fp) on device `i`, from dOut, W2 and hpre:
+/// GeLU — `dOut·W2ᵀ` times GeLU'(hpre); SwiGLU — `dA = dOut·W2ᵀ` into the up half, then both
+/// halves in place (the CPU runtime's `act_grad`).
+fn act_grad(
+    w: &World,
+    i: usize,
+    cfg: &MlpCfg,
+    (rows, h, fp): (usize, usize, usize),
+    (dout, w2, hpre): (&Buf, &Buf, &Buf),
+    name: &'static str,
+) -> Result<Buf> {
+    let ufp = cfg.u() * fp;
+    let dh = w.buf(i, name, BF, rows * ufp)?;
+    let (into, ld) = match cfg.activation {
+        Activation::Gelu => (dh.ptr(), fp),
+        Activation::Swiglu => (dh.at(fp), ufp),
+    };
+    w.gemm(
+        i,
+        (rows, fp, h),
+        Op::n(dout.ptr(), h),
+        Op::t(w2.ptr(), h),
+        Op::n(into, ld),
+        Ty::Bf16,
+        1.0,
+        0.0,
+        1,
+    )?;
+    match cfg.activation {
+        Activation::Gelu => w.gpu(i).gelu_bwd(dh.ptr(), hpre.ptr(), rows * fp)?,
+        Activation::Swiglu => w.gpu(i).swiglu_bwd(dh.ptr(), hpre.ptr(), rows, fp)?,
+    }
+    Ok(dh)
 }
 
 /// METP MLP forward and backward on every device.
@@ -76,11 +119,12 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
     let sh = cfg.shape;
     let p = sh.p;
     let (b, s, h, fp) = (sh.b, sh.s, sh.h, sh.fp());
+    let (u, ufp) = (cfg.u(), cfg.u() * sh.fp());
     let r = b * sh.c();
     let next = |i: usize| (i + 1) % p;
     let prev = |i: usize| (i + p - 1) % p;
-    let w_shapes = [(h * fp, BF), (fp * h, BF)];
-    let dw_shapes = [(h * fp, FP), (fp * h, FP)];
+    let w_shapes = [(h * ufp, BF), (fp * h, BF)];
+    let dw_shapes = [(h * ufp, FP), (fp * h, FP)];
     let mut own = Vec::new();
     let mut grad_w1 = Vec::new();
     let mut grad_w2 = Vec::new();
@@ -91,7 +135,7 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
             w.upload(
                 i,
                 names::MLP_WEIGHTS,
-                &rm(&data.w1.columns(i * fp, fp).into_owned()),
+                &rm(&w1_shard(&data.w1, sh.f, fp, i, u)),
             )?,
             w.upload(
                 i,
@@ -99,7 +143,7 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
                 &rm(&data.w2.rows(i * fp, fp).into_owned()),
             )?,
         ]);
-        grad_w1.push(w.zeros(i, "optimizer.main_grads_fp32", FP, h * fp)?);
+        grad_w1.push(w.zeros(i, "optimizer.main_grads_fp32", FP, h * ufp)?);
         grad_w2.push(w.zeros(i, "optimizer.main_grads_fp32", FP, fp * h)?);
         x.push(w.upload(i, names::MLP_INPUT, &rm(&local_rows(&data.x, b, s, p, i)))?);
         dout_stage.push(w.stage(i, &rm(&local_rows(&data.dout, b, s, p, i)))?);
@@ -134,6 +178,7 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
             let (hpre, act) = up(
                 w,
                 i,
+                cfg,
                 (r, h, fp),
                 &x[i],
                 w1,
@@ -186,7 +231,7 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
     let mut cur_dw: Vec<Vec<Buf>> = (0..p)
         .map(|i| {
             Ok(vec![
-                w.zeros(i, names::MLP_WEIGHT_GRAD_ACC_FP32, FP, h * fp)?,
+                w.zeros(i, names::MLP_WEIGHT_GRAD_ACC_FP32, FP, h * ufp)?,
                 w.zeros(i, names::MLP_WEIGHT_GRAD_ACC_FP32, FP, fp * h)?,
             ])
         })
@@ -226,24 +271,20 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
             let (hpre, act) = up(
                 w,
                 i,
+                cfg,
                 (r, h, fp),
                 &x[i],
                 w1,
                 (names::MLP_ACT_INPUT_BLOCK, names::MLP_ACT_OUTPUT_BLOCK),
             )?;
-            let dh = w.buf(i, "grad.mlp_act_block", BF, r * fp)?;
-            w.gemm(
+            let dh = act_grad(
+                w,
                 i,
-                (r, fp, h),
-                Op::n(dout[i].ptr(), h),
-                Op::t(w2.ptr(), h),
-                Op::n(dh.ptr(), fp),
-                Ty::Bf16,
-                1.0,
-                0.0,
-                1,
+                cfg,
+                (r, h, fp),
+                (&dout[i], w2, &hpre),
+                "grad.mlp_act_block",
             )?;
-            w.gpu(i).gelu_bwd(dh.ptr(), hpre.ptr(), r * fp)?;
             drop(hpre);
             // dW2 += actᵀ·dOut, dW1 += Xᵀ·dH (fp32 accumulators), dX += dH·W1ᵀ.
             w.gemm(
@@ -260,10 +301,10 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
             drop(act);
             w.gemm(
                 i,
-                (h, fp, r),
+                (h, ufp, r),
                 Op::t(x[i].ptr(), h),
-                Op::n(dh.ptr(), fp),
-                Op::n(cur_dw[i][0].ptr(), fp),
+                Op::n(dh.ptr(), ufp),
+                Op::n(cur_dw[i][0].ptr(), ufp),
                 Ty::F32,
                 1.0,
                 1.0,
@@ -271,9 +312,9 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
             )?;
             w.gemm(
                 i,
-                (r, h, fp),
-                Op::n(dh.ptr(), fp),
-                Op::t(w1.ptr(), fp),
+                (r, h, ufp),
+                Op::n(dh.ptr(), ufp),
+                Op::t(w1.ptr(), ufp),
                 Op::n(dx[i].ptr(), h),
                 Ty::Bf16,
                 1.0,
@@ -323,7 +364,7 @@ pub(super) fn metp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Ha
     // The accumulators of the own pair, back from their trip around the ring.
     for i in 0..p {
         let g = w.gpu(i);
-        g.add_f32(grad_w1[i].ptr(), cur_dw[i][0].ptr(), h * fp)?;
+        g.add_f32(grad_w1[i].ptr(), cur_dw[i][0].ptr(), h * ufp)?;
         g.add_f32(grad_w2[i].ptr(), cur_dw[i][1].ptr(), fp * h)?;
         cur_dw[i].clear();
     }
@@ -348,6 +389,7 @@ pub(super) fn tp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Hand
     let sh = cfg.shape;
     let p = sh.p;
     let (h, fp) = (sh.h, sh.fp());
+    let (u, ufp) = (cfg.u(), cfg.u() * sh.fp());
     let r = sh.b * sh.s;
     let xs = rm(&data.x);
     let dout_host = rm(&data.dout);
@@ -361,14 +403,14 @@ pub(super) fn tp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Hand
         w1.push(w.upload(
             i,
             names::MLP_WEIGHTS,
-            &rm(&data.w1.columns(i * fp, fp).into_owned()),
+            &rm(&w1_shard(&data.w1, sh.f, fp, i, u)),
         )?);
         w2.push(w.upload(
             i,
             names::MLP_WEIGHTS,
             &rm(&data.w2.rows(i * fp, fp).into_owned()),
         )?);
-        grad_w1.push(w.zeros(i, "optimizer.main_grads_fp32", FP, h * fp)?);
+        grad_w1.push(w.zeros(i, "optimizer.main_grads_fp32", FP, h * ufp)?);
         grad_w2.push(w.zeros(i, "optimizer.main_grads_fp32", FP, fp * h)?);
         x.push(w.upload(i, names::MLP_FC1_INPUT, &xs)?);
         dout_stage.push(w.stage(i, &dout_host)?);
@@ -380,6 +422,7 @@ pub(super) fn tp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Hand
         let (hpre, act) = up(
             w,
             i,
+            cfg,
             (r, h, fp),
             &x[i],
             &w1[i],
@@ -407,19 +450,7 @@ pub(super) fn tp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Hand
     for i in 0..p {
         let dout = w.copy_staged(i, "grad.layer_output", &dout_stage[i])?;
         let (hpre, act) = &kept[i];
-        let dh = w.buf(i, "grad.mlp_act", BF, r * fp)?;
-        w.gemm(
-            i,
-            (r, fp, h),
-            Op::n(dout.ptr(), h),
-            Op::t(w2[i].ptr(), h),
-            Op::n(dh.ptr(), fp),
-            Ty::Bf16,
-            1.0,
-            0.0,
-            1,
-        )?;
-        w.gpu(i).gelu_bwd(dh.ptr(), hpre.ptr(), r * fp)?;
+        let dh = act_grad(w, i, cfg, (r, h, fp), (&dout, &w2[i], hpre), "grad.mlp_act")?;
         w.gemm(
             i,
             (fp, h, r),
@@ -433,10 +464,10 @@ pub(super) fn tp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Hand
         )?;
         w.gemm(
             i,
-            (h, fp, r),
+            (h, ufp, r),
             Op::t(x[i].ptr(), h),
-            Op::n(dh.ptr(), fp),
-            Op::n(grad_w1[i].ptr(), fp),
+            Op::n(dh.ptr(), ufp),
+            Op::n(grad_w1[i].ptr(), ufp),
             Ty::F32,
             1.0,
             1.0,
@@ -445,9 +476,9 @@ pub(super) fn tp(w: &mut World, cfg: &MlpCfg, data: &MlpData) -> Result<Vec<Hand
         let dxi = w.buf(i, "grad.layer_input", BF, r * h)?;
         w.gemm(
             i,
-            (r, h, fp),
-            Op::n(dh.ptr(), fp),
-            Op::t(w1[i].ptr(), fp),
+            (r, h, ufp),
+            Op::n(dh.ptr(), ufp),
+            Op::t(w1[i].ptr(), ufp),
             Op::n(dxi.ptr(), h),
             Ty::Bf16,
             1.0,

@@ -61,8 +61,8 @@ fn invalid(spec: &RunSpec, message: String) -> Error {
 /// What these units honour of a [`crate::config::UnitSpec`]: the CPU runtime's programs,
 /// ported buffer for buffer — forward and backward, micro-batches, causal masks, fused (head
 /// dimension 64 or 128: [`check`] refuses others) and unfused attention, one or two receive
-/// buffers, both weight exchanges, multi-head attention with a GeLU MLP. Not: head groups
-/// other than p, stored Q/K/V or MLP activation input, grouped-query attention, SwiGLU — each
+/// buffers, both weight exchanges, multi-head attention, a GeLU or SwiGLU MLP. Not: head
+/// groups other than p, stored Q/K/V or MLP activation input, grouped-query attention — each
 /// refused in one line ([`UnitSupport::check`]).
 pub(crate) const SUPPORT: UnitSupport = UnitSupport {
     backward: true,
@@ -76,7 +76,7 @@ pub(crate) const SUPPORT: UnitSupport = UnitSupport {
     store_qkv: false,
     store_mlp_act: false,
     grouped_kv: false,
-    activations: &[Activation::Gelu],
+    activations: &[Activation::Gelu, Activation::Swiglu],
 };
 
 /// The CUDA backend's checks of a run beyond [`crate::config::UnitSpec::check`] (sizes and
@@ -138,7 +138,10 @@ pub(crate) fn bytes_per_device(spec: &RunSpec) -> Result<u64> {
                 }
                 Unit::Mlp => {
                     let (h, fp) = (h as u64, sh.fp() as u64);
-                    6 * (2 * h * fp) + 2 * r * h * 4 + 2 * r * fp * 3
+                    let u = crate::backend::unit::mlp::inputs_per_output(spec.activation) as u64;
+                    // W1 (u·fp columns) and W2 in bf16 with fp32 gradients; X, out, dOut, dX;
+                    // the activation input, output and input gradient.
+                    6 * ((u + 1) * h * fp) + 2 * r * h * 4 + 2 * r * fp * (2 * u + 1)
                 }
             }
         }
@@ -360,7 +363,7 @@ impl Units {
                 let (time, steps) = w.finish()?;
                 let outs = handed
                     .iter()
-                    .map(|x| x.fetch(rows, sh.h, sh.fp()))
+                    .map(|x| x.fetch(rows, sh.h, sh.fp(), cfg.u() * sh.fp()))
                     .collect::<Result<Vec<_>>>()?;
                 (time, steps, Outs::Mlp(outs))
             }
@@ -517,13 +520,10 @@ mod tests {
         refused(&|s| s.metp.store_qkv = true, "--metp-store-qkv");
         refused(&|s| s.metp.head_groups = Some(4), "head groups");
         refused(&|s| s.kv_heads = 2, "grouped-query");
-        refused(
-            &|s| {
-                s.unit_spec.unit = Unit::Mlp;
-                s.activation = Activation::Swiglu;
-            },
-            "Swiglu activation",
-        );
+        // SwiGLU runs (the CPU runtime's program, ported).
+        let mut swiglu = RunSpec::new(Unit::Mlp, ExecMethod::Metp, shape);
+        swiglu.activation = Activation::Swiglu;
+        check(&swiglu).unwrap();
         // d = 256/4 = 64 fused is fine; d = 32 fused is not.
         refused(
             &|s| {
