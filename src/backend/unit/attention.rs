@@ -26,6 +26,12 @@
 //!   contribution (`X_iᵀ·dQKV`, `O[i,g]ᵀ·dOut_i`), the owner adds them into its main gradient
 //!   through `recv_buffers` receive buffers.
 //!
+//! **Grouped-query attention** (kv_heads < a, a multiple of p: whole K/V heads per group, the
+//! memory layer's rule): W_qkv is `[Q (h) | K (kv·d) | V (kv·d)]`, head group g's shard
+//! `[Q_g | K_g | V_g]` (h × (h/p + 2·kv·d/p), [`qkv_shard`]), query head k attends with K/V
+//! head `k / (a/kv)`; the K/V ring carries the group's kv/p K/V heads, and the dK/dV
+//! accumulators gather every query head's gradient into the K/V head it shares.
+//!
 //! **TP**: every device holds the full X (replicated), heads of group i, computes attention
 //! over all s tokens for its heads (one block of s × s per head), `partial = O_i · W_o[i]`,
 //! ring all-reduce; backward recomputes the probabilities from the stored log-sum-exp (as the
@@ -40,6 +46,8 @@ use super::{gather_rows, random_mat, ExecMethod, RunSpec, Shape, WeightExchange}
 pub struct AttnCfg {
     /// Sizes.
     pub shape: Shape,
+    /// K/V heads (grouped-query attention when fewer than `shape.a`; a multiple of p).
+    pub kv_heads: usize,
     /// Causal mask.
     pub causal: bool,
     /// Fused attention blocks.
@@ -55,6 +63,7 @@ impl AttnCfg {
     pub fn from_spec(spec: &RunSpec) -> AttnCfg {
         AttnCfg {
             shape: spec.shape,
+            kv_heads: spec.kv_heads,
             causal: spec.causal,
             fused: spec.fused,
             rb: spec.metp.recv_buffers as usize,
@@ -63,7 +72,39 @@ impl AttnCfg {
     }
 }
 
-/// Global inputs: X and dOut ((b·s) × h), W_qkv (h × 3h), W_o (h × h).
+impl AttnCfg {
+    /// Columns of one head group's K (and of its V): kv_heads/p heads of d.
+    pub fn wkv(&self) -> usize {
+        self.kv_heads / self.shape.p * self.shape.d()
+    }
+
+    /// Columns of one head group's `[Q | K | V]`.
+    pub fn wq(&self) -> usize {
+        self.shape.hg() + 2 * self.wkv()
+    }
+
+    /// Query heads per K/V head (1 without grouped-query attention).
+    pub fn rep(&self) -> usize {
+        self.shape.a / self.kv_heads.max(1)
+    }
+}
+
+/// Head group `g`'s columns of the global W_qkv (`[Q | K | V]`, K and V of `kv·d` columns
+/// each): `[Q_g | K_g | V_g]`, h × (hg + 2·wkv).
+pub fn qkv_shard(w: &Mat, cfg: &AttnCfg, g: usize) -> Mat {
+    let (h, hg, wkv) = (cfg.shape.h, cfg.shape.hg(), cfg.wkv());
+    let kvw = cfg.kv_heads * cfg.shape.d();
+    let mut out = Mat::zeros(w.nrows(), hg + 2 * wkv);
+    out.columns_mut(0, hg).copy_from(&w.columns(g * hg, hg));
+    out.columns_mut(hg, wkv)
+        .copy_from(&w.columns(h + g * wkv, wkv));
+    out.columns_mut(hg + wkv, wkv)
+        .copy_from(&w.columns(h + kvw + g * wkv, wkv));
+    out
+}
+
+/// Global inputs: X and dOut ((b·s) × h), W_qkv (h × (h + 2·kv·d): `[Q | K | V]`, h × 3h
+/// without grouped-query attention), W_o (h × h).
 #[derive(Debug, Clone)]
 pub struct AttnData {
     /// Input.
@@ -77,12 +118,12 @@ pub struct AttnData {
 }
 
 impl AttnData {
-    /// Uniform random inputs; weights scaled by 1/√h.
-    pub fn random(sh: &Shape, rng: &mut SplitMix64) -> AttnData {
+    /// Uniform random inputs; weights scaled by 1/√h; `kv_heads` K/V heads.
+    pub fn random(sh: &Shape, kv_heads: usize, rng: &mut SplitMix64) -> AttnData {
         let w = 1.0 / (sh.h as f64).sqrt();
         AttnData {
             x: random_mat(sh.b * sh.s, sh.h, 1.0, rng),
-            wqkv: random_mat(sh.h, 3 * sh.h, w, rng),
+            wqkv: random_mat(sh.h, sh.h + 2 * kv_heads * sh.d(), w, rng),
             wo: random_mat(sh.h, sh.h, w, rng),
             dout: random_mat(sh.b * sh.s, sh.h, 1.0, rng),
         }
@@ -97,7 +138,7 @@ pub struct AttnOut {
     pub out: Mat,
     /// Input-gradient rows.
     pub dx: Mat,
-    /// Gradient of its W_qkv shard (h × 3h/p).
+    /// Gradient of its W_qkv shard (h × (h/p + 2·kv·d/p)).
     pub dwqkv: Mat,
     /// Gradient of its W_o shard (h/p × h).
     pub dwo: Mat,
@@ -137,14 +178,19 @@ pub fn assemble(cfg: &AttnCfg, method: ExecMethod, outs: &[&AttnOut]) -> AttnOut
         ),
         ExecMethod::Tp => (outs[0].out.clone(), outs[0].dx.clone()),
     };
-    let mut dwqkv = Mat::zeros(h, 3 * h);
+    let (wkv, kvw) = (cfg.wkv(), cfg.kv_heads * sh.d());
+    let mut dwqkv = Mat::zeros(h, h + 2 * kvw);
     let mut dwo = Mat::zeros(h, h);
     for (g, o) in outs.iter().enumerate() {
-        for part in 0..3 {
-            dwqkv
-                .columns_mut(part * h + g * hg, hg)
-                .copy_from(&o.dwqkv.columns(part * hg, hg));
-        }
+        dwqkv
+            .columns_mut(g * hg, hg)
+            .copy_from(&o.dwqkv.columns(0, hg));
+        dwqkv
+            .columns_mut(h + g * wkv, wkv)
+            .copy_from(&o.dwqkv.columns(hg, wkv));
+        dwqkv
+            .columns_mut(h + kvw + g * wkv, wkv)
+            .copy_from(&o.dwqkv.columns(hg + wkv, wkv));
         dwo.rows_mut(g * hg, hg).copy_from(&o.dwo);
     }
     AttnOut {

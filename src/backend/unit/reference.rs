@@ -27,7 +27,7 @@ pub struct AttentionResult {
     pub out: M64,
     /// Gradient of the input.
     pub dx: M64,
-    /// Gradient of W_qkv, h × 3h.
+    /// Gradient of W_qkv, h × (h + 2·kv·d) (h × 3h without grouped-query attention).
     pub dwqkv: M64,
     /// Gradient of W_o, h × h.
     pub dwo: M64,
@@ -62,11 +62,21 @@ fn softmax_rows(s: &mut M64) {
     }
 }
 
-/// Probabilities of head `k` of sample `beta`.
-fn head_probs(qkv: &M64, beta: usize, k: usize, s: usize, h: usize, d: usize, causal: bool) -> M64 {
+/// Probabilities of query head `k` of sample `beta` (its K/V head: `k / rep`).
+#[allow(clippy::too_many_arguments)]
+fn head_probs(
+    qkv: &M64,
+    beta: usize,
+    k: usize,
+    s: usize,
+    h: usize,
+    d: usize,
+    rep: usize,
+    causal: bool,
+) -> M64 {
     let scale = 1.0 / (d as f64).sqrt();
     let q = qkv.view((beta * s, k * d), (s, d));
-    let kk = qkv.view((beta * s, h + k * d), (s, d));
+    let kk = qkv.view((beta * s, h + (k / rep) * d), (s, d));
     let mut sc = q * kk.transpose() * scale;
     if causal {
         for r in 0..s {
@@ -80,6 +90,8 @@ fn head_probs(qkv: &M64, beta: usize, k: usize, s: usize, h: usize, d: usize, ca
 }
 
 /// Attention forward and backward for `x` ((b·s) × h), `a` heads, upstream gradient `dout`.
+/// Grouped-query attention when W_qkv has fewer than 3h columns: `[Q (h) | K (kv·d) | V (kv·d)]`,
+/// query head k attending with K/V head `k / (a/kv)`.
 pub fn attention(
     x: &M64,
     wqkv: &M64,
@@ -93,25 +105,29 @@ pub fn attention(
     let s = x.nrows() / b;
     let d = h / a;
     let scale = 1.0 / (d as f64).sqrt();
+    // K/V columns (kv heads × d) and query heads per K/V head.
+    let kvw = (wqkv.ncols() - h) / 2;
+    let rep = (a / (kvw / d).max(1)).max(1);
     let qkv = x * wqkv;
     let mut o = M64::zeros(b * s, h);
     for beta in 0..b {
         for k in 0..a {
-            let p = head_probs(&qkv, beta, k, s, h, d, causal);
-            let v = qkv.view((beta * s, 2 * h + k * d), (s, d));
+            let p = head_probs(&qkv, beta, k, s, h, d, rep, causal);
+            let v = qkv.view((beta * s, h + kvw + (k / rep) * d), (s, d));
             o.view_mut((beta * s, k * d), (s, d)).copy_from(&(p * v));
         }
     }
     let out = &o * wo;
     let do_ = dout * wo.transpose();
     let dwo = o.transpose() * dout;
-    let mut dqkv = M64::zeros(b * s, 3 * h);
+    let mut dqkv = M64::zeros(b * s, h + 2 * kvw);
     for beta in 0..b {
         for k in 0..a {
-            let p = head_probs(&qkv, beta, k, s, h, d, causal);
+            let p = head_probs(&qkv, beta, k, s, h, d, rep, causal);
             let q = qkv.view((beta * s, k * d), (s, d));
-            let kk = qkv.view((beta * s, h + k * d), (s, d));
-            let v = qkv.view((beta * s, 2 * h + k * d), (s, d));
+            let (ko, vo) = (h + (k / rep) * d, h + kvw + (k / rep) * d);
+            let kk = qkv.view((beta * s, ko), (s, d));
+            let v = qkv.view((beta * s, vo), (s, d));
             let doh = do_.view((beta * s, k * d), (s, d));
             let dp = doh * v.transpose();
             let mut ds = M64::zeros(s, s);
@@ -123,10 +139,13 @@ pub fn attention(
             }
             dqkv.view_mut((beta * s, k * d), (s, d))
                 .copy_from(&(&ds * kk * scale));
-            dqkv.view_mut((beta * s, h + k * d), (s, d))
-                .copy_from(&(ds.transpose() * q * scale));
-            dqkv.view_mut((beta * s, 2 * h + k * d), (s, d))
-                .copy_from(&(p.transpose() * doh));
+            // The query heads that share a K/V head add their gradients into it.
+            let dk = ds.transpose() * q * scale;
+            let dv = p.transpose() * doh;
+            let mut dkk = dqkv.view_mut((beta * s, ko), (s, d));
+            dkk += &dk;
+            let mut dvv = dqkv.view_mut((beta * s, vo), (s, d));
+            dvv += &dv;
         }
     }
     AttentionResult {
@@ -272,6 +291,51 @@ mod tests {
         wm[(4, 0)] -= eps;
         let fd = (loss(&x, &w1, &wp) - loss(&x, &w1, &wm)) / (2.0 * eps);
         assert!((fd - r.dw2[(4, 0)]).abs() < 1e-6);
+    }
+
+    /// Grouped-query attention is multi-head attention whose K/V heads are repeated: the same
+    /// output and input gradient, and each shared K/V column's gradient is the sum of its
+    /// copies'. Checked for 4 query heads on 2 and on 1 K/V heads, causal and not.
+    #[test]
+    fn exec_reference_grouped_query_is_multi_head_with_repeated_kv_heads() {
+        let (b, s, a, d) = (2, 5, 4, 3);
+        let h = a * d;
+        let mut rng = crate::backend::unit::rng::SplitMix64::new(5);
+        let mut m = |r, c| M64::from_fn(r, c, |_, _| rng.uniform());
+        let (x, wo, dout) = (m(b * s, h), m(h, h), m(b * s, h));
+        for kv in [2usize, 1] {
+            let rep = a / kv;
+            let wg = m(h, h + 2 * kv * d);
+            // The multi-head W_qkv: K/V head k/rep's columns copied to head k.
+            let mut wm = M64::zeros(h, 3 * h);
+            wm.columns_mut(0, h).copy_from(&wg.columns(0, h));
+            for k in 0..a {
+                for part in 0..2 {
+                    let from = h + part * kv * d + (k / rep) * d;
+                    wm.columns_mut(h + part * h + k * d, d)
+                        .copy_from(&wg.columns(from, d));
+                }
+            }
+            for causal in [false, true] {
+                let g = attention(&x, &wg, &wo, &dout, b, a, causal);
+                let r = attention(&x, &wm, &wo, &dout, b, a, causal);
+                assert!((&g.out - &r.out).amax() < 1e-12);
+                assert!((&g.dx - &r.dx).amax() < 1e-12);
+                assert!((&g.dwo - &r.dwo).amax() < 1e-12);
+                assert!((g.dwqkv.columns(0, h) - r.dwqkv.columns(0, h)).amax() < 1e-12);
+                assert_eq!(g.dwqkv.ncols(), h + 2 * kv * d);
+                for j in 0..kv {
+                    for part in 0..2 {
+                        let mut sum = M64::zeros(h, d);
+                        for k in (j * rep)..((j + 1) * rep) {
+                            sum += r.dwqkv.columns(h + part * h + k * d, d);
+                        }
+                        let got = g.dwqkv.columns(h + part * kv * d + j * d, d);
+                        assert!((got - sum).amax() < 1e-12, "kv {kv} head {j} part {part}");
+                    }
+                }
+            }
+        }
     }
 
     /// SwiGLU (W1 = [gate | up], twice W2's rows in columns): the reference's gradients

@@ -9,8 +9,8 @@ use nalgebra::DMatrixView;
 use crate::backend::cpu::device::{
     accumulator_hop, data_hop, gemm_tn, tr_mul, Device, Hop, Pending, Tracked,
 };
+use crate::backend::unit::attention::{qkv_shard, AttnCfg, AttnData, AttnOut};
 use crate::backend::unit::attention::{visibility, Visibility};
-use crate::backend::unit::attention::{AttnCfg, AttnData, AttnOut};
 use crate::backend::unit::device::{Dtype, Mat, Phase, Tag};
 use crate::backend::unit::rng::SplitMix64;
 use crate::backend::unit::{local_rows, random_mat, Shape, WeightExchange};
@@ -27,13 +27,3 @@ mod tp;
 pub use block::BlockBench;
 pub use metp::metp;
 pub use tp::tp;
-
-/// Columns of head group `g` of W_qkv: `[Q_g | K_g | V_g]`, h × 3h/p.
-fn qkv_shard(w: &Mat, h: usize, hg: usize, g: usize) -> Mat {
-    let mut out = Mat::zeros(w.nrows(), 3 * hg);
-    for part in 0..3 {
-        out.columns_mut(part * hg, hg)
-            .copy_from(&w.columns(part * h + g * hg, hg));
-    }
-    out
-}

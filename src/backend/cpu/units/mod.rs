@@ -59,13 +59,12 @@ const MAX_ELEMENTS: usize = 1 << 26;
 const MAX_DEVICES: usize = 256;
 
 /// What this runtime honours of a [`UnitSpec`](crate::config::UnitSpec): everything but the options its programs do
-/// not implement — head groups other than p, stored Q/K/V or MLP activation input and
-/// grouped-query attention (its attention is multi-head; its MLP GeLU or SwiGLU).
+/// not implement — head groups other than p and stored Q/K/V or MLP activation input (its
+/// attention is multi-head or grouped-query, its MLP GeLU or SwiGLU).
 pub const SUPPORT: UnitSupport = UnitSupport {
     head_groups: false,
     store_qkv: false,
     store_mlp_act: false,
-    grouped_kv: false,
     ..UnitSupport::ALL
 };
 
@@ -133,7 +132,7 @@ pub fn run_unit(spec: &RunSpec) -> Result<RunReport> {
     let mut rng = rng::SplitMix64::new(spec.seed);
     let (errors, runs, wall) = match spec.unit {
         Unit::Attention => {
-            let data = unit::attention::AttnData::random(&sh, &mut rng);
+            let data = unit::attention::AttnData::random(&sh, spec.kv_heads, &mut rng);
             let cfg = unit::attention::AttnCfg::from_spec(spec);
             let (runs, wall) = match spec.method {
                 ExecMethod::Metp => {

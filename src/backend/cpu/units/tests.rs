@@ -256,6 +256,37 @@ fn exec_swiglu_mlp_matches_reference_and_inventory() {
     assert!(run(&spec).measured_peak_bytes > gelu.measured_peak_bytes);
 }
 
+/// Grouped-query attention (kv_heads < a, whole K/V heads per device): METP and TP, fused and
+/// unfused, causal and not, one and two receive buffers, match the f64 reference within the
+/// multi-head bound, and METP's tracked peak is the unit inventory's (K/V ring buffers of
+/// kv/p heads), byte for byte and name for name. One K/V head per device (MQA at p = 1) too.
+#[test]
+fn exec_grouped_query_attention_matches_reference_and_inventory() {
+    for (sh, kv) in [
+        (shape(1, 8, 16, 4, 32, 2), 2),
+        (shape(2, 12, 24, 6, 48, 3), 3),
+        (shape(1, 8, 32, 8, 64, 2), 4),
+        (shape(1, 6, 16, 4, 32, 1), 1),
+    ] {
+        for method in [ExecMethod::Metp, ExecMethod::Tp] {
+            for (causal, fused, rb) in [(false, true, 2), (true, true, 1), (true, false, 2)] {
+                let mut spec = RunSpec::new(Unit::Attention, method, sh);
+                spec.kv_heads = kv;
+                spec.causal = causal;
+                spec.fused = fused;
+                spec.metp.recv_buffers = rb;
+                check(&spec);
+            }
+        }
+    }
+    // Fewer K/V heads hold less than multi-head attention of the same shape.
+    let sh = shape(1, 8, 32, 8, 64, 2);
+    let mha = run(&RunSpec::new(Unit::Attention, ExecMethod::Metp, sh));
+    let mut spec = RunSpec::new(Unit::Attention, ExecMethod::Metp, sh);
+    spec.kv_heads = 2;
+    assert!(run(&spec).measured_peak_bytes < mha.measured_peak_bytes);
+}
+
 #[test]
 fn exec_rejects_shapes_p_does_not_divide() {
     let cases = [

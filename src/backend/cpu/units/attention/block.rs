@@ -4,14 +4,16 @@
 use super::*;
 use crate::memory::names;
 
-/// Geometry of one attention block: `b` samples × `ag` heads, `c` query rows × `c` key
-/// columns, head dimension `d`.
+/// Geometry of one attention block: `b` samples × `ag` query heads, `c` query rows × `c` key
+/// columns, head dimension `d`; `rep` query heads share one K/V head (grouped-query
+/// attention; 1 without).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct BlockShape {
     pub(super) b: usize,
     pub(super) c: usize,
     pub(super) ag: usize,
     pub(super) d: usize,
+    pub(super) rep: usize,
     pub(super) scale: f32,
 }
 
@@ -21,6 +23,10 @@ impl BlockShape {
     }
     fn at(&self, beta: usize, hd: usize) -> ((usize, usize), (usize, usize)) {
         ((beta * self.c, hd * self.d), (self.c, self.d))
+    }
+    /// Where query head `hd`'s K/V head is in the K and V blocks.
+    fn kv_at(&self, beta: usize, hd: usize) -> ((usize, usize), (usize, usize)) {
+        ((beta * self.c, (hd / self.rep) * self.d), (self.c, self.d))
     }
 }
 
@@ -34,11 +40,12 @@ pub(super) fn head_scores(
     vis: Visibility,
 ) -> Mat {
     let (at, size) = geo.at(beta, hd);
+    let (kv_at, _) = geo.kv_at(beta, hd);
     let mut s = Mat::zeros(geo.c, geo.c);
     s.gemm(
         geo.scale,
         &q.view(at, size),
-        &k.view(at, size).transpose(),
+        &k.view(kv_at, size).transpose(),
         0.0,
     );
     if vis == Visibility::Diagonal {
@@ -124,8 +131,8 @@ pub(super) fn fwd_fused(
         let mut s = head_scores(geo, q, k, beta, hd, vis);
         let blse = row_lse(&s);
         exp_shift(&mut s, |r| blse[r]);
-        let (at, size) = geo.at(beta, hd);
-        let o = &s * v.view(at, size);
+        let (kv_at, size) = geo.kv_at(beta, hd);
+        let o = &s * v.view(kv_at, size);
         merge(geo, acc, lse, beta, hd, &o.view((0, 0), o.shape()), &blse);
     }
 }
@@ -176,8 +183,9 @@ pub(super) fn fwd_unfused(
     let mut ob = dev.zeros(names::ATTN_BLOCK_OUT, BF16, geo.b * geo.c, geo.ag * geo.d);
     for (n, &(beta, hd)) in heads.iter().enumerate() {
         let (at, size) = geo.at(beta, hd);
+        let (kv_at, _) = geo.kv_at(beta, hd);
         ob.view_mut(at, size)
-            .gemm(1.0, &probs[n], &v.view(at, size), 0.0);
+            .gemm(1.0, &probs[n], &v.view(kv_at, size), 0.0);
     }
     drop(probs);
     for &(beta, hd) in &heads {
@@ -212,7 +220,8 @@ pub(super) fn head_probs(
 
 pub(super) fn head_dp(geo: &BlockShape, x: &BwdIn, beta: usize, hd: usize) -> Mat {
     let (at, size) = geo.at(beta, hd);
-    x.dout.view(at, size) * x.v.view(at, size).transpose()
+    let (kv_at, _) = geo.kv_at(beta, hd);
+    x.dout.view(at, size) * x.v.view(kv_at, size).transpose()
 }
 
 pub(super) fn head_ds(
@@ -228,7 +237,8 @@ pub(super) fn head_ds(
     })
 }
 
-/// dQ += scale·dS·K, dK += scale·dSᵀ·Q, dV += Pᵀ·dO for one head.
+/// dQ += scale·dS·K, dK += scale·dSᵀ·Q, dV += Pᵀ·dO for one query head (into its K/V head's
+/// columns: the query heads that share it add up there).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn head_accumulate(
     geo: &BlockShape,
@@ -242,17 +252,18 @@ pub(super) fn head_accumulate(
     dv: &mut Mat,
 ) {
     let (at, size) = geo.at(beta, hd);
+    let (kv_at, _) = geo.kv_at(beta, hd);
     dq.view_mut(at, size)
-        .gemm(geo.scale, ds, &x.k.view(at, size), 1.0);
+        .gemm(geo.scale, ds, &x.k.view(kv_at, size), 1.0);
     gemm_tn(
-        &mut dk.view_mut(at, size),
+        &mut dk.view_mut(kv_at, size),
         geo.scale,
         ds,
         &x.q.view(at, size),
         1.0,
     );
     gemm_tn(
-        &mut dv.view_mut(at, size),
+        &mut dv.view_mut(kv_at, size),
         1.0,
         p,
         &x.dout.view(at, size),
@@ -330,12 +341,13 @@ pub(super) fn row_dot_per_head(a: &Mat, b: &Mat, heads: usize, d: usize) -> Mat 
     })
 }
 
-pub(super) fn block_shape(sh: &Shape, c: usize) -> BlockShape {
+pub(super) fn block_shape(sh: &Shape, c: usize, rep: usize) -> BlockShape {
     BlockShape {
         b: sh.b,
         c,
         ag: sh.ag(),
         d: sh.d(),
+        rep,
         scale: 1.0 / (sh.d() as f32).sqrt(),
     }
 }
@@ -366,6 +378,7 @@ impl BlockBench {
             c,
             ag: heads,
             d,
+            rep: 1,
             scale: 1.0 / (d.max(1) as f32).sqrt(),
         };
         let (rows, w) = (b * c, heads * d);

@@ -6,15 +6,17 @@ use super::block::*;
 use super::*;
 use crate::memory::names;
 
-/// K and V of the current ring block: the device's own (columns of its QKV) or received.
+/// K and V of the current ring block (`wkv` columns each): the device's own (columns of its
+/// `[Q | K | V]`, Q of `hg` columns) or received.
 pub(super) fn kv_views<'a>(
     qkv: &'a Mat,
     cur: &'a Option<Vec<Tracked<Mat>>>,
     hg: usize,
+    wkv: usize,
 ) -> (MatView<'a>, MatView<'a>) {
     match cur {
-        None => (qkv.columns(hg, hg), qkv.columns(2 * hg, hg)),
-        Some(s) => (s[0].columns(0, hg), s[1].columns(0, hg)),
+        None => (qkv.columns(hg, wkv), qkv.columns(hg + wkv, wkv)),
+        Some(s) => (s[0].columns(0, wkv), s[1].columns(0, wkv)),
     }
 }
 
@@ -36,7 +38,7 @@ impl WeightFetch {
             rb: cfg.rb,
             exchange: cfg.exchange,
             pending: None,
-            shapes: [(h, 3 * hg, BF16), (hg, h, BF16)],
+            shapes: [(h, cfg.wq(), BF16), (hg, h, BF16)],
         }
     }
 
@@ -133,18 +135,19 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
     let (p, i) = (sh.p, dev.rank);
     let (b, s, h, hg, ag, c) = (sh.b, sh.s, sh.h, sh.hg(), sh.ag(), sh.c());
     let rows = b * c;
-    let geo = block_shape(&sh, c);
-    let kv_shapes = [(rows, hg, BF16), (rows, hg, BF16)];
-    let dkv_shapes = [(rows, hg, FP32), (rows, hg, FP32)];
+    let (wkv, wq) = (cfg.wkv(), cfg.wq());
+    let geo = block_shape(&sh, c, cfg.rep());
+    let kv_shapes = [(rows, wkv, BF16), (rows, wkv, BF16)];
+    let dkv_shapes = [(rows, wkv, FP32), (rows, wkv, FP32)];
 
     // Static for the whole run: the own shard (bf16) and its fp32 main gradient.
-    let own_wqkv = dev.track(names::ATTN_WEIGHTS, BF16, qkv_shard(&data.wqkv, h, hg, i));
+    let own_wqkv = dev.track(names::ATTN_WEIGHTS, BF16, qkv_shard(&data.wqkv, cfg, i));
     let own_wo = dev.track(
         names::ATTN_WEIGHTS,
         BF16,
         data.wo.rows(i * hg, hg).into_owned(),
     );
-    let mut grad_wqkv = dev.zeros(names::OPTIMIZER_MAIN_GRADS_FP32, FP32, h, 3 * hg);
+    let mut grad_wqkv = dev.zeros(names::OPTIMIZER_MAIN_GRADS_FP32, FP32, h, wq);
     let mut grad_wo = dev.zeros(names::OPTIMIZER_MAIN_GRADS_FP32, FP32, hg, h);
     // Stored: the unit's input.
     let x = dev.track(names::ATTN_INPUT, BF16, local_rows(&data.x, b, s, p, i));
@@ -179,7 +182,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
             };
             let mut pending = None;
             if t + 1 < p {
-                let (k, v) = kv_views(&qkv, &cur, hg);
+                let (k, v) = kv_views(&qkv, &cur, hg, wkv);
                 let parts = vec![(k.into_owned(), BF16), (v.into_owned(), BF16)];
                 dev.send(next, tag, parts)?;
                 if cfg.rb == 2 {
@@ -188,7 +191,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
             }
             let vis = visibility(cfg.causal, i, j);
             if vis != Visibility::Hidden {
-                let (k, v) = kv_views(&qkv, &cur, hg);
+                let (k, v) = kv_views(&qkv, &cur, hg, wkv);
                 let q = qkv.columns(0, hg);
                 if cfg.fused {
                     fwd_fused(&geo, &q, &k, &v, vis, &mut acc, &mut lse);
@@ -243,8 +246,8 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
         let mut dq = dev.zeros(names::ATTN_DQ_ACC_FP32, FP32, rows, hg);
         let mut cur_kv: Option<Vec<Tracked<Mat>>> = None;
         let mut cur_dkv: Vec<Tracked<Mat>> = vec![
-            dev.zeros(names::ATTN_DKV_ACC_FP32, FP32, rows, hg),
-            dev.zeros(names::ATTN_DKV_ACC_FP32, FP32, rows, hg),
+            dev.zeros(names::ATTN_DKV_ACC_FP32, FP32, rows, wkv),
+            dev.zeros(names::ATTN_DKV_ACC_FP32, FP32, rows, wkv),
         ];
         for t in 0..p {
             let step_start = dev.now_s();
@@ -260,7 +263,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
                 t: (t + 1) as u32,
             };
             if t + 1 < p {
-                let (k, v) = kv_views(&qkv, &cur_kv, hg);
+                let (k, v) = kv_views(&qkv, &cur_kv, hg, wkv);
                 let parts = vec![(k.into_owned(), BF16), (v.into_owned(), BF16)];
                 dev.send(next, kv_tag, parts)?;
             }
@@ -273,7 +276,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
             }
             let vis = visibility(cfg.causal, i, j);
             if vis != Visibility::Hidden {
-                let (k, v) = kv_views(&qkv, &cur_kv, hg);
+                let (k, v) = kv_views(&qkv, &cur_kv, hg, wkv);
                 let input = BwdIn {
                     q: qkv.columns(0, hg),
                     k,
@@ -316,10 +319,10 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
             dev.record_step(Phase::BwdAttention, g, t, step_start, compute_end);
         }
         // cur_dkv now holds the accumulated dK, dV of the device's own block.
-        let mut dqkv_m = Mat::zeros(rows, 3 * hg);
+        let mut dqkv_m = Mat::zeros(rows, wq);
         dqkv_m.columns_mut(0, hg).copy_from(&*dq);
-        dqkv_m.columns_mut(hg, hg).copy_from(&*cur_dkv[0]);
-        dqkv_m.columns_mut(2 * hg, hg).copy_from(&*cur_dkv[1]);
+        dqkv_m.columns_mut(hg, wkv).copy_from(&*cur_dkv[0]);
+        dqkv_m.columns_mut(hg + wkv, wkv).copy_from(&*cur_dkv[1]);
         let dqkv = dev.track(names::GRAD_QKV_GROUP, BF16, dqkv_m);
         drop(dq);
         drop(cur_dkv);
@@ -333,7 +336,7 @@ pub fn metp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut>
             // Reduce to the owner: contributions arrive in `rb` receive buffers, the next
             // receive posted before the current one is added.
             let others: Vec<usize> = (0..p).filter(|&j| j != i).collect();
-            let shapes = [(h, 3 * hg, FP32), (hg, h, FP32)];
+            let shapes = [(h, wq, FP32), (hg, h, FP32)];
             let mut queue: VecDeque<Pending> = VecDeque::new();
             let mut posted = 0;
             for _ in 0..others.len() {

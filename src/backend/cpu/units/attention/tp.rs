@@ -11,16 +11,17 @@ pub fn tp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut> {
     let i = dev.rank;
     let (b, s, h, hg, ag) = (sh.b, sh.s, sh.h, sh.hg(), sh.ag());
     let rows = b * s;
-    let geo = block_shape(&sh, s);
+    let (wkv, wq) = (cfg.wkv(), cfg.wq());
+    let geo = block_shape(&sh, s, cfg.rep());
     let vis = visibility(cfg.causal, 0, 0);
 
-    let wqkv = dev.track(names::ATTN_WEIGHTS, BF16, qkv_shard(&data.wqkv, h, hg, i));
+    let wqkv = dev.track(names::ATTN_WEIGHTS, BF16, qkv_shard(&data.wqkv, cfg, i));
     let wo = dev.track(
         names::ATTN_WEIGHTS,
         BF16,
         data.wo.rows(i * hg, hg).into_owned(),
     );
-    let mut grad_wqkv = dev.zeros(names::OPTIMIZER_MAIN_GRADS_FP32, FP32, h, 3 * hg);
+    let mut grad_wqkv = dev.zeros(names::OPTIMIZER_MAIN_GRADS_FP32, FP32, h, wq);
     let mut grad_wo = dev.zeros(names::OPTIMIZER_MAIN_GRADS_FP32, FP32, hg, h);
     // Stored (replicated): the input; stored (split): Q, K, V, the log-sum-exp, O.
     let x = dev.track(names::ATTN_QKV_INPUT, BF16, data.x.clone());
@@ -34,8 +35,8 @@ pub fn tp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut> {
     {
         let (q, k, v) = (
             qkv.columns(0, hg),
-            qkv.columns(hg, hg),
-            qkv.columns(2 * hg, hg),
+            qkv.columns(hg, wkv),
+            qkv.columns(hg + wkv, wkv),
         );
         if cfg.fused {
             fwd_fused(&geo, &q, &k, &v, vis, &mut acc, &mut lse);
@@ -58,13 +59,13 @@ pub fn tp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut> {
         row_dot_per_head(&dog, &o, ag, sh.d()),
     );
     let mut dq = dev.zeros(names::ATTN_DQ_ACC_FP32, FP32, rows, hg);
-    let mut dk = dev.zeros(names::ATTN_DKV_ACC_FP32, FP32, rows, hg);
-    let mut dv = dev.zeros(names::ATTN_DKV_ACC_FP32, FP32, rows, hg);
+    let mut dk = dev.zeros(names::ATTN_DKV_ACC_FP32, FP32, rows, wkv);
+    let mut dv = dev.zeros(names::ATTN_DKV_ACC_FP32, FP32, rows, wkv);
     {
         let input = BwdIn {
             q: qkv.columns(0, hg),
-            k: qkv.columns(hg, hg),
-            v: qkv.columns(2 * hg, hg),
+            k: qkv.columns(hg, wkv),
+            v: qkv.columns(hg + wkv, wkv),
             dout: &dog,
             lse: &lse,
             delta: &delta,
@@ -75,10 +76,10 @@ pub fn tp(dev: &mut Device, cfg: &AttnCfg, data: &AttnData) -> Result<AttnOut> {
             bwd_unfused(dev, &geo, &input, vis, &mut dq, &mut dk, &mut dv);
         }
     }
-    let mut dqkv_m = Mat::zeros(rows, 3 * hg);
+    let mut dqkv_m = Mat::zeros(rows, wq);
     dqkv_m.columns_mut(0, hg).copy_from(&*dq);
-    dqkv_m.columns_mut(hg, hg).copy_from(&*dk);
-    dqkv_m.columns_mut(2 * hg, hg).copy_from(&*dv);
+    dqkv_m.columns_mut(hg, wkv).copy_from(&*dk);
+    dqkv_m.columns_mut(hg + wkv, wkv).copy_from(&*dv);
     let dqkv = dev.track(names::GRAD_QKV, BF16, dqkv_m);
     drop((dq, dk, dv, delta, dog));
     gemm_tn(&mut grad_wqkv, 1.0, &x, &*dqkv, 1.0);

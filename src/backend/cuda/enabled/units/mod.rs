@@ -225,15 +225,19 @@ impl Units {
 
     fn data(&mut self, spec: &RunSpec) -> Rc<Data> {
         let key = format!(
-            "{:?} {:?} {:?} {}",
-            spec.unit, spec.activation, spec.shape, spec.seed
+            "{:?} {:?} kv={} {:?} {}",
+            spec.unit, spec.activation, spec.kv_heads, spec.shape, spec.seed
         );
         if let Some((_, d)) = self.data.iter().find(|(k, _)| *k == key) {
             return d.clone();
         }
         let mut rng = SplitMix64::new(spec.seed);
         let d = Rc::new(match spec.unit {
-            Unit::Attention => Data::Attention(Rc::new(AttnData::random(&spec.shape, &mut rng))),
+            Unit::Attention => Data::Attention(Rc::new(AttnData::random(
+                &spec.shape,
+                spec.kv_heads,
+                &mut rng,
+            ))),
             Unit::Mlp => Data::Mlp(Rc::new(MlpData::random(
                 &spec.shape,
                 spec.activation,
