@@ -320,6 +320,62 @@ fn calib_cli_run_cpu_prints_the_design_fields() {
     );
 }
 
+/// `run --kv-heads` (grouped-query attention) and `--activation swiglu` on the CPU: the
+/// reference agrees and METP's memory is the inventory's; a model brings its own (LLaMA-2 70B:
+/// 8 K/V heads, SwiGLU); a K/V head count the heads are no multiple of is a usage error.
+#[test]
+fn calib_cli_runs_grouped_query_attention_and_swiglu() {
+    let small = ["--hidden", "32", "--heads", "4", "--ffn", "64"];
+    for args in [
+        vec!["--unit", "attention", "--kv-heads", "2", "--causal"],
+        vec!["--unit", "mlp", "--activation", "swiglu"],
+    ]
+    .into_iter()
+    .map(|a| [&small[..], &a[..]].concat())
+    .chain([
+        vec![
+            "--unit",
+            "mlp",
+            "--model",
+            "llama2-70b",
+            "--hidden",
+            "64",
+            "--ffn",
+            "64",
+        ],
+        vec![
+            "--unit",
+            "attention",
+            "--model",
+            "llama2-70b",
+            "--hidden",
+            "128",
+            "--ffn",
+            "64",
+        ],
+    ]) {
+        let out = cmd()
+            .args(["run", "--seq", "32"])
+            .args(&args)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["max_rel_error"].as_f64().unwrap() < 1e-5, "{args:?}: {v}");
+        assert_eq!(
+            v["measured_peak_bytes"], v["predicted_peak_bytes"],
+            "{args:?}"
+        );
+    }
+    let out = cmd()
+        .args(["run", "--heads", "4", "--kv-heads", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--kv-heads"));
+}
+
 /// Without a GPU (or without the `cuda` feature) the CUDA backend refuses with one line and
 /// exit status 1, never a panic.
 #[test]
