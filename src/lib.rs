@@ -39,6 +39,7 @@ pub mod error;
 pub mod evaluate;
 pub mod exec;
 pub mod memory;
+pub mod nccl_tests;
 pub mod plan;
 pub mod plot;
 pub mod report;

@@ -25,7 +25,22 @@ mod pipeline;
 pub use overlap::{solve_thresholds, thresholds, SolvedThresholds, Thresholds};
 
 use crate::config::{ValidWorkload, Workload};
-use crate::cost::{CostModel, PathFigures};
+use crate::cost::CostModel;
+
+/// α and rate of a message between ring neighbours of a group.
+#[derive(Debug, Clone, Copy)]
+struct PathFigures {
+    latency_s: f64,
+    flow_bytes_per_s: f64,
+}
+
+fn path_of(cost: &CostModel, devices: &[u32]) -> PathFigures {
+    let (latency_s, flow_bytes_per_s) = cost.group_p2p(devices);
+    PathFigures {
+        latency_s,
+        flow_bytes_per_s,
+    }
+}
 use crate::schedule::{
     Axis, CollectiveOp, Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan, StepTimes,
 };
@@ -96,10 +111,10 @@ impl<'a> Pricer<'a> {
         Pricer {
             cost,
             p: w.p,
-            path: cost.group_path(&group),
+            path: path_of(&cost, &group),
             group,
             cp,
-            cp_path: cost.group_path(&cp_group),
+            cp_path: path_of(&cost, &cp_group),
             sigma: cost.overlap_slowdown(),
         }
     }

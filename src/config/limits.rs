@@ -123,6 +123,16 @@ pub const LINK_THROTTLE: (f64, f64) = (1e3, 1.0);
 /// figures.
 pub const MAX_THROTTLE_WAIT_S: f64 = 120.0;
 
+/// Most result rows of one nccl-tests log (a sweep from 8 B to 16 GiB by doubling has 32).
+pub const MAX_NCCL_LOG_ROWS: usize = 4096;
+/// Largest buffer of an nccl-tests row or of `collectives --sizes`, in bytes (16 TiB: a
+/// thousand times the largest sweep published).
+pub const MAX_NCCL_SIZE_BYTES: u64 = 1 << 44;
+/// Most sizes one `collectives --sizes` spec expands to.
+pub const MAX_COLLECTIVE_SIZES: usize = 256;
+/// Most nccl-tests logs one `calibrate --fit-links` takes.
+pub const MAX_FIT_LINK_LOGS: usize = 64;
+
 /// One limit: what is bounded, the bound, why, and the commands it applies to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limit {
@@ -272,6 +282,24 @@ pub fn table() -> Vec<Limit> {
             value: MAX_MEASUREMENT_SESSIONS.to_string(),
             why: "the fit searches one clock factor per session after the first",
             commands: &["calibrate", "kernels", "gpu-check"],
+        },
+        Limit {
+            what: "nccl-tests log (collectives --compare, calibrate --fit-links)",
+            value: format!(
+                "{} MiB, {MAX_NCCL_LOG_ROWS} rows, one table; {MAX_FIT_LINK_LOGS} logs per fit",
+                MAX_INPUT_FILE_BYTES >> 20
+            ),
+            why: "a published sweep is a few KB and a few dozen rows; a second table or a size twice is refused (one test's output per file)",
+            commands: &["collectives", "calibrate"],
+        },
+        Limit {
+            what: "collective sizes (collectives --sizes, log rows)",
+            value: format!(
+                "1 B to {}, at most {MAX_COLLECTIVE_SIZES} sizes",
+                pow2(MAX_NCCL_SIZE_BYTES)
+            ),
+            why: "a thousand times the largest published sweep (16 GiB); every byte count stays exact in 64 bits",
+            commands: &["collectives", "calibrate"],
         },
         Limit {
             what: "CPU link throttle",

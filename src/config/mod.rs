@@ -11,6 +11,7 @@ mod hardware;
 mod hf;
 mod kernel_model;
 mod layout;
+mod library;
 pub mod limits;
 mod method;
 mod model;
@@ -32,6 +33,7 @@ pub use hf::{from_hf_config, is_hf_config, FAMILIES as HF_FAMILIES};
 pub use kernel_model::{
     AttentionModel, AttentionTiles, GemmModel, HostModel, KernelModel, MemoryModel,
 };
+pub use library::{CollectiveLibrary, Nvls, Protocol, ProtocolFigures, Protocols};
 pub use layout::{pipeline_order, virtual_stage_layers, Axes, Coord, OuterAxes, PipeOp};
 pub use method::MethodId;
 pub use model::{Activation, Model, Norm};

@@ -32,8 +32,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::queue::{secs_to_ps, SimTime};
-use crate::config::{Algorithm, CollectiveRule, Hardware, IntraNodeKind};
-use crate::cost::{CostModel, LinkClass};
+use crate::config::{Hardware, IntraNodeKind};
+use crate::cost::{CostModel, LinkClass, Plan};
 use crate::schedule::{CollectiveOp, DeviceId};
 
 /// How concurrent flows share links.
@@ -168,7 +168,8 @@ pub struct Network {
     nics_per_node: u32,
     intra_latency_ps: SimTime,
     inter_latency_ps: SimTime,
-    rules: Vec<CollectiveRule>,
+    /// The profile, for the collective library's plans and point-to-point rate.
+    hw: Hardware,
 }
 
 impl Network {
@@ -261,7 +262,7 @@ impl Network {
             nics_per_node: nics,
             intra_latency_ps: secs_to_ps(cost.p2p_latency_s(LinkClass::IntraNode)),
             inter_latency_ps: secs_to_ps(cost.p2p_latency_s(LinkClass::InterNode)),
-            rules: hw.collectives.clone(),
+            hw: hw.clone(),
         }
     }
 
@@ -350,26 +351,21 @@ impl Network {
             .fold(f64::INFINITY, f64::min)
     }
 
-    /// The algorithm the profile's table picks for `op` over `group` with a buffer of `bytes`
-    /// (the same choice as [`CostModel::algorithm`]).
-    pub fn algorithm(&self, op: CollectiveOp, group: &[DeviceId], bytes: u64) -> Algorithm {
-        if self.rules.is_empty() {
-            return Algorithm::Ring;
+    /// The plan the collective library runs for `op` over `group` with a buffer of `bytes`
+    /// (the cost model's: [`CostModel::collective_plan`]).
+    pub fn plan(&self, op: CollectiveOp, group: &[DeviceId], bytes: u64) -> Plan {
+        CostModel::new(&self.hw).collective_plan(op, group, bytes)
+    }
+
+    /// Bytes a point-to-point message of `bytes` from `src` to `dst` puts on its links: more
+    /// than `bytes` where the library's send/recv rate is below the link's
+    /// ([`CostModel::p2p_wire_bytes`]).
+    pub fn p2p_wire_bytes(&self, src: DeviceId, dst: DeviceId, bytes: f64) -> f64 {
+        let cost = CostModel::new(&self.hw);
+        match cost.link_class(src, dst) {
+            LinkClass::Local => bytes,
+            class => cost.p2p_wire_bytes(class, bytes),
         }
-        let intra = group.first().is_none_or(|&f| {
-            group
-                .iter()
-                .all(|&d| d / self.gpus_per_node == f / self.gpus_per_node)
-        });
-        crate::cost::collective::effective(
-            crate::config::choose_algorithm(
-                &self.rules,
-                crate::cost::collective::kind(op),
-                intra,
-                bytes,
-            ),
-            op,
-        )
     }
 }
 

@@ -21,6 +21,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["analytic", "config", "memory", "schedule", "sim", "error"],
     ),
     ("exec", &["config", "memory", "error"]),
+    (
+        "nccl_tests",
+        &["atomic", "config", "cost", "schedule", "error"],
+    ),
     ("plot", &["atomic", "error"]),
     ("shard", &["atomic", "config", "error"]),
     (
@@ -52,6 +56,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "config",
             "evaluate",
             "memory",
+            "nccl_tests",
             "plan",
             "plot",
             "schedule",
