@@ -20,6 +20,8 @@
 //! - [`exec`]: METP's and TP's units executed on virtual CPU devices, against an f64 reference;
 //! - [`calibrate`]: backends (CPU, mock, CUDA), measuring, fitting and writing hardware
 //!   profiles, predicted against measured unit times;
+//! - [`nccl_tests`]: nccl-tests' table predicted on a profile, published logs read and
+//!   compared, link figures fitted to them;
 //! - [`shard`]: `--shard K/N`, the file each part of a split study writes, and the checks
 //!   before `merge` joins the parts;
 //! - [`sweep`], [`validate`], [`plan`]: every method × degree × length; the published claims

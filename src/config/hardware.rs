@@ -492,7 +492,10 @@ impl Hardware {
                 )
             };
             if !ok {
-                return Err(bad(&format!("{field}.value"), format!("must be {want}, got {v:?}")));
+                return Err(bad(
+                    &format!("{field}.value"),
+                    format!("must be {want}, got {v:?}"),
+                ));
             }
         }
         Ok(())

@@ -33,8 +33,8 @@ pub use hf::{from_hf_config, is_hf_config, FAMILIES as HF_FAMILIES};
 pub use kernel_model::{
     AttentionModel, AttentionTiles, GemmModel, HostModel, KernelModel, MemoryModel,
 };
-pub use library::{CollectiveLibrary, Nvls, Protocol, ProtocolFigures, Protocols};
 pub use layout::{pipeline_order, virtual_stage_layers, Axes, Coord, OuterAxes, PipeOp};
+pub use library::{CollectiveLibrary, Nvls, Protocol, ProtocolFigures, Protocols};
 pub use method::MethodId;
 pub use model::{Activation, Model, Norm};
 pub use scale::{apply_scales, parse_scales, Scale, ALIASES as SCALE_ALIASES};

@@ -211,9 +211,7 @@ struct Skeleton {
 
 fn scale(p: Pattern, by: f64) -> Pattern {
     match p {
-        Pattern::Ring { bytes } => Pattern::Ring {
-            bytes: bytes * by,
-        },
+        Pattern::Ring { bytes } => Pattern::Ring { bytes: bytes * by },
         Pattern::Shift { intra, inter } => Pattern::Shift {
             intra: intra * by,
             inter: inter * by,
@@ -327,7 +325,13 @@ fn candidates(cost: &CostModel, op: Op, segs: &Segments, bytes: u64) -> Vec<Algo
         v.push(Algorithm::Direct);
     }
     let (min_len, _) = segs.min_max_len();
-    if c == CollectiveOp::AllReduce && hw.collective_library.as_ref().is_some_and(|l| l.nvls.is_some()) && min_len >= 3 {
+    if c == CollectiveOp::AllReduce
+        && hw
+            .collective_library
+            .as_ref()
+            .is_some_and(|l| l.nvls.is_some())
+        && min_len >= 3
+    {
         v.push(Algorithm::Nvls);
     }
     v
@@ -357,7 +361,13 @@ fn skeleton(
         }
         _ => 0,
     };
-    let one = |pattern: Pattern, lat: Lat| Some(vec![Skeleton { steps: 1, pattern, lat }]);
+    let one = |pattern: Pattern, lat: Lat| {
+        Some(vec![Skeleton {
+            steps: 1,
+            pattern,
+            lat,
+        }])
+    };
     let Op::Collective(c) = op else {
         // Send/recv: each rank sends M to the next, at the library's point-to-point rate.
         let link = cost.link_bytes_per_s(LinkClass::IntraNode);
@@ -367,10 +377,7 @@ fn skeleton(
                 intra: m * link / p2p,
                 inter: m,
             },
-            Lat::PerStep {
-                steps: 1,
-                crosses,
-            },
+            Lat::PerStep { steps: 1, crosses },
         );
     };
     let reduce = matches!(c, CollectiveOp::Reduce { .. });
@@ -467,10 +474,7 @@ fn skeleton(
                 },
                 inter: tree_traffic,
             },
-            Lat::Tree {
-                g: max_len,
-                nodes,
-            },
+            Lat::Tree { g: max_len, nodes },
         ),
         (Algorithm::Tree, CollectiveOp::Broadcast { .. } | CollectiveOp::Reduce { .. }) => {
             let root = root_of(c);
@@ -543,8 +547,7 @@ fn latency_s(lat: Lat, p: &ProtocolFigures, nvls_latency_s: f64, simple_inter_s:
         Lat::Chain { intra: a, inter: b } => base + a as f64 * intra + b as f64 * inter,
         Lat::Tree { g, nodes } => {
             base + 2.0
-                * ((g.saturating_sub(1)) as f64 * intra
-                    + log2_ceil(nodes as u64) as f64 * inter)
+                * ((g.saturating_sub(1)) as f64 * intra + log2_ceil(nodes as u64) as f64 * inter)
         }
         Lat::Nvls { nodes } => {
             nvls_latency_s + 2.0 * log2_ceil(nodes as u64) as f64 * simple_inter_s
@@ -592,7 +595,12 @@ pub fn plan(cost: &CostModel, op: Op, group: &[DeviceId], bytes: u64) -> Plan {
                 .iter()
                 .map(|s| {
                     s.steps as f64
-                        * latency_s(s.lat, figs, nvls_latency_s, simple.inter_step_latency_s.value)
+                        * latency_s(
+                            s.lat,
+                            figs,
+                            nvls_latency_s,
+                            simple.inter_step_latency_s.value,
+                        )
                 })
                 .sum();
             let t = lat + bw / f;
@@ -616,7 +624,12 @@ pub fn plan(cost: &CostModel, op: Op, group: &[DeviceId], bytes: u64) -> Plan {
         .into_iter()
         .map(|s| Phase {
             steps: s.steps,
-            step_latency_s: latency_s(s.lat, &figs, nvls_latency_s, simple.inter_step_latency_s.value),
+            step_latency_s: latency_s(
+                s.lat,
+                &figs,
+                nvls_latency_s,
+                simple.inter_step_latency_s.value,
+            ),
             pattern: scale(s.pattern, 1.0 / f),
         })
         .collect();

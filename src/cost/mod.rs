@@ -252,9 +252,10 @@ impl<'a> CostModel<'a> {
     pub fn p2p_bytes_per_s(&self, class: LinkClass) -> f64 {
         let link = self.link_bytes_per_s(class);
         match (class, &self.hw.collective_library) {
-            (LinkClass::IntraNode, Some(lib)) => {
-                lib.p2p_bytes_per_s.as_ref().map_or(link, |p| p.value.min(link))
-            }
+            (LinkClass::IntraNode, Some(lib)) => lib
+                .p2p_bytes_per_s
+                .as_ref()
+                .map_or(link, |p| p.value.min(link)),
             _ => link,
         }
     }

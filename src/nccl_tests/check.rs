@@ -72,13 +72,17 @@ pub fn check(log: &Log, op: TestOp, ranks: Option<u64>) -> Result<Run> {
             }
         }
     }
-    let listed = (!log.ranks.is_empty()).then(|| log.ranks.len() as u64);
+    let listed = (!log.ranks.is_empty()).then_some(log.ranks.len() as u64);
     // The bus factor's ranks, from the row whose bandwidth is printed most precisely.
     let implied = log
         .rows
         .iter()
         .filter(|r| r.out_of_place.algbw_gb_s >= 1.0)
-        .max_by(|a, b| a.out_of_place.algbw_gb_s.total_cmp(&b.out_of_place.algbw_gb_s))
+        .max_by(|a, b| {
+            a.out_of_place
+                .algbw_gb_s
+                .total_cmp(&b.out_of_place.algbw_gb_s)
+        })
         .and_then(|r| {
             op.ranks_from_ratio(r.out_of_place.busbw_gb_s / r.out_of_place.algbw_gb_s)
                 .map(|n| (n, r.line))

@@ -154,7 +154,11 @@ pub fn verdict(rows: &[(u64, f64, f64)]) -> Verdict {
         median_abs_error: abs,
         sizes: judged.len(),
         threshold: t,
-        short_from_bytes: if standing == Standing::Short { from } else { None },
+        short_from_bytes: if standing == Standing::Short {
+            from
+        } else {
+            None
+        },
         text,
     }
 }
@@ -167,7 +171,11 @@ mod tests {
 
     #[test]
     fn a_curve_far_below_the_model_is_flagged_and_a_close_one_is_not() {
-        let healthy = [(16 * M, 300.0, 250.0), (64 * M, 450.0, 420.0), (1024 * M, 480.0, 470.0)];
+        let healthy = [
+            (16 * M, 300.0, 250.0),
+            (64 * M, 450.0, 420.0),
+            (1024 * M, 480.0, 470.0),
+        ];
         let v = verdict(&healthy);
         assert_eq!(v.standing, Standing::Healthy, "{}", v.text);
         let short = [
@@ -179,7 +187,11 @@ mod tests {
         let v = verdict(&short);
         assert_eq!(v.standing, Standing::Short);
         assert_eq!(v.short_from_bytes, Some(16 * M));
-        assert!(v.text.contains("below the model by 69%") && v.text.contains("from 16 MiB"), "{}", v.text);
+        assert!(
+            v.text.contains("below the model by 69%") && v.text.contains("from 16 MiB"),
+            "{}",
+            v.text
+        );
         let fast = [(64 * M, 100.0, 200.0)];
         assert_eq!(verdict(&fast).standing, Standing::Above);
         assert_eq!(verdict(&[(M, 1.0, 1.0)]).standing, Standing::NoVerdict);

@@ -23,8 +23,9 @@ use crate::config::limits::MAX_FIT_LINK_LOGS;
 use crate::config::Hardware;
 use crate::error::{Error, Result};
 
-/// Rows from this size up enter the fit (the Simple and NVLS regimes).
-pub const FIT_FROM_BYTES: u64 = 16 << 20;
+/// Rows from this size up enter the fit: the window the verdict judges
+/// ([`super::compare::VERDICT_FROM_BYTES`]), where the Simple and NVLS regimes hold.
+pub const FIT_FROM_BYTES: u64 = super::compare::VERDICT_FROM_BYTES;
 
 /// A group of figures fitted together (scaled by one factor).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -59,19 +60,26 @@ impl Param {
             ],
             Param::P2p => &["collective_library.p2p_bytes_per_s"],
             Param::Inter => &["inter_node.bytes_per_s_per_nic"],
-            Param::IntraLatency if lib => &["collective_library.protocols.simple.intra_step_latency_s"],
+            Param::IntraLatency if lib => {
+                &["collective_library.protocols.simple.intra_step_latency_s"]
+            }
             Param::IntraLatency => &["intra_node.p2p_latency_s"],
             Param::NvlsLatency => &["collective_library.nvls.latency_s"],
-            Param::InterLatency if lib => &["collective_library.protocols.simple.inter_step_latency_s"],
+            Param::InterLatency if lib => {
+                &["collective_library.protocols.simple.inter_step_latency_s"]
+            }
             Param::InterLatency => &["inter_node.latency_s"],
         }
     }
 
-    fn latency(self) -> Param {
+    /// The latency fitted with a bandwidth figure (none for the point-to-point rate: a
+    /// send/recv log's one step says little about a collective's step latency).
+    fn latency(self) -> Option<Param> {
         match self {
-            Param::Nvls => Param::NvlsLatency,
-            Param::Inter => Param::InterLatency,
-            _ => Param::IntraLatency,
+            Param::Nvls => Some(Param::NvlsLatency),
+            Param::Inter => Some(Param::InterLatency),
+            Param::Intra => Some(Param::IntraLatency),
+            _ => None,
         }
     }
 
@@ -188,7 +196,11 @@ fn busbw(hw: &Hardware, d: &Data, size: u64) -> f64 {
 
 fn loss(hw: &Hardware, data: &[&Data]) -> f64 {
     data.iter()
-        .flat_map(|d| d.rows.iter().map(move |&(s, m)| (busbw(hw, d, s) / m).ln().powi(2)))
+        .flat_map(|d| {
+            d.rows
+                .iter()
+                .map(move |&(s, m)| (busbw(hw, d, s) / m).ln().powi(2))
+        })
         .sum()
 }
 
@@ -308,7 +320,12 @@ fn load(s: &str, hw: &Hardware, notes: &mut Vec<String>) -> Result<Data> {
 
 /// Fits `base_name`'s link figures to the logs `specs` (`PATH` or `OP=PATH`) and writes the
 /// profile to `out` (refusing an existing file unless `force`).
-pub fn fit_links(specs: &[String], base_name: &str, out: &Path, force: bool) -> Result<LinkFitReport> {
+pub fn fit_links(
+    specs: &[String],
+    base_name: &str,
+    out: &Path,
+    force: bool,
+) -> Result<LinkFitReport> {
     crate::atomic::check_output_file(out)?;
     if out.exists() && !force {
         return Err(Error::Exists {
@@ -337,7 +354,11 @@ pub fn fit_links(specs: &[String], base_name: &str, out: &Path, force: bool) -> 
         let t0 = 1.0 / busbw(&base, d, d.largest);
         let mut best: Option<(f64, Param)> = None;
         for p in [Param::Intra, Param::Nvls, Param::P2p, Param::Inter] {
-            if !p.paths(lib).iter().any(|path| get(&base_json, path).is_some()) {
+            if !p
+                .paths(lib)
+                .iter()
+                .any(|path| get(&base_json, path).is_some())
+            {
                 continue;
             }
             let hw = scaled(&base_json, &[(p, 1.01)], lib)?;
@@ -366,16 +387,21 @@ pub fn fit_links(specs: &[String], base_name: &str, out: &Path, force: bool) -> 
     let mut factors: Vec<(Param, f64)> = Vec::new();
     for &p in &params {
         factors.push((p, 1.0));
-        let l = p.latency();
-        if !factors.iter().any(|f| f.0 == l) && l.paths(lib).iter().any(|path| get(&base_json, path).is_some()) {
-            factors.push((l, 1.0));
+        if let Some(l) = p.latency() {
+            if !factors.iter().any(|f| f.0 == l)
+                && l.paths(lib)
+                    .iter()
+                    .any(|path| get(&base_json, path).is_some())
+            {
+                factors.push((l, 1.0));
+            }
         }
     }
     // Which logs each factor is fitted on.
     let logs_of = |p: Param| -> Vec<&Data> {
         data.iter()
             .zip(&bound)
-            .filter(|(_, b)| **b == p || b.latency() == p)
+            .filter(|(_, b)| **b == p || b.latency() == Some(p))
             .map(|(d, _)| d)
             .collect()
     };
@@ -383,10 +409,18 @@ pub fn fit_links(specs: &[String], base_name: &str, out: &Path, force: bool) -> 
         for i in 0..factors.len() {
             let p = factors[i].0;
             let on = logs_of(p);
-            let (lo, hi) = if matches!(p, Param::IntraLatency | Param::NvlsLatency | Param::InterLatency) {
-                ((1e-3f64).ln(), (1e3f64).ln())
-            } else {
-                ((1.0 / 20.0f64).ln(), 20f64.ln())
+            let (lo, hi) = match p {
+                Param::IntraLatency | Param::NvlsLatency | Param::InterLatency => {
+                    ((1e-3f64).ln(), (1e3f64).ln())
+                }
+                // The point-to-point rate is capped by the link: above it nothing changes.
+                Param::P2p => {
+                    let p2p = get(&base_json, "collective_library.p2p_bytes_per_s").unwrap_or(1.0);
+                    let link =
+                        get(&base_json, "intra_node.bytes_per_s_per_direction").unwrap_or(p2p);
+                    ((1.0 / 20.0f64).ln(), (link / p2p).max(1.0).ln())
+                }
+                _ => ((1.0 / 20.0f64).ln(), 20f64.ln()),
             };
             let eval = |x: f64| -> f64 {
                 let mut f = factors.clone();
@@ -408,7 +442,9 @@ pub fn fit_links(specs: &[String], base_name: &str, out: &Path, force: bool) -> 
         let on = logs_of(p);
         let rows: usize = on.iter().map(|d| d.rows.len()).sum();
         let names: Vec<&str> = on.iter().map(|d| d.name.as_str()).collect();
-        let edge = if (f.ln().abs() - 20f64.ln()).abs() < 1e-3 || (f.ln().abs() - 1e3f64.ln()).abs() < 1e-3 {
+        let edge = if (f.ln().abs() - 20f64.ln()).abs() < 1e-3
+            || (f.ln().abs() - 1e3f64.ln()).abs() < 1e-3
+        {
             "; NOT determined by the data: the fit reached the edge of its range and is held there"
         } else {
             ""
@@ -437,9 +473,10 @@ pub fn fit_links(specs: &[String], base_name: &str, out: &Path, force: bool) -> 
             });
         }
     }
-    let name = out
-        .file_stem()
-        .map_or_else(|| format!("{base_name}-fitted"), |s| s.to_string_lossy().into_owned());
+    let name = out.file_stem().map_or_else(
+        || format!("{base_name}-fitted"),
+        |s| s.to_string_lossy().into_owned(),
+    );
     v["name"] = Value::from(name.clone());
     let fitted: Hardware = serde_json::from_value(v).map_err(|e| Error::Calibration {
         message: format!("fit-links: {e}"),

@@ -180,13 +180,15 @@ pub fn parse(text: &str, name: &str) -> Result<Log> {
         if log.rows.len() >= MAX_NCCL_LOG_ROWS {
             return Err(fail(
                 line_no,
-                format!(
-                    "more than {MAX_NCCL_LOG_ROWS} rows (an nccl-tests sweep has a few dozen)"
-                ),
+                format!("more than {MAX_NCCL_LOG_ROWS} rows (an nccl-tests sweep has a few dozen)"),
             ));
         }
         let row = parse_row(t, layout.map(|l| l.0)).map_err(|m| fail(line_no, m))?;
-        if let Some(prev) = log.rows.iter().find(|r| r.size_bytes == row.size_bytes && row.size_bytes > 0) {
+        if let Some(prev) = log
+            .rows
+            .iter()
+            .find(|r| r.size_bytes == row.size_bytes && row.size_bytes > 0)
+        {
             return Err(fail(
                 line_no,
                 format!(
@@ -204,8 +206,7 @@ pub fn parse(text: &str, name: &str) -> Result<Log> {
     if log.rows.is_empty() {
         return Err(Error::Parse {
             path: name.into(),
-            message: "no nccl-tests result rows (size, count, type, …, time, algbw, busbw)"
-                .into(),
+            message: "no nccl-tests result rows (size, count, type, …, time, algbw, busbw)".into(),
         });
     }
     Ok(log)
@@ -227,7 +228,8 @@ fn strip_prefixes(line: &str) -> &str {
             }
         }
         let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-        if digits > 0 && t[digits..].starts_with(": ") || (digits > 0 && &t[digits..] == ":") {
+        let rest = &t[digits..];
+        if digits > 0 && (rest.starts_with(": ") || rest == ":") {
             s = &t[digits + 1..];
             continue;
         }
@@ -238,9 +240,11 @@ fn strip_prefixes(line: &str) -> &str {
 /// The test a line names: a `*_perf` word (a command line, a `Collective test starting` line,
 /// a note about the run).
 fn test_name(line: &str) -> Option<TestOp> {
-    line.split(|c: char| c.is_whitespace() || c == '/' || c == ',' || c == '`' || c == '(' || c == ')')
-        .filter(|w| w.contains("_perf"))
-        .find_map(TestOp::parse)
+    line.split(|c: char| {
+        c.is_whitespace() || c == '/' || c == ',' || c == '`' || c == '(' || c == ')'
+    })
+    .filter(|w| w.contains("_perf"))
+    .find_map(TestOp::parse)
 }
 
 /// `Rank 0 Group 0 Pid 54740 on thanos device 0 [0x07] NVIDIA A100-SXM4-80GB` (rccl-tests has
@@ -281,7 +285,9 @@ fn number(tok: &str, what: &str) -> std::result::Result<f64, String> {
         .parse()
         .map_err(|_| format!("{what} '{tok}' is not a number"))?;
     if !v.is_finite() || v < 0.0 {
-        return Err(format!("{what} '{tok}' is not a finite non-negative number"));
+        return Err(format!(
+            "{what} '{tok}' is not a finite non-negative number"
+        ));
     }
     Ok(v)
 }
@@ -396,9 +402,18 @@ mod tests {
 
     #[test]
     fn prefixes_of_launchers_are_removed() {
-        assert_eq!(strip_prefixes("[1,0]<stdout>:    8  2 float"), "    8  2 float");
-        assert_eq!(strip_prefixes(" 0:      8388608  2097152"), "      8388608  2097152");
-        assert_eq!(strip_prefixes("           8  2 float"), "           8  2 float");
+        assert_eq!(
+            strip_prefixes("[1,0]<stdout>:    8  2 float"),
+            "    8  2 float"
+        );
+        assert_eq!(
+            strip_prefixes(" 0:      8388608  2097152"),
+            "      8388608  2097152"
+        );
+        assert_eq!(
+            strip_prefixes("           8  2 float"),
+            "           8  2 float"
+        );
     }
 
     #[test]

@@ -189,7 +189,10 @@ fn shape(req: &Request, run: Option<check::Run>) -> Result<(u64, u64, Vec<String
         (Some(g), Some(r)) if g * nodes != r => {
             return Err(Error::arg(
                 "--gpus",
-                format!("{g} per node on {nodes} node(s) is {} ranks, but the log has {r}", g * nodes),
+                format!(
+                    "{g} per node on {nodes} node(s) is {} ranks, but the log has {r}",
+                    g * nodes
+                ),
             ))
         }
         (Some(g), _) => g,
@@ -248,7 +251,9 @@ pub fn run(req: &Request) -> Result<Report> {
     let (dtype, elem_bytes) = parsed
         .as_ref()
         .and_then(|(l, _)| l.rows.first())
-        .map_or(("float".to_string(), 4), |r| (r.dtype.clone(), r.elem_bytes));
+        .map_or(("float".to_string(), 4), |r| {
+            (r.dtype.clone(), r.elem_bytes)
+        });
     let sizes: Vec<u64> = match (&req.sizes, &parsed) {
         (Some(s), _) => s.clone(),
         (None, Some((l, _))) => l
@@ -263,7 +268,11 @@ pub fn run(req: &Request) -> Result<Report> {
     for s in sizes {
         let mut row = predict(&hw, req.op, &group, s, &dtype, elem_bytes);
         if let Some((l, _)) = &parsed {
-            if let Some(m) = l.rows.iter().find(|r| r.size_bytes == row.size_bytes && r.size_bytes > 0) {
+            if let Some(m) = l
+                .rows
+                .iter()
+                .find(|r| r.size_bytes == row.size_bytes && r.size_bytes > 0)
+            {
                 let t = &m.out_of_place;
                 row.measured_time_us = Some(t.time_us);
                 row.measured_algbw_gb_s = Some(t.algbw_gb_s);
@@ -281,7 +290,11 @@ pub fn run(req: &Request) -> Result<Report> {
             .iter()
             .filter_map(|r| {
                 let e = r.busbw_error?;
-                Some((r.size_bytes, r.predicted_busbw_gb_s, r.predicted_busbw_gb_s / (1.0 + e)))
+                Some((
+                    r.size_bytes,
+                    r.predicted_busbw_gb_s,
+                    r.predicted_busbw_gb_s / (1.0 + e),
+                ))
             })
             .collect();
         compare::verdict(&pts)

@@ -65,9 +65,9 @@ impl TestOp {
     pub fn parse(s: &str) -> Option<TestOp> {
         let s = s.strip_suffix("_mpi").unwrap_or(s);
         let s = s.strip_suffix("_perf").unwrap_or(s);
-        TestOp::ALL
-            .into_iter()
-            .find(|o| o.id() == s || o.binary() == s || (s == "all_to_all" && *o == TestOp::AllToAll))
+        TestOp::ALL.into_iter().find(|o| {
+            o.id() == s || o.binary() == s || (s == "all_to_all" && *o == TestOp::AllToAll)
+        })
     }
 
     /// nccl-tests' bus-bandwidth factor over `n` ranks: 2(n−1)/n for all-reduce, (n−1)/n for
@@ -90,7 +90,8 @@ impl TestOp {
             TestOp::AllGather | TestOp::ReduceScatter | TestOp::AllToAll => 1.0 / (1.0 - ratio),
             _ => return None,
         };
-        (n.is_finite() && (1.0..=(1u64 << 20) as f64).contains(&n.round())).then(|| n.round() as u64)
+        (n.is_finite() && (1.0..=(1u64 << 20) as f64).contains(&n.round()))
+            .then(|| n.round() as u64)
     }
 
     /// Elements one rank passes for a table row of `size` bytes: the whole buffer, or one

@@ -79,7 +79,10 @@ mod tests {
     fn sizes_double_like_nccl_tests() {
         let v = parse_sizes("8..16g").unwrap();
         assert_eq!((v.len(), v[0], *v.last().unwrap()), (32, 8, 16 << 30));
-        assert_eq!(parse_sizes("1m,4M,2GiB").unwrap(), [1 << 20, 4 << 20, 2 << 30]);
+        assert_eq!(
+            parse_sizes("1m,4M,2GiB").unwrap(),
+            [1 << 20, 4 << 20, 2 << 30]
+        );
         assert!(parse_sizes("0").is_err());
         assert!(parse_sizes("16p").is_err());
         assert!(parse_sizes("1g..8").is_err());

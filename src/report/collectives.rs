@@ -28,7 +28,13 @@ fn title(r: &Report) -> String {
 pub fn collectives_table(r: &Report) -> String {
     let measured = r.log.is_some();
     let mut header = vec![
-        "size (B)", "count", "type", "algo/proto", "time (us)", "algbw", "busbw",
+        "size (B)",
+        "count",
+        "type",
+        "algo/proto",
+        "time (us)",
+        "algbw",
+        "busbw",
     ];
     if measured {
         header.extend(["meas time", "meas algbw", "meas busbw", "error"]);
@@ -112,7 +118,10 @@ pub fn collectives_csv(r: &Report) -> String {
 /// `calibrate --fit-links`: the fitted figures and each log's error before and after.
 pub fn link_fit_table(r: &LinkFitReport) -> String {
     let mut s = format!("wrote {} ({})\n\n", r.out, r.profile);
-    let mut t = Table::new(&["figure", "base", "fitted", "change"], &[false, true, true, true]);
+    let mut t = Table::new(
+        &["figure", "base", "fitted", "change"],
+        &[false, true, true, true],
+    );
     for f in &r.figures {
         t.row(vec![
             f.field.clone(),
@@ -124,7 +133,15 @@ pub fn link_fit_table(r: &LinkFitReport) -> String {
     s.push_str(&t.render());
     s.push('\n');
     let mut t = Table::new(
-        &["log", "op", "ranks", "bounded by", "rows", "error before", "error after"],
+        &[
+            "log",
+            "op",
+            "ranks",
+            "bounded by",
+            "rows",
+            "error before",
+            "error after",
+        ],
         &[false, false, true, false, true, true, true],
     );
     for l in &r.logs {
@@ -139,7 +156,9 @@ pub fn link_fit_table(r: &LinkFitReport) -> String {
         ]);
     }
     s.push_str(&t.render());
-    s.push_str("error: median |predicted/measured − 1| of busbw over the log's sizes from 64 MiB\n");
+    s.push_str(
+        "error: median |predicted/measured − 1| of busbw over the log's sizes from 64 MiB\n",
+    );
     for n in &r.notes {
         s.push_str(&format!("note: {n}\n"));
     }

@@ -16,8 +16,8 @@ mod table;
 mod timeline;
 
 pub use calibrate::{calibration_table, fit_table, gpu_check_table, kernels_table, unit_run_table};
-pub use collectives::{collectives_csv, collectives_table, link_fit_table};
 pub use claims::{claims_json, claims_markdown, claims_summary, write_claims};
+pub use collectives::{collectives_csv, collectives_table, link_fit_table};
 pub use columns::{csv, csv_header, csv_row, json_rows, table, Cell, Column, JsonRow};
 pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json, memory_table};
 pub use overlap::{overlap_json, overlap_table};

@@ -3,6 +3,7 @@
 mod analytic_vs_sim;
 mod calib;
 mod cli;
+mod collectives;
 mod commands;
 mod common;
 mod cuda_emu;

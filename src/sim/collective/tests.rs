@@ -1,5 +1,5 @@
-use crate::config::{CollectiveKind, CollectiveRule, Figure, Hardware, IntraNodeKind, Scope};
 use crate::config::Algorithm;
+use crate::config::{CollectiveKind, CollectiveRule, Figure, Hardware, IntraNodeKind, Scope};
 use crate::cost::CostModel;
 use crate::schedule::{CollectiveOp, Label, Pass, Stream, TaskGraph, Work};
 use crate::sim::{simulate, LinkModel, SimOptions};
@@ -58,7 +58,11 @@ fn ring_all_reduce_matches_the_ring_formula() {
     let (n, m) = (8u32, 1u64 << 30);
     let want = 2.0 * (n as f64 - 1.0) * (3e-6 + m as f64 / (n as f64 * 230e9));
     for model in [LinkModel::Ideal, LinkModel::MaxMin] {
-        close_ps(run(&hw, CollectiveOp::AllReduce, &range(n), m, model), want, 2 * 14);
+        close_ps(
+            run(&hw, CollectiveOp::AllReduce, &range(n), m, model),
+            want,
+            2 * 14,
+        );
     }
 }
 
@@ -83,7 +87,13 @@ fn a_ring_across_nodes_spreads_its_crossing_over_the_rails() {
     two.inter_node.nics_per_node = 2;
     let want = 28.0 * 3e-6 + 2.0 * 14e-6 + 30.0 * m as f64 / 16.0 / (2.0 * 24e9);
     close_ps(
-        run(&two, CollectiveOp::AllReduce, &range(16), m, LinkModel::MaxMin),
+        run(
+            &two,
+            CollectiveOp::AllReduce,
+            &range(16),
+            m,
+            LinkModel::MaxMin,
+        ),
         want,
         60,
     );
@@ -133,18 +143,48 @@ fn hand_derived_times_on_a_four_gpu_mesh_and_a_switch() {
         (true, vec![], ag, Algorithm::Ring, 3.0 * (a + q / l)),
         // All-to-all always may go direct: all three links at once, α + q/L.
         (true, vec![], a2a, Algorithm::Direct, a + q / l),
-        (true, only(Algorithm::Direct), ag, Algorithm::Direct, a + q / l),
+        (
+            true,
+            only(Algorithm::Direct),
+            ag,
+            Algorithm::Direct,
+            a + q / l,
+        ),
         // Broadcast on the mesh: direct sends M on the root's three links at once.
-        (true, only(Algorithm::Direct), bc, Algorithm::Direct, a + m as f64 / l),
+        (
+            true,
+            only(Algorithm::Direct),
+            bc,
+            Algorithm::Direct,
+            a + m as f64 / l,
+        ),
         // The ring chain: 3α + M/L; a binomial tree 2(α + M/L): the chain wins.
-        (true, only(Algorithm::Tree), bc, Algorithm::Ring, 3.0 * a + m as f64 / l),
+        (
+            true,
+            only(Algorithm::Tree),
+            bc,
+            Algorithm::Ring,
+            3.0 * a + m as f64 / l,
+        ),
         // Switch: ring all-gather 3 × (α + q/B); direct moves the same bytes through each port
         // (3q at B) with one α: the library picks it.
         (false, vec![], ag, Algorithm::Ring, 3.0 * (a + q / b)),
-        (false, only(Algorithm::Direct), ag, Algorithm::Direct, a + 3.0 * q / b),
+        (
+            false,
+            only(Algorithm::Direct),
+            ag,
+            Algorithm::Direct,
+            a + 3.0 * q / b,
+        ),
         (false, vec![], a2a, Algorithm::Direct, a + 3.0 * q / b),
         // Broadcast through a switch: chain 3α + M/B beats direct's α + 3M/B.
-        (false, only(Algorithm::Direct), bc, Algorithm::Ring, 3.0 * a + m as f64 / b),
+        (
+            false,
+            only(Algorithm::Direct),
+            bc,
+            Algorithm::Ring,
+            3.0 * a + m as f64 / b,
+        ),
     ];
     for (mesh, rules, op, alg, want) in cases {
         let hw = fabric(mesh, rules);
@@ -153,7 +193,11 @@ fn hand_derived_times_on_a_four_gpu_mesh_and_a_switch() {
         let plan = cost.collective_plan(op, &group, m);
         let what = format!("{} {op:?}", if mesh { "mesh" } else { "switch" });
         assert_eq!(plan.algorithm, alg, "{what}");
-        assert!((plan.time_s - want).abs() < 1e-12, "{what}: {} vs {want}", plan.time_s);
+        assert!(
+            (plan.time_s - want).abs() < 1e-12,
+            "{what}: {} vs {want}",
+            plan.time_s
+        );
         for model in [LinkModel::Ideal, LinkModel::MaxMin] {
             close_ps(run(&hw, op, &group, m, model), want, 8);
         }

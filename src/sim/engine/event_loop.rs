@@ -408,7 +408,10 @@ impl<'g> Engine<'g> {
                 route
                     .links()
                     .iter()
-                    .map(|&l| self.net.links()[l as usize].bytes_per_s / self.link_count[l as usize] as f64)
+                    .map(|&l| {
+                        self.net.links()[l as usize].bytes_per_s
+                            / self.link_count[l as usize] as f64
+                    })
                     .fold(f64::INFINITY, f64::min)
             } else {
                 f64::INFINITY
