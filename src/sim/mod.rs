@@ -28,6 +28,7 @@
 //! let mut hw = metp_sim::config::load_hardware("dgx-a100-80gb").unwrap();
 //! hw.intra_node.bytes_per_s_per_direction.value = 230e9;
 //! hw.intra_node.p2p_latency_s.value = 3e-6;
+//! hw.collective_library = None; // messages at the port's rate (no library send/recv rate)
 //! let label = Label { pass: Pass::Fwd, layer: Some(0), block: "attention", name: "kv",
 //!                     outer: None, step: None, micro_batch: 0 };
 //! let mut g = TaskGraph::new(2);
