@@ -99,6 +99,8 @@ pub(crate) struct Pricer<'a> {
     cp: u64,
     cp_path: PathFigures,
     sigma: f64,
+    /// Collective times already priced (a step prices the same collective once per layer).
+    collectives: std::cell::RefCell<std::collections::HashMap<(CollectiveOp, Vec<u32>, u64), f64>>,
 }
 
 impl<'a> Pricer<'a> {
@@ -116,6 +118,7 @@ impl<'a> Pricer<'a> {
             cp,
             cp_path: path_of(&cost, &cp_group),
             sigma: cost.overlap_slowdown(),
+            collectives: Default::default(),
         }
     }
 
@@ -148,7 +151,13 @@ impl<'a> Pricer<'a> {
 
     /// A collective over `devices` with the algorithm the profile picks.
     fn collective(&self, op: CollectiveOp, devices: &[u32], bytes: u64) -> f64 {
-        self.cost.collective_s(op, devices, bytes)
+        let key = (op, devices.to_vec(), bytes);
+        if let Some(&t) = self.collectives.borrow().get(&key) {
+            return t;
+        }
+        let t = self.cost.collective_s(op, devices, bytes);
+        self.collectives.borrow_mut().insert(key, t);
+        t
     }
 
     fn stages(&self, stages: &[Stage]) -> PartTimes {

@@ -54,8 +54,6 @@
 //! sharing gives these symmetric steps, and what the simulator gives an uncontended collective
 //! under either link model.
 
-use std::collections::HashMap;
-
 pub use super::pattern::{Intra, Pattern, Segments, Transfer};
 use super::route::LinkKey;
 use super::{CostModel, LinkClass};
@@ -278,13 +276,15 @@ pub fn step_s(
 /// Seconds a set of transfers started together takes with every link shared equally among
 /// those that cross it.
 pub fn transfers_s(cost: &CostModel, transfers: &[Transfer]) -> f64 {
-    let mut count: HashMap<LinkKey, u32> = HashMap::new();
+    // Links counted by sorting (a step has a few thousand at most): cheaper than hashing.
     let routes: Vec<_> = transfers.iter().map(|t| cost.route(t.src, t.dst)).collect();
-    for r in &routes {
-        for &l in r.links() {
-            *count.entry(l).or_insert(0) += 1;
-        }
-    }
+    let mut links: Vec<LinkKey> = routes.iter().flat_map(|r| r.links().iter().copied()).collect();
+    links.sort_unstable();
+    let count = |l: &LinkKey| {
+        let lo = links.partition_point(|x| x < l);
+        let hi = links.partition_point(|x| x <= l);
+        (hi - lo) as f64
+    };
     transfers
         .iter()
         .zip(&routes)
@@ -292,7 +292,7 @@ pub fn transfers_s(cost: &CostModel, transfers: &[Transfer]) -> f64 {
             let share = r
                 .links()
                 .iter()
-                .map(|&l| cost.capacity(l) / count[&l] as f64)
+                .map(|l| cost.capacity(*l) / count(l))
                 .fold(f64::INFINITY, f64::min);
             if share.is_finite() {
                 t.bytes / share

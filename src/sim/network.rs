@@ -170,6 +170,8 @@ pub struct Network {
     inter_latency_ps: SimTime,
     /// The profile, for the collective library's plans and point-to-point rate.
     hw: Hardware,
+    /// Plans already made (a step runs the same collective once per layer and micro-batch).
+    plans: std::cell::RefCell<std::collections::HashMap<(CollectiveOp, Vec<DeviceId>, u64), Plan>>,
 }
 
 impl Network {
@@ -263,6 +265,7 @@ impl Network {
             intra_latency_ps: secs_to_ps(cost.p2p_latency_s(LinkClass::IntraNode)),
             inter_latency_ps: secs_to_ps(cost.p2p_latency_s(LinkClass::InterNode)),
             hw: hw.clone(),
+            plans: Default::default(),
         }
     }
 
@@ -354,7 +357,13 @@ impl Network {
     /// The plan the collective library runs for `op` over `group` with a buffer of `bytes`
     /// (the cost model's: [`CostModel::collective_plan`]).
     pub fn plan(&self, op: CollectiveOp, group: &[DeviceId], bytes: u64) -> Plan {
-        CostModel::new(&self.hw).collective_plan(op, group, bytes)
+        let key = (op, group.to_vec(), bytes);
+        if let Some(p) = self.plans.borrow().get(&key) {
+            return p.clone();
+        }
+        let p = CostModel::new(&self.hw).collective_plan(op, group, bytes);
+        self.plans.borrow_mut().insert(key, p.clone());
+        p
     }
 
     /// Bytes a point-to-point message of `bytes` from `src` to `dst` puts on its links: more
