@@ -100,7 +100,8 @@ pub(crate) struct Pricer<'a> {
     cp_path: PathFigures,
     sigma: f64,
     /// Collective times already priced (a step prices the same collective once per layer).
-    collectives: std::cell::RefCell<std::collections::HashMap<(CollectiveOp, Vec<u32>, u64), f64>>,
+    collectives:
+        std::cell::RefCell<std::collections::HashMap<crate::cost::collective::CollectiveKey, f64>>,
 }
 
 impl<'a> Pricer<'a> {

@@ -171,7 +171,8 @@ pub struct Network {
     /// The profile, for the collective library's plans and point-to-point rate.
     hw: Hardware,
     /// Plans already made (a step runs the same collective once per layer and micro-batch).
-    plans: std::cell::RefCell<std::collections::HashMap<(CollectiveOp, Vec<DeviceId>, u64), Plan>>,
+    plans:
+        std::cell::RefCell<std::collections::HashMap<crate::cost::collective::CollectiveKey, Plan>>,
 }
 
 impl Network {
