@@ -40,7 +40,9 @@ use crate::schedule::{CollectiveOp, DeviceId};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LinkModel {
-    /// No contention: every flow moves at the bandwidth of the narrowest link on its route.
+    /// No contention between operations: every flow moves at the bandwidth of the narrowest
+    /// link on its route, at most its equal share of the links it has in common with the other
+    /// flows of its own collective step (a step is never faster than its busiest link).
     Ideal,
     /// Max-min fair sharing of every link among the flows crossing it.
     MaxMin,
