@@ -5,20 +5,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::figure::Figure;
 use super::kernel_model::KernelModel;
 use super::library::CollectiveLibrary;
 use super::topology::{tree_runs, Algorithm, CollectiveRule, Spine, Wiring};
 use crate::error::{Error, Result};
-
-/// A number with the place it comes from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Figure {
-    /// The number, in the unit the field name carries.
-    pub value: f64,
-    /// Datasheet, paper, measurement or derivation.
-    pub source: String,
-}
 
 /// The GPU of a node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -558,7 +549,10 @@ impl Hardware {
     pub fn library(&self) -> std::borrow::Cow<'_, CollectiveLibrary> {
         match &self.collective_library {
             Some(l) => std::borrow::Cow::Borrowed(l),
-            None => std::borrow::Cow::Owned(CollectiveLibrary::fallback(self)),
+            None => std::borrow::Cow::Owned(CollectiveLibrary::fallback(
+                &self.intra_node.p2p_latency_s,
+                &self.inter_node.latency_s,
+            )),
         }
     }
 

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::hardware::{Figure, Hardware};
+use super::figure::Figure;
 
 /// The three protocols of NCCL (and RCCL): small messages go LL (8-byte stores with a flag,
 /// half the bandwidth, the lowest latency), mid-size LL128, large Simple.
@@ -106,16 +106,17 @@ pub struct CollectiveLibrary {
 
 impl CollectiveLibrary {
     /// The pricing of a profile without the section: one protocol (reported as Simple) whose
-    /// per-step latency is the point-to-point latency of the link class, at the full bandwidth.
-    pub fn fallback(hw: &Hardware) -> CollectiveLibrary {
+    /// per-step latency is the profile's point-to-point latency of the link class
+    /// (`intra_node.p2p_latency_s`, `inter_node.latency_s`), at the full bandwidth.
+    pub fn fallback(intra_latency_s: &Figure, inter_latency_s: &Figure) -> CollectiveLibrary {
         let fig = |v: f64, s: &str| Figure {
             value: v,
             source: s.to_string(),
         };
         let simple = ProtocolFigures {
             base_latency_s: fig(0.0, "no collective_library in the profile"),
-            intra_step_latency_s: hw.intra_node.p2p_latency_s.clone(),
-            inter_step_latency_s: hw.inter_node.latency_s.clone(),
+            intra_step_latency_s: intra_latency_s.clone(),
+            inter_step_latency_s: inter_latency_s.clone(),
             bandwidth_fraction: fig(1.0, "no collective_library in the profile"),
         };
         CollectiveLibrary {

@@ -18,8 +18,8 @@
 //!   says what each step moves ([`pattern`]) over which links ([`route`]) and what it costs.
 //!
 //! Input: a [`Hardware`] profile. Used by the simulator and the analytic model alike, so both
-//! price the same work identically. Depends on `config` and `schedule`'s kernel shapes (plain
-//! data); never on calibration.
+//! price the same work identically. Depends on `config`, `schedule`'s kernel shapes (plain
+//! data) and `error`; never on calibration (`backend`, `fitting`, `calibrate`).
 
 pub mod attention;
 pub mod collective;

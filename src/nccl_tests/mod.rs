@@ -8,10 +8,10 @@
 //! - [`compare`]: predicted against measured, and the shortfall verdict;
 //! - [`fit`]: a profile's link figures fitted to logs (`calibrate --fit-links`).
 //!
-//! Predictions are the cost model's collective plans (`cost::collective`: the library's choice
-//! of algorithm and protocol, the same plans the simulator runs). Depends on `config`, `cost`,
-//! `schedule` (operation names), `atomic` (writing a fitted profile) and `error`; nothing in
-//! the model depends on it.
+//! Predictions are the cost model's collective plans (the library's choice of algorithm and
+//! protocol, the same plans the simulator runs). Depends on `config`, `cost`, `schedule`
+//! (operation names), `atomic` (writing a fitted profile) and `error`; never on `sim`,
+//! `calibrate`, `report` or `cli` (nothing in the model depends on it).
 
 pub mod check;
 pub mod compare;
