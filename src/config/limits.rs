@@ -130,6 +130,11 @@ pub const MAX_NCCL_LOG_ROWS: usize = 4096;
 pub const MAX_NCCL_SIZE_BYTES: u64 = 1 << 44;
 /// Most sizes one `collectives --sizes` spec expands to.
 pub const MAX_COLLECTIVE_SIZES: usize = 256;
+/// Most ranks of one `collectives` table: a ring's step is priced transfer by transfer.
+pub const MAX_COLLECTIVE_RANKS: u64 = 1 << 16;
+/// Most ranks of a `collectives` table whose operation may run as an exchange between every
+/// pair of ranks (all-to-all, or a profile with a direct rule across nodes): n² transfers.
+pub const MAX_COLLECTIVE_PAIR_RANKS: u64 = 1 << 9;
 /// Most nccl-tests logs one `calibrate --fit-links` takes.
 pub const MAX_FIT_LINK_LOGS: usize = 64;
 
@@ -291,6 +296,14 @@ pub fn table() -> Vec<Limit> {
             ),
             why: "a published sweep is a few KB and a few dozen rows; a second table or a size twice is refused (one test's output per file)",
             commands: &["collectives", "calibrate"],
+        },
+        Limit {
+            what: "collective ranks (collectives --nodes × --gpus)",
+            value: format!(
+                "{MAX_COLLECTIVE_RANKS}; {MAX_COLLECTIVE_PAIR_RANKS} for all-to-all and direct rules across nodes"
+            ),
+            why: "each step is priced transfer by transfer: n transfers for a ring, n² for an exchange between every pair",
+            commands: &["collectives"],
         },
         Limit {
             what: "collective sizes (collectives --sizes, log rows)",

@@ -229,6 +229,38 @@ fn shape(req: &Request, run: Option<check::Run>) -> Result<(u64, u64, Vec<String
     Ok((nodes, gpus, notes))
 }
 
+/// Refuses a table whose steps would take too long to price: [`MAX_COLLECTIVE_RANKS`] ranks, or
+/// [`MAX_COLLECTIVE_PAIR_RANKS`] when the operation may exchange between every pair of ranks.
+fn check_ranks(hw: &Hardware, op: TestOp, ranks: u64) -> Result<()> {
+    use crate::config::limits::{MAX_COLLECTIVE_PAIR_RANKS, MAX_COLLECTIVE_RANKS};
+    use crate::config::{Algorithm, Scope};
+    let pairs = op == TestOp::AllToAll
+        || hw
+            .collectives
+            .iter()
+            .any(|r| r.algorithm == Algorithm::Direct && r.scope != Scope::Intra);
+    let max = if pairs {
+        MAX_COLLECTIVE_PAIR_RANKS
+    } else {
+        MAX_COLLECTIVE_RANKS
+    };
+    if ranks > max {
+        return Err(Error::arg(
+            "--nodes",
+            format!(
+                "{ranks} ranks: a {} table is priced for at most {max} ranks{} (config::limits)",
+                op.id(),
+                if pairs {
+                    " (every pair of ranks exchanges)"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// `collectives`: nccl-tests' table predicted on the profile, compared with a log when given.
 pub fn run(req: &Request) -> Result<Report> {
     let parsed = match &req.compare {
@@ -246,6 +278,7 @@ pub fn run(req: &Request) -> Result<Report> {
     let (nodes, gpus, mut notes) = shape(req, parsed.as_ref().map(|p| p.1))?;
     let mut hw = req.hardware.clone();
     hw.set_nodes(nodes)?;
+    check_ranks(&hw, req.op, nodes * gpus)?;
     let group = group(&hw, nodes, gpus);
     let ranks = group.len() as u64;
     let (dtype, elem_bytes) = parsed
