@@ -20,7 +20,8 @@
 #      ring steps at METP's message sizes, all-gather / reduce-scatter at TP-SP's sizes, and the
 #      kernels of every GPU (rank 0: the same set as gpu-kernels.py) into dist-measurements.json,
 #      dist-gemm-per-gpu.json and nccl-tests-style logs; `calibrate --fit` then fits a profile
-#      (links included) from it: profile-dist.json;
+#      (links included) from it: profile-dist.json, and `calibrate --fit-links` the link
+#      figures from the logs: profile-dist-links.json;
 #   5. calibrates: `calibrate --backend cuda` measures the kernel grid into
 #      <profile>.measurements.json, writes a profile, runs METP and TP, attention and MLP, forward
 #      and backward, at LLaMA-2 7B/13B layer sizes, within a time budget sized to what is left;
@@ -305,6 +306,16 @@ dist() {
             --out "$OUT/profile-dist.json" --force
     else
         say "fit-dist: skipped (no dist-measurements.json)"
+    fi
+    # The same collectives as nccl-tests logs: the link figures --fit-links fits from them.
+    local logs=()
+    for op in sendrecv all_gather reduce_scatter; do
+        [ -s "$OUT/nccl-tests-$op.log" ] && logs+=("$OUT/nccl-tests-$op.log")
+    done
+    if ((${#logs[@]})); then
+        SAVED_FAILED=$FAILED
+        optional fit-links 20 "$BIN" calibrate --fit-links "${logs[@]}" --base hgx-h200 \
+            --out "$OUT/profile-dist-links.json" --force
     fi
 }
 

@@ -225,7 +225,7 @@ def nccl_tests_log(raw, op):
     rows = raw[op]
     lines = [
         f"# metp-sim scripts/gpu-dist.py: {op} measured with torch.distributed "
-        f"({raw['backend']}, {raw['software']}), printed as nccl-tests prints it "
+        f"({raw['backend']}, {raw['software']}), printed as nccl-tests' {op}_perf prints it "
         "(time: the slowest rank's wall time per call; out-of-place only; not checked: #wrong N/A)",
         f"# nThread 1 nGpus 1 minBytes {rows[0]['bytes'] if rows else 0} "
         f"maxBytes {rows[-1]['bytes'] if rows else 0} step: METP/TP sizes warmup iters: 2 "

@@ -280,6 +280,40 @@ fn the_dist_outputs_are_a_measurement_file_calibrate_fits() {
     }
     assert!(log.contains("# Avg bus bandwidth"));
 
+    // The logs are what `collectives --compare` and `calibrate --fit-links` read: the link
+    // fitted from them is the one the data was made with.
+    let logs: Vec<_> = ["sendrecv", "all_gather", "reduce_scatter"]
+        .iter()
+        .map(|op| out.join(format!("nccl-tests-{op}.log")))
+        .collect();
+    for (log, op) in logs
+        .iter()
+        .zip(["sendrecv", "all-gather", "reduce-scatter"])
+    {
+        let o = Command::new(env!("CARGO_BIN_EXE_metp-sim"))
+            .args(["collectives", "--hw", "hgx-h200", "--op", op, "--compare"])
+            .arg(log)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{op}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let links = dir.path().join("links.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_metp-sim"))
+        .args(["calibrate", "--fit-links"])
+        .args(&logs)
+        .args(["--base", "hgx-h200", "--out"])
+        .arg(&links)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let hw = metp_sim::config::load_hardware(links.to_str().unwrap()).unwrap();
+    let b = hw.intra_node.bytes_per_s_per_direction.value;
+    assert!((b / B_PER_S - 1.0).abs() < 0.02, "--fit-links: B = {b:e}");
+
     // A raw file that is not one: one line, exit 1.
     std::fs::write(&raw, "{\"ranks\": 8}").unwrap();
     let o = Command::new(&py)

@@ -191,6 +191,10 @@ fn gpu_check_with_eight_gpus_measures_with_torchrun_and_fits_it() {
     );
     assert!(calls.contains(&fit), "{calls}");
     assert!(
+        calls.contains("calibrate --fit-links") && calls.contains("nccl-tests-sendrecv.log"),
+        "{calls}"
+    );
+    assert!(
         calls.contains("calibrate --backend cuda --devices 8"),
         "{calls}"
     );
