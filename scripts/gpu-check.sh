@@ -44,8 +44,8 @@
 # CUDA measurements, fit part), then the table and the packing. Outputs go to $OUT if set, else
 # reports/gpu/<gpu>-<date>/units/.
 #
-# GPU_CHECK_ONLY=dist (about 2 minutes, METP_SIM_BIN for the fit; --gpus N, N >= 2): steps
-# 1-3, the torchrun measurement and its fit, nothing else.
+# GPU_CHECK_ONLY=dist (at most 150 s for torchrun plus the fits, METP_SIM_BIN for them;
+# --gpus N, N >= 2): steps 1-3, the torchrun measurement and its fits, nothing else.
 #
 # Usage: scripts/gpu-check.sh [--gpus N]. --gpus N (default 1) uses the first N GPUs: with
 # N >= 2 the torchrun measurement runs (step 5a) and the units and `calibrate` run on N devices
@@ -321,7 +321,9 @@ dist() {
 
 # ---- GPU_CHECK_ONLY=dist: the torchrun measurement and its fit, nothing else ------------------
 if [ "$ONLY" = dist ]; then
-    dist $(($(left) - 10))
+    DL=$(($(left) - 40))
+    ((DL > 150)) && DL=150
+    dist "$DL"
     say "done in $((SECONDS - START))s; results in $OUT"
     pack
     exit "$FAILED"
