@@ -335,6 +335,7 @@ impl Backend for CudaBackend {
                 DevMat::new(v.ptr(), w),
                 DevMat::new(acc.ptr(), w),
                 lse.ptr(),
+                1,
             )
         };
         match pass {
@@ -372,6 +373,7 @@ impl Backend for CudaBackend {
                         DevMat::new(dq.ptr(), w),
                         DevMat::new(dk.ptr(), w),
                         DevMat::new(dv.ptr(), w),
+                        1,
                     )
                 })
             }

@@ -40,6 +40,20 @@ fn int(what: &str, x: usize) -> Result<i32> {
     i32::try_from(x).map_err(|_| gpu_err(what, format!("{x} exceeds 32 bits")))
 }
 
+/// `rep` as the kernels take it: at least 1 and dividing the query heads.
+fn heads_per_kv(g: &AttnCall, rep: usize) -> Result<i32> {
+    if rep == 0 || !g.heads.is_multiple_of(rep) {
+        return Err(gpu_err(
+            "fused attention",
+            format!(
+                "{} query heads do not share K/V heads {rep} by {rep}",
+                g.heads
+            ),
+        ));
+    }
+    int("query heads per K/V head", rep)
+}
+
 impl Gpu {
     fn launch1(
         &self,
@@ -205,7 +219,9 @@ fn check_flash(g: &AttnCall, mats: &[(&str, DevMat)]) -> Result<()> {
 }
 
 impl Gpu {
-    /// Fused attention forward, merged into the running (acc, lse): see flash_fwd.cu.
+    /// Fused attention forward, merged into the running (acc, lse): see flash_fwd.cu. `rep`
+    /// query heads share each K/V head of k and v (grouped-query attention; 1 without).
+    #[allow(clippy::too_many_arguments)]
     pub fn flash_fwd(
         &self,
         g: &AttnCall,
@@ -214,6 +230,7 @@ impl Gpu {
         v: DevMat,
         acc: DevMat,
         lse: u64,
+        rep: usize,
     ) -> Result<()> {
         check_flash(g, &[("Q", q), ("K", k), ("V", v)])?;
         if g.q_tokens == 0 || g.kv_tokens == 0 {
@@ -232,6 +249,7 @@ impl Gpu {
             int("keys", g.kv_tokens)?,
         );
         let (scale, causal) = (softmax_scale(g), i32::from(g.causal));
+        let rep = heads_per_kv(g, rep)?;
         let mut l = self.compute.launch_builder(f);
         l.arg(&q.ptr)
             .arg(&k.ptr)
@@ -246,7 +264,8 @@ impl Gpu {
             .arg(&nq)
             .arg(&nkv)
             .arg(&scale)
-            .arg(&causal);
+            .arg(&causal)
+            .arg(&rep);
         let cfg = LaunchConfig {
             grid_dim: (
                 g.q_tokens.div_ceil(sources::FLASH_TILE) as u32,
@@ -257,13 +276,15 @@ impl Gpu {
             shared_mem_bytes: sources::flash_fwd_smem_bytes(g.head_dim) as u32,
         };
         // SAFETY: the argument list matches flash_fwd_d64/d128 (pointers as u64, strides as
-        // i64, then i32 heads/nq/nkv, f32 scale, i32 causal); the callers' buffers hold
-        // batch·nq (q, acc, lse) and batch·nkv (k, v) rows of their strides.
+        // i64, then i32 heads/nq/nkv, f32 scale, i32 causal, i32 rep); the callers' buffers
+        // hold batch·nq (q, acc, lse) and batch·nkv (k, v) rows of their strides, k and v
+        // heads/rep heads of d columns.
         launched("fused attention forward", unsafe { l.launch(cfg) })
     }
 
-    /// Fused attention backward, accumulating into dq (atomics), dk and dv (fp32): see
-    /// flash_bwd.cu. `delta` = rowsum(dO ∘ O) from [`Gpu::attn_delta`].
+    /// Fused attention backward, accumulating into dq (atomics), dk and dv (fp32; atomics when
+    /// `rep` > 1 query heads share a K/V head): see flash_bwd.cu. `delta` = rowsum(dO ∘ O)
+    /// from [`Gpu::attn_delta`].
     #[allow(clippy::too_many_arguments)]
     pub fn flash_bwd(
         &self,
@@ -277,6 +298,7 @@ impl Gpu {
         dq: DevMat,
         dk: DevMat,
         dv: DevMat,
+        rep: usize,
     ) -> Result<()> {
         check_flash(g, &[("Q", q), ("K", k), ("V", v), ("dO", dout)])?;
         if g.q_tokens == 0 || g.kv_tokens == 0 {
@@ -295,6 +317,7 @@ impl Gpu {
             int("keys", g.kv_tokens)?,
         );
         let (scale, causal) = (softmax_scale(g), i32::from(g.causal));
+        let rep = heads_per_kv(g, rep)?;
         let mut l = self.compute.launch_builder(f);
         l.arg(&q.ptr)
             .arg(&k.ptr)
@@ -316,7 +339,8 @@ impl Gpu {
             .arg(&nq)
             .arg(&nkv)
             .arg(&scale)
-            .arg(&causal);
+            .arg(&causal)
+            .arg(&rep);
         let cfg = LaunchConfig {
             grid_dim: (
                 g.kv_tokens.div_ceil(sources::FLASH_TILE) as u32,

@@ -116,6 +116,7 @@ pub fn flash_selftest(call: AttnCall, seed: u64) -> Result<FlashCheck> {
         DevMat::new(vd.ptr, w),
         DevMat::new(acc.ptr, w),
         lse.ptr,
+        1,
     )?;
     let o32 = download_f32(&acc, b * nq * w)?;
     let l32 = download_f32(&lse, b * nq * hs)?;
@@ -144,6 +145,7 @@ pub fn flash_selftest(call: AttnCall, seed: u64) -> Result<FlashCheck> {
         DevMat::new(dq.ptr, w),
         DevMat::new(dk.ptr, w),
         DevMat::new(dv.ptr, w),
+        1,
     )?;
     let (gq, gk, gv) = (
         download_f32(&dq, b * nq * w)?,

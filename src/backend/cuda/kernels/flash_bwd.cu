@@ -10,9 +10,11 @@
 // D = rowsum(dO ∘ O) comes from the attn_delta pre-pass. All products on bf16 tensor cores
 // with fp32 accumulation; the accumulator registers of Pᵀ and dSᵀ are reused as A operands.
 //
-// Outputs accumulate: dq += (atomics), dk +=, dv += (each CTA owns its keys) — METP's fp32
-// dQ accumulator and traveling dK/dV accumulators. Layouts as flash_fwd.cu; lse and delta are
-// [b·nq + i][heads]; dq/dk/dv fp32 with row strides lddq/lddk/lddv, head h at column h·D.
+// Outputs accumulate: dq += (atomics), dk +=, dv += (each CTA owns its keys; with rep > 1 the
+// rep query heads of a K/V head add into it with fp32 atomics) — METP's fp32 dQ accumulator and
+// traveling dK/dV accumulators. Layouts as flash_fwd.cu (K/V head h/rep); lse and delta are
+// [b·nq + i][heads]; dq fp32 with row stride lddq, head h at column h·D; dk/dv fp32 with row
+// strides lddk/lddv, K/V head h/rep at column (h/rep)·D.
 
 #define FB_BK 64
 #define FB_PAD 8
@@ -24,7 +26,7 @@ __device__ __forceinline__ void flash_bwd_body(
     const bf16_t* __restrict__ dout, long long ldq, long long ldk, long long ldv, long long lddo,
     const float* __restrict__ lse, const float* __restrict__ delta, float* dq, float* dk,
     float* dv, long long lddq, long long lddk, long long lddv, int heads, int nq, int nkv,
-    float scale, int causal) {
+    float scale, int causal, int rep) {
     METP_DYN_SMEM(smem);
     const int KS = D + FB_PAD;   // Ks, Vs, Qs, dOs row stride
     const int KTS = FB_BK + FB_PAD;  // Kt row stride
@@ -51,14 +53,15 @@ __device__ __forceinline__ void flash_bwd_body(
     const int wk = warp * 16;  // this warp's first key within the tile
 
     const bf16_t* qb = q + (long long)beta * nq * ldq + hd * D;
-    const bf16_t* kb = k + (long long)beta * nkv * ldk + hd * D;
-    const bf16_t* vb = v + (long long)beta * nkv * ldv + hd * D;
+    const int kvh = hd / rep;
+    const bf16_t* kb = k + (long long)beta * nkv * ldk + kvh * D;
+    const bf16_t* vb = v + (long long)beta * nkv * ldv + kvh * D;
     const bf16_t* ob = dout + (long long)beta * nq * lddo + hd * D;
     const float* lb = lse + (long long)beta * nq * heads + hd;
     const float* db = delta + (long long)beta * nq * heads + hd;
     float* dqb = dq + (long long)beta * nq * lddq + hd * D;
-    float* dkb = dk + (long long)beta * nkv * lddk + hd * D;
-    float* dvb = dv + (long long)beta * nkv * lddv + hd * D;
+    float* dkb = dk + (long long)beta * nkv * lddk + kvh * D;
+    float* dvb = dv + (long long)beta * nkv * lddv + kvh * D;
 
     // K (both layouts) and V of the tile, once.
     for (int idx = threadIdx.x; idx < FB_BK * D / 8; idx += FB_THREADS) {
@@ -236,9 +239,12 @@ __device__ __forceinline__ void flash_bwd_body(
         for (int e = 0; e < 4; e++) {
             const int j = k0 + wk + g + 8 * (e >> 1);
             const int col = nd * 8 + 2 * t + (e & 1);
-            if (j < nkv) {
+            if (j < nkv && rep == 1) {
                 dkb[(long long)j * lddk + col] += dka[nd][e] * scale;
                 dvb[(long long)j * lddv + col] += dva[nd][e];
+            } else if (j < nkv) {
+                atomicAdd(dkb + (long long)j * lddk + col, dka[nd][e] * scale);
+                atomicAdd(dvb + (long long)j * lddv + col, dva[nd][e]);
             }
         }
     }
@@ -255,9 +261,9 @@ extern "C" __global__ void __launch_bounds__(FB_THREADS)
                   long long ldq, long long ldk, long long ldv, long long lddo, const float* lse,
                   const float* delta, float* dq, float* dk, float* dv, long long lddq,
                   long long lddk, long long lddv, int heads, int nq, int nkv, float scale,
-                  int causal) {
+                  int causal, int rep) {
     flash_bwd_body<64, 64>(q, k, v, dout, ldq, ldk, ldv, lddo, lse, delta, dq, dk, dv, lddq, lddk,
-                           lddv, heads, nq, nkv, scale, causal);
+                           lddv, heads, nq, nkv, scale, causal, rep);
 }
 
 extern "C" __global__ void __launch_bounds__(FB_THREADS)
@@ -265,7 +271,7 @@ extern "C" __global__ void __launch_bounds__(FB_THREADS)
                    long long ldq, long long ldk, long long ldv, long long lddo, const float* lse,
                    const float* delta, float* dq, float* dk, float* dv, long long lddq,
                    long long lddk, long long lddv, int heads, int nq, int nkv, float scale,
-                   int causal) {
+                   int causal, int rep) {
     flash_bwd_body<128, 32>(q, k, v, dout, ldq, ldk, ldv, lddo, lse, delta, dq, dk, dv, lddq,
-                            lddk, lddv, heads, nq, nkv, scale, causal);
+                            lddk, lddv, heads, nq, nkv, scale, causal, rep);
 }

@@ -15,7 +15,9 @@
 // block is left as it was.
 //
 // Layouts: q/k/v rows of sample b start at b·tokens (row strides ldq/ldk/ldv, elements);
-// head h at column h·D. acc: row stride lda, head h at column h·D; lse: [b·nq + i][heads].
+// query head h at column h·D of q, its K/V head h/rep at column (h/rep)·D of k and v (rep
+// query heads share a K/V head: grouped-query attention; rep = 1 without). acc: row stride
+// lda, head h at column h·D; lse: [b·nq + i][heads].
 // Causal: key j is visible to query i iff j ≤ i + nkv − nq (bottom-right aligned).
 // Requirements (checked by the host): row strides multiples of 8 elements, base pointers 16-byte
 // aligned.
@@ -31,7 +33,7 @@ __device__ __forceinline__ void flash_fwd_body(const bf16_t* __restrict__ q,
                                                const bf16_t* __restrict__ v, long long ldq,
                                                long long ldk, long long ldv, float* acc,
                                                long long lda, float* lse, int heads, int nq,
-                                               int nkv, float scale, int causal) {
+                                               int nkv, float scale, int causal, int rep) {
     METP_DYN_SMEM(smem);
     const int KS = D + FA_PAD;      // Ks row stride
     const int VS = FA_BC + FA_PAD;  // Vt row stride
@@ -47,8 +49,8 @@ __device__ __forceinline__ void flash_fwd_body(const bf16_t* __restrict__ q,
     const int r0 = tile * FA_BR + warp * 16 + g, r1 = r0 + 8;
 
     const bf16_t* qb = q + (long long)beta * nq * ldq + hd * D;
-    const bf16_t* kb = k + (long long)beta * nkv * ldk + hd * D;
-    const bf16_t* vb = v + (long long)beta * nkv * ldv + hd * D;
+    const bf16_t* kb = k + (long long)beta * nkv * ldk + (hd / rep) * D;
+    const bf16_t* vb = v + (long long)beta * nkv * ldv + (hd / rep) * D;
     float* ab = acc + (long long)beta * nq * lda + hd * D;
     float* lb = lse + (long long)beta * nq * heads + hd;
 
@@ -202,13 +204,13 @@ __device__ __forceinline__ void flash_fwd_body(const bf16_t* __restrict__ q,
 extern "C" __global__ void __launch_bounds__(FA_THREADS)
     flash_fwd_d64(const bf16_t* q, const bf16_t* k, const bf16_t* v, long long ldq, long long ldk,
                   long long ldv, float* acc, long long lda, float* lse, int heads, int nq, int nkv,
-                  float scale, int causal) {
-    flash_fwd_body<64>(q, k, v, ldq, ldk, ldv, acc, lda, lse, heads, nq, nkv, scale, causal);
+                  float scale, int causal, int rep) {
+    flash_fwd_body<64>(q, k, v, ldq, ldk, ldv, acc, lda, lse, heads, nq, nkv, scale, causal, rep);
 }
 
 extern "C" __global__ void __launch_bounds__(FA_THREADS)
     flash_fwd_d128(const bf16_t* q, const bf16_t* k, const bf16_t* v, long long ldq, long long ldk,
                    long long ldv, float* acc, long long lda, float* lse, int heads, int nq, int nkv,
-                   float scale, int causal) {
-    flash_fwd_body<128>(q, k, v, ldq, ldk, ldv, acc, lda, lse, heads, nq, nkv, scale, causal);
+                   float scale, int causal, int rep) {
+    flash_fwd_body<128>(q, k, v, ldq, ldk, ldv, acc, lda, lse, heads, nq, nkv, scale, causal, rep);
 }

@@ -37,7 +37,15 @@ pub(super) fn block_fwd(
     let gpu = w.gpu(i);
     let hg = g.heads * g.head_dim;
     if fused {
-        return gpu.flash_fwd(g, io.q, io.k, io.v, DevMat::new(acc.ptr(), hg), lse.ptr());
+        return gpu.flash_fwd(
+            g,
+            io.q,
+            io.k,
+            io.v,
+            DevMat::new(acc.ptr(), hg),
+            lse.ptr(),
+            1,
+        );
     }
     let (b, ag, nq, nkv, d) = (g.batch, g.heads, g.q_tokens, g.kv_tokens, g.head_dim);
     let blk = nq * nkv;
@@ -110,7 +118,7 @@ pub(super) fn block_bwd(
     let gpu = w.gpu(i);
     if fused {
         return gpu.flash_bwd(
-            g, io.q, io.k, io.v, x.dout, x.lse, x.delta, x.dq, x.dk, x.dv,
+            g, io.q, io.k, io.v, x.dout, x.lse, x.delta, x.dq, x.dk, x.dv, 1,
         );
     }
     let (b, ag, nq, nkv, d) = (g.batch, g.heads, g.q_tokens, g.kv_tokens, g.head_dim);
