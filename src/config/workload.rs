@@ -325,11 +325,15 @@ impl Workload {
                 return Err(self.invalid(format!("{name} must be from 1 to 2^20, got {v}")));
             }
         }
+        // Up to two virtual stages more than layers: the first may hold only the embedding and
+        // the last only the head and loss, as LLaMA 3's pipeline does (Grattafiori et al. 2024
+        // §3.3.2; Megatron's --account-for-embedding/loss-in-pipeline-split); the layers go to
+        // the middle virtual stages first (`virtual_stage_layers`), so no other stage is empty.
         let virtual_stages = o.pp.saturating_mul(o.interleave);
-        if virtual_stages > self.model.layers {
+        if virtual_stages > self.model.layers.saturating_add(2) {
             return Err(self.invalid(format!(
                 "{} pipeline stages × {} virtual stages each = {virtual_stages} is more than the \
-                 model's {} layers",
+                 model's {} layers plus the embedding's and the head's own stages",
                 o.pp, o.interleave, self.model.layers
             )));
         }
@@ -517,9 +521,24 @@ impl ValidWorkload {
         } else {
             "stages"
         };
+        let mut empty = Vec::new();
+        if layers.first() == Some(&0) {
+            empty.push(format!("{what} 0 holds only the embedding"));
+        }
+        if layers.len() > 1 && layers.last() == Some(&0) {
+            empty.push(format!(
+                "{what} {} holds only the head and loss",
+                layers.len() - 1
+            ));
+        }
+        let empty = if empty.is_empty() {
+            String::new()
+        } else {
+            format!(" ({}, as LLaMA 3's pipeline does)", empty.join("; "))
+        };
         Some(format!(
             "pipeline: {} layers over {} {what} do not divide evenly: {what} {} hold {hi} \
-             layers, the others {lo}",
+             layers, the others {lo}{empty}",
             self.model.layers,
             layers.len(),
             big.join(", ")

@@ -44,6 +44,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["config", "evaluate", "memory", "shard", "sim", "error"],
     ),
     (
+        "runs",
+        &["config", "cost", "evaluate", "schedule", "sim", "error"],
+    ),
+    (
         "report",
         &[
             "analytic",
@@ -54,6 +58,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "memory",
             "plan",
             "plot",
+            "runs",
             "schedule",
             "search",
             "shard",
