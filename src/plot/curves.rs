@@ -616,18 +616,35 @@ fn styles(series: &[Series]) -> Vec<(RGBColor, Marker)> {
             .map(|(_, s)| s.name.as_str()),
     );
     let mut next = palette.into_iter();
+    let mut dashed = 0;
     let mut out: Vec<(RGBColor, Marker)> = Vec::with_capacity(series.len());
     for (i, s) in series.iter().enumerate() {
         let style = match series[..i].iter().position(|o| o.name == s.name) {
             Some(j) => out[j],
             None if s.style == SeriesStyle::Reference => (DARK, Marker::Circle),
-            None if s.style == SeriesStyle::ReferenceDashed => (GREY, Marker::Circle),
-            None => next.next().unwrap_or((DARK, Marker::Circle)),
+            None if s.style == SeriesStyle::ReferenceDashed => {
+                // Each further band a lighter grey.
+                dashed += 1;
+                let g = (GREY.0 as u32 + 45 * (dashed - 1)).min(200) as u8;
+                (RGBColor(g, g, g), Marker::Circle)
+            }
+            None => {
+                let (color, marker) = next.next().unwrap_or((DARK, Marker::Circle));
+                // A scatter next to grey reference lines takes a colour, never grey.
+                if s.style == SeriesStyle::Markers && color == series_styles(["x"])[0].0 {
+                    (SCATTER_FIRST, marker)
+                } else {
+                    (color, marker)
+                }
+            }
         };
         out.push(style);
     }
     out
 }
+
+/// The colour a scatter series takes where the palette would give it dark grey.
+const SCATTER_FIRST: RGBColor = RGBColor(0, 114, 178);
 
 /// A dashed line through `pts` (each segment cut into dashes of about 12 pixels' share).
 fn draw_dashed<DB: DrawingBackend, CT: CoordTranslate>(

@@ -405,14 +405,23 @@ pub fn load(path: &Path) -> Result<Run> {
         }
     }
     let configurations = configurations(&file, &bad)?;
-    Ok(Run {
+    let run = Run {
         id,
         path: path.to_path_buf(),
         file,
         model,
         hardware,
         configurations,
-    })
+    };
+    // The run's own configuration must be one the tool can run (the others tried may not be:
+    // the report says why), checked before anything is evaluated or written.
+    super::workload(&run, run.chosen())
+        .and_then(crate::config::Workload::validate)
+        .map_err(|e| Error::Parse {
+            path: path.to_path_buf(),
+            message: format!("the run's own configuration: {e}"),
+        })?;
+    Ok(run)
 }
 
 /// Checks every field that needs no model or profile.

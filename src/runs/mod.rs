@@ -293,27 +293,26 @@ fn spread(configs: &[Configuration]) -> Spread {
     }
 }
 
-/// `tp-sp, TP 8 × CP 1 × PP 8 (interleave 3) × DP 1, …`: the run's own layout in one line.
+/// `tp-sp: TP 8 × PP 8 (v 3) × DP 1; b 1 × 64; s 2048; selective; ZeRO 0; unfused, causal`:
+/// the run's own layout in one line (b = micro-batch × micro-batches per replica).
 fn layout(run: &Run, w: &ValidWorkload) -> String {
     let f = &run.file;
     let k = run.chosen();
-    let mut s = format!("{} TP {}", f.method.id(), f.p);
+    let mut s = format!("{}: TP {}", f.method.id(), f.p);
     if f.cp > 1 {
         s.push_str(&format!(" × CP {}", f.cp));
     }
     if f.pp > 1 {
         s.push_str(&format!(" × PP {}", f.pp));
         if k.interleave > 1 {
-            s.push_str(&format!(" (interleave {})", k.interleave));
+            s.push_str(&format!(" (v {})", k.interleave));
         }
     }
     s.push_str(&format!(
-        " × DP {}; micro-batch {} × {} per replica (global batch {}); s = {}; recompute {}; ZeRO \
-         {}; attention {}{}",
+        " × DP {}; b {} × {}; s {}; recompute {}; ZeRO {}; {}{}",
         f.dp,
         k.micro_batch,
         w.micro_batches,
-        f.global_batch,
         f.seq,
         file::recompute_id(k.recompute),
         k.zero,
