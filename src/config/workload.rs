@@ -510,12 +510,23 @@ impl ValidWorkload {
         if lo == hi {
             return None;
         }
-        let big: Vec<String> = layers
-            .iter()
-            .enumerate()
-            .filter(|(_, &n)| n == hi)
-            .map(|(u, _)| u.to_string())
-            .collect();
+        // Consecutive stages as ranges (`1–126`): 128 virtual stages would otherwise be listed
+        // one by one.
+        let mut big: Vec<String> = Vec::new();
+        let mut run: Option<(usize, usize)> = None;
+        for (u, _) in layers.iter().enumerate().filter(|(_, &n)| n == hi) {
+            run = match run {
+                Some((a, b)) if b + 1 == u => Some((a, u)),
+                Some((a, b)) => {
+                    big.push(range_text(a, b));
+                    Some((u, u))
+                }
+                None => Some((u, u)),
+            };
+        }
+        if let Some((a, b)) = run {
+            big.push(range_text(a, b));
+        }
         let what = if self.outer.interleave > 1 {
             "virtual stages"
         } else {
@@ -523,11 +534,15 @@ impl ValidWorkload {
         };
         let mut empty = Vec::new();
         if layers.first() == Some(&0) {
-            empty.push(format!("{what} 0 holds only the embedding"));
+            empty.push(format!(
+                "{} 0 holds only the embedding",
+                what.trim_end_matches('s')
+            ));
         }
         if layers.len() > 1 && layers.last() == Some(&0) {
             empty.push(format!(
-                "{what} {} holds only the head and loss",
+                "{} {} holds only the head and loss",
+                what.trim_end_matches('s'),
                 layers.len() - 1
             ));
         }
@@ -543,6 +558,15 @@ impl ValidWorkload {
             layers.len(),
             big.join(", ")
         ))
+    }
+}
+
+/// `a` or `a–b` (`a, b` when they are neighbours).
+fn range_text(a: usize, b: usize) -> String {
+    match b - a {
+        0 => a.to_string(),
+        1 => format!("{a}, {b}"),
+        _ => format!("{a}–{b}"),
     }
 }
 
