@@ -384,6 +384,8 @@ pub fn fit_profile(
         let k = &mut hw.kernels;
         k.attention_fwd = super::cuda::sources::attention_model(&k.attention_fwd, AttnPass::Fwd);
         k.attention_bwd = super::cuda::sources::attention_model(&k.attention_bwd, AttnPass::Bwd);
+        // Not the base's named implementations: the profile's one unnamed fused kernel.
+        k.attention = None;
         own = hw.clone();
         &own
     } else {

@@ -2,7 +2,10 @@
 //! comparing the prices with measured times.
 //!
 //! Input: a JSON array of kernel objects — `{op: "gemm", m, n, k[, batch]}`, `{op: "attention",
-//! pass: "fwd"|"bwd", batch, heads[, kv_heads], q_tokens, kv_tokens, head_dim, causal}`,
+//! pass: "fwd"|"bwd", batch, heads[, kv_heads], q_tokens, kv_tokens, head_dim, causal[,
+//! implementation]}` (an attention implementation of the profile, `config::attention`; absent:
+//! `--attention-kernel`'s or the profile's default; `unfused` is priced as its GEMMs and
+//! softmax passes),
 //! `{op: "copy"|"elementwise", bytes}` with `bytes` read plus written (an N-byte buffer copied
 //! moves 2N) — whose other fields are kept and ignored; or a kernel measurement file
 //! ([`KernelMeasurements`]), whose entries become such objects with `measured_s`. Output: the
@@ -17,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::measurements::{KernelMeasurements, Timing};
-use crate::config::Hardware;
+use crate::config::{AttentionKernel, Hardware};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
 use crate::schedule::{Attention, AttnPass, Gemm, KernelKind, KernelShape};
@@ -72,6 +75,8 @@ pub struct Item {
     /// The measurement session of a GEMM (`session` in a measurement file or an object; 0
     /// when absent).
     pub session: u32,
+    /// The attention implementation an attention entry names (`implementation`).
+    pub attention: Option<AttentionKernel>,
 }
 
 /// How far one measurement session's GEMMs are from the prices.
@@ -255,11 +260,35 @@ fn item(path: &Path, i: usize, v: &Value) -> Result<Item> {
             }
         },
     };
+    let attention = match o.get("implementation") {
+        None => None,
+        Some(v) => match (&shape, v.as_str().and_then(AttentionKernel::parse)) {
+            (KernelShape::Attention(_), Some(k)) => Some(k),
+            (KernelShape::Attention(_), None) => {
+                return Err(bad(
+                    path,
+                    format!("[{i}].implementation"),
+                    &format!(
+                        "unknown attention implementation {v} (known: {})",
+                        AttentionKernel::ALL.map(AttentionKernel::id).join(", ")
+                    ),
+                ))
+            }
+            _ => {
+                return Err(bad(
+                    path,
+                    format!("[{i}].implementation"),
+                    "only attention entries name an implementation",
+                ))
+            }
+        },
+    };
     Ok(Item {
         object: o.clone(),
         shape,
         measured_s,
         session,
+        attention,
     })
 }
 
@@ -322,6 +351,7 @@ pub fn read_input(path: &Path) -> Result<(Vec<Item>, Timing)> {
                         shape: s.shape,
                         measured_s: Some(s.measured_s),
                         session: s.session,
+                        attention: None,
                     }
                 })
                 .collect();
@@ -349,22 +379,47 @@ pub fn price_at_clocks(
     compare: bool,
     factors: &[f64],
 ) -> Priced {
-    let clocks = super::sessions::SessionClocks::new(hw, factors);
+    // The profile with each implementation the items name swapped in (a name the profile
+    // lacks is refused before pricing, `check_implementations`; here it prices as the fused).
+    let mut profiles: Vec<(Option<AttentionKernel>, Hardware)> = vec![(None, hw.clone())];
+    for k in items.iter().filter_map(|it| it.attention) {
+        if profiles.iter().all(|(x, _)| *x != Some(k)) {
+            let mut h = hw.clone();
+            let _ = h.kernels.select_attention(k, &hw.name);
+            profiles.push((Some(k), h));
+        }
+    }
+    let clocks: Vec<(Option<AttentionKernel>, super::sessions::SessionClocks)> = profiles
+        .iter()
+        .map(|(k, h)| (*k, super::sessions::SessionClocks::new(h, factors)))
+        .collect();
     let mut triples = Vec::new();
     let mut gemms: Vec<(u32, f64)> = Vec::new();
     let kernels = items
         .iter()
         .map(|it| {
-            let cost = CostModel::new(clocks.of(it.session));
-            let device = cost.device_s(&it.shape);
-            let predicted = match timing {
-                Timing::Isolated => cost.isolated_s(&it.shape),
-                Timing::Device => device,
+            let at = clocks
+                .iter()
+                .find(|(k, _)| *k == it.attention)
+                .map_or(&clocks[0].1, |c| &c.1);
+            let cost = CostModel::new(at.of(it.session));
+            let (device, predicted, step) = match (&it.shape, it.attention) {
+                (KernelShape::Attention(a), Some(AttentionKernel::Unfused)) => {
+                    unfused_s(&cost, a, timing)
+                }
+                _ => {
+                    let device = cost.device_s(&it.shape);
+                    let predicted = match timing {
+                        Timing::Isolated => cost.isolated_s(&it.shape),
+                        Timing::Device => device,
+                    };
+                    (device, predicted, cost.kernel_s(&it.shape))
+                }
             };
             let mut o = it.object.clone();
             o.insert("predicted_s".into(), json!(predicted));
             o.insert("device_s".into(), json!(device));
-            o.insert("step_s".into(), json!(cost.kernel_s(&it.shape)));
+            o.insert("step_s".into(), json!(step));
             if compare {
                 if let Some(m) = it.measured_s {
                     o.insert("error".into(), json!(predicted / m - 1.0));
@@ -383,6 +438,41 @@ pub fn price_at_clocks(
         by_session: session_errors(&gemms, factors),
         by_kind: kind_errors(&triples),
     }
+}
+
+/// An unfused attention pass as the schedule issues it (`--no-flash`: its batched GEMMs and
+/// softmax passes, `schedule::kernels`), timed as one call would be: (device, predicted, step).
+fn unfused_s(cost: &CostModel, a: &Attention, timing: Timing) -> (f64, f64, f64) {
+    let ks = crate::schedule::unfused_attention(a);
+    let device: f64 = ks.iter().map(|k| cost.device_s(k)).sum();
+    let step: f64 = ks.iter().map(|k| cost.kernel_s(k)).sum();
+    let host = &cost.hardware().kernels.host;
+    let predicted = match timing {
+        Timing::Isolated => (step + host.isolated_gap_s.value).max(host.isolated_floor_s.value),
+        Timing::Device => device,
+    };
+    (device, predicted, step)
+}
+
+/// Refuses an item naming an implementation `hw` lacks: `[i].implementation` and what the
+/// profile has.
+pub fn check_implementations(hw: &Hardware, items: &[Item], path: &Path) -> Result<()> {
+    for (i, it) in items.iter().enumerate() {
+        if let Some(k) = it.attention {
+            if !hw.kernels.has_attention(k) {
+                return Err(bad(
+                    path,
+                    format!("[{i}].implementation"),
+                    &format!(
+                        "'{k}' is not in {}'s kernel model; it has: {}",
+                        hw.name,
+                        hw.kernels.attention_list()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Per session, when the GEMMs are of more than one: their errors.

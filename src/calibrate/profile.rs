@@ -88,6 +88,8 @@ fn cpu_kernels(fig: &dyn Fn(f64, &str) -> Figure) -> KernelModel {
         },
         attention_fwd: attention(0.3),
         attention_bwd: attention(0.3),
+        attention: None,
+        placeholder: None,
     }
 }
 

@@ -3,8 +3,9 @@
 use clap::{Args, ValueEnum};
 
 use crate::config::{
-    apply_scales, load_hardware, load_model, parse_count, parse_list, parse_scales, Hardware,
-    MethodId, MetpOptions, Options, OuterAxes, Recompute, WeightExchange, Workload, ZeroStage,
+    apply_scales, load_hardware, load_model, parse_attention_kernel, parse_count, parse_list,
+    parse_scales, AttentionKernel, Hardware, MethodId, MetpOptions, Options, OuterAxes, Recompute,
+    WeightExchange, Workload, ZeroStage,
 };
 use crate::error::{Error, Result};
 use crate::report::{self, Format};
@@ -144,12 +145,17 @@ pub struct CommonArgs {
     /// Context-parallel degree for tp-sp (Megatron CP: ring attention across cp groups of p).
     #[arg(long, default_value = "1")]
     pub cp: String,
-    /// Use fused (FlashAttention-style) attention kernels (default).
+    /// Use fused (FlashAttention-style) attention kernels: the profile's default fused
+    /// implementation (default).
     #[arg(long, overrides_with = "no_flash")]
     pub flash: bool,
-    /// Materialise attention scores (unfused attention).
+    /// Materialise attention scores (unfused attention; the same as --attention-kernel unfused).
     #[arg(long, overrides_with = "flash")]
     pub no_flash: bool,
+    /// Attention implementation from the profile's kernel model (sdpa-fa2, fa2, fa3, fa4,
+    /// cudnn, ck, triton, unfused; `metp-sim list` shows each profile's, default first).
+    #[arg(long, value_name = "NAME")]
+    pub attention_kernel: Option<String>,
     /// Activation recomputation.
     #[arg(long, value_enum, default_value = "none")]
     pub recompute: RecomputeArg,
@@ -178,9 +184,12 @@ pub struct CommonArgs {
 }
 
 impl CommonArgs {
-    pub fn options(&self) -> Options {
-        Options {
-            flash: !self.no_flash,
+    pub fn options(&self) -> Result<Options> {
+        let attention =
+            attention_choice(self.attention_kernel.as_deref(), self.flash, self.no_flash)?;
+        Ok(Options {
+            flash: !self.no_flash && attention != Some(AttentionKernel::Unfused),
+            attention,
             recompute: match self.recompute {
                 RecomputeArg::None => Recompute::None,
                 RecomputeArg::Selective => Recompute::Selective,
@@ -198,7 +207,7 @@ impl CommonArgs {
             dropout: self.dropout.map(|d| matches!(d, OnOff::On)),
             vocab_parallel: !self.no_vocab_parallel,
             metp: self.metp.options(),
-        }
+        })
     }
 
     /// The outer axes from `--pp`, `--pp-interleave` and `--cp`.
@@ -222,6 +231,8 @@ impl CommonArgs {
         if let Some(n) = self.nodes {
             hardware.set_nodes(n)?;
         }
+        let options = self.options()?;
+        check_attention(&options, [&hardware])?;
         Ok(Workload {
             model,
             hardware,
@@ -232,9 +243,52 @@ impl CommonArgs {
             seq,
             micro_batch: parse_count("--micro-batch", &self.micro_batch)?,
             micro_batches: 1,
-            options: self.options(),
+            options,
         })
     }
+}
+
+/// `--attention-kernel NAME` with `--flash` / `--no-flash`: `--no-flash` is `unfused`, `--flash`
+/// the profile's default fused implementation; naming a fused one with `--no-flash`, or
+/// `unfused` with `--flash`, is a usage error. Whether a profile has the name is checked when
+/// the workload is validated (a usage error listing what it has).
+pub fn attention_choice(
+    name: Option<&str>,
+    flash: bool,
+    no_flash: bool,
+) -> Result<Option<AttentionKernel>> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let k = parse_attention_kernel(name)?;
+    if no_flash && k.is_fused() {
+        return Err(Error::arg(
+            "--attention-kernel",
+            format!("'{k}' is a fused implementation but --no-flash asks for unfused attention"),
+        ));
+    }
+    if flash && !k.is_fused() {
+        return Err(Error::arg(
+            "--attention-kernel",
+            "'unfused' contradicts --flash (use one of them)",
+        ));
+    }
+    Ok(Some(k))
+}
+
+/// Refuses, as a usage error listing what it has, a profile that lacks the implementation the
+/// options ask for — before any work starts (a sweep would otherwise record every point as
+/// invalid).
+pub fn check_attention<'a>(
+    options: &Options,
+    profiles: impl IntoIterator<Item = &'a Hardware>,
+) -> Result<()> {
+    for hw in profiles {
+        hw.kernels
+            .clone()
+            .select_attention(options.attention_kernel(hw), &hw.name)?;
+    }
+    Ok(())
 }
 
 /// Loads a hardware profile by name or path and applies the `--scale` values.

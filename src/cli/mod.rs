@@ -120,12 +120,22 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 fn list() -> String {
-    use crate::config::{list_names, DataKind};
-    format!(
-        "models: {}\nhardware profiles: {}\n",
-        list_names(DataKind::Model).join(", "),
-        list_names(DataKind::Hardware).join(", ")
-    )
+    use crate::config::{list_names, load_hardware, DataKind};
+    let mut out = format!("models: {}\n", list_names(DataKind::Model).join(", "));
+    out.push_str("hardware profiles (attention implementations, default first):\n");
+    for name in list_names(DataKind::Hardware) {
+        match load_hardware(&name) {
+            Ok(hw) => {
+                let k = &hw.kernels;
+                out.push_str(&format!("  {name}: {}\n", k.attention_list()));
+                if let Some(p) = k.placeholder_note(k.default_attention()) {
+                    out.push_str(&format!("    placeholder: {p}\n"));
+                }
+            }
+            Err(e) => out.push_str(&format!("  {name}: does not load: {e}\n")),
+        }
+    }
+    out
 }
 
 /// Prints to stdout, ignoring a closed pipe (`metp-sim … | head`).

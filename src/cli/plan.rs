@@ -45,6 +45,10 @@ pub struct PlanArgs {
     /// Also try unfused attention (FlashAttention off).
     #[arg(long)]
     include_no_flash: bool,
+    /// The fused attention implementation the candidates run (the profile's default unless
+    /// named; `metp-sim list` shows each profile's); unfused candidates: --include-no-flash.
+    #[arg(long, value_name = "NAME")]
+    attention_kernel: Option<String>,
     /// Causal attention.
     #[arg(long)]
     causal: bool,
@@ -167,12 +171,24 @@ fn spec(a: &PlanArgs) -> Result<PlanSpec> {
     s.sim_candidates = sim_candidates;
     s.include_no_flash = a.include_no_flash;
     s.outer_axes = !a.no_outer_axes;
+    let attention = super::args::attention_choice(a.attention_kernel.as_deref(), true, false)
+        .map_err(|e| match e {
+            Error::InvalidArgument { .. } if a.attention_kernel.as_deref() == Some("unfused") => {
+                Error::arg(
+                    "--attention-kernel",
+                    "plan ranks fused candidates; add unfused ones with --include-no-flash",
+                )
+            }
+            e => e,
+        })?;
     s.options = Options {
+        attention,
         causal: a.causal,
         causal_zigzag: matches!(a.causal_order, CausalOrderArg::Zigzag),
         dropout: a.dropout.map(|d| matches!(d, OnOff::On)),
         ..Options::default()
     };
+    super::args::check_attention(&s.options, [&s.hardware])?;
     s.link_model = a.link_model.into();
     s.sim_depth = if a.full_sim {
         SimDepth::Full

@@ -24,6 +24,10 @@ pub struct ValidateArgs {
     /// comma-separate), as for sweep and plan.
     #[arg(long, value_name = "KEY=FACTOR", requires = "hw")]
     scale: Vec<String>,
+    /// For the --hw profiles: the fused attention implementation their runs with
+    /// FlashAttention use (the profile's default unless named).
+    #[arg(long, value_name = "NAME", requires = "hw")]
+    attention_kernel: Option<String>,
     /// Write SVG plots only (no PNG).
     #[arg(long)]
     svg_only: bool,
@@ -48,6 +52,14 @@ pub fn run(a: ValidateArgs) -> Result<String> {
                 .map(|h| load_scaled(h, &a.scale))
                 .collect::<Result<Vec<_>>>()?;
             distinct("--hw", hw.iter().map(|h| h.name.as_str()))?;
+            let mut hw = hw;
+            if let Some(name) = &a.attention_kernel {
+                let k = crate::config::parse_attention_kernel(name)?;
+                for h in &mut hw {
+                    let name = h.name.clone();
+                    h.kernels.set_default_attention(k, &name)?;
+                }
+            }
             hw
         }
         None => Vec::new(),
@@ -77,7 +89,16 @@ pub fn run(a: ValidateArgs) -> Result<String> {
     } else {
         &["svg", "png"]
     };
-    for path in report::write_claims(&out, &claims, exts, &hw_names)? {
+    let used = if profiles.is_empty() {
+        crate::config::list_names(crate::config::DataKind::Hardware)
+            .iter()
+            .map(|n| crate::config::load_hardware(n))
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        profiles.clone()
+    };
+    let attention = report::claims_attention_note(&used);
+    for path in report::write_claims(&out, &claims, exts, &hw_names, &attention)? {
         folder.wrote(&path);
     }
     folder.finish()?;

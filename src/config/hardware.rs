@@ -301,16 +301,69 @@ impl Hardware {
                 "power_fraction and power_time_s come together (or neither)".into(),
             ));
         }
-        for (pass, a) in [
-            ("attention_fwd", &k.attention_fwd),
-            ("attention_bwd", &k.attention_bwd),
-        ] {
+        if let Some(set) = &k.attention {
+            use super::AttentionKernel as K;
+            for name in set.implementations.keys() {
+                if matches!(name, K::Unfused | K::Fused) || *name == set.fused {
+                    return Err(bad(
+                        &format!("kernels.attention.implementations.{name}"),
+                        format!(
+                            "'{name}' cannot be listed here (unfused and fused are implied; \
+                             '{}' is the one in attention_fwd/attention_bwd)",
+                            set.fused
+                        ),
+                    ));
+                }
+            }
+            if matches!(set.fused, K::Unfused) {
+                return Err(bad(
+                    "kernels.attention.fused",
+                    "must name a fused implementation".into(),
+                ));
+            }
+            if !k.has_attention(set.default) {
+                return Err(bad(
+                    "kernels.attention.default",
+                    format!("'{}' is not one of {}", set.default, k.attention_list()),
+                ));
+            }
+            let texts = [
+                ("fused_source", Some(&set.fused_source)),
+                ("default_source", Some(&set.default_source)),
+                ("fused_placeholder", set.fused_placeholder.as_ref()),
+            ];
+            for (field, text) in texts {
+                if let Some(t) = text {
+                    check_text(t, MAX_TEXT_CHARS)
+                        .map_err(|m| bad(&format!("kernels.attention.{field}"), m))?;
+                }
+            }
+            for (name, i) in &set.implementations {
+                for (field, text) in [
+                    ("source", Some(&i.source)),
+                    ("placeholder", i.placeholder.as_ref()),
+                ] {
+                    if let Some(t) = text {
+                        check_text(t, MAX_TEXT_CHARS).map_err(|m| {
+                            bad(
+                                &format!("kernels.attention.implementations.{name}.{field}"),
+                                m,
+                            )
+                        })?;
+                    }
+                }
+            }
+        }
+        if let Some(t) = &k.placeholder {
+            check_text(t, MAX_TEXT_CHARS).map_err(|m| bad("kernels.placeholder", m))?;
+        }
+        for (pass, a) in k.attention_passes() {
             let mut dims: Vec<u64> = a.tiles.iter().map(|t| t.head_dim).collect();
             dims.sort_unstable();
             if dims.iter().any(|&d| d == 0 || d > 1 << 20) || dims.windows(2).any(|w| w[0] == w[1])
             {
                 return Err(bad(
-                    &format!("kernels.{pass}.tiles"),
+                    &format!("{pass}.tiles"),
                     "head_dim must be positive, at most 2^20, and appear once".into(),
                 ));
             }

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::attention::AttentionSet;
 use super::hardware::Figure;
 
 /// How long the host takes per kernel, and what an isolated, event-timed call sees on top of
@@ -143,6 +144,14 @@ pub struct KernelModel {
     pub attention_fwd: AttentionModel,
     /// Fused attention backward.
     pub attention_bwd: AttentionModel,
+    /// The attention implementations: which one `attention_fwd` / `attention_bwd` are, the
+    /// default, and the others' figures (`config::attention`); absent: one unnamed fused kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<AttentionSet>,
+    /// What of this kernel model is not derived from measurements of this GPU (absent: all of
+    /// it is); `list` and every report header repeat it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placeholder: Option<String>,
 }
 
 impl KernelModel {
@@ -178,25 +187,40 @@ impl KernelModel {
                 v.push((format!("kernels.gemm.{name}"), f));
             }
         }
-        for (pass, a) in [
-            ("attention_fwd", &self.attention_fwd),
-            ("attention_bwd", &self.attention_bwd),
-        ] {
+        for (pass, a) in self.attention_passes() {
             for (f, fig) in a.figures() {
-                v.push((format!("kernels.{pass}.{f}"), fig));
+                v.push((format!("{pass}.{f}"), fig));
             }
             for (f, fig) in [
                 ("solo_fraction", &a.solo_fraction),
                 ("max_splits", &a.max_splits),
             ] {
                 if let Some(fig) = fig {
-                    v.push((format!("kernels.{pass}.{f}"), fig));
+                    v.push((format!("{pass}.{f}"), fig));
                 }
             }
             for t in &a.tiles {
                 for (f, fig) in t.figures() {
-                    v.push((format!("kernels.{pass}.tiles[d={}].{f}", t.head_dim), fig));
+                    v.push((format!("{pass}.tiles[d={}].{f}", t.head_dim), fig));
                 }
+            }
+        }
+        v
+    }
+}
+
+impl KernelModel {
+    /// Every attention pass model with its dotted field prefix: `attention_fwd`,
+    /// `attention_bwd`, then each other implementation's passes.
+    pub fn attention_passes(&self) -> Vec<(String, &AttentionModel)> {
+        let mut v: Vec<(String, &AttentionModel)> = vec![
+            ("kernels.attention_fwd".into(), &self.attention_fwd),
+            ("kernels.attention_bwd".into(), &self.attention_bwd),
+        ];
+        if let Some(set) = &self.attention {
+            for (k, i) in &set.implementations {
+                v.push((format!("kernels.attention.implementations.{k}.fwd"), &i.fwd));
+                v.push((format!("kernels.attention.implementations.{k}.bwd"), &i.bwd));
             }
         }
         v

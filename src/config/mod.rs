@@ -5,6 +5,7 @@
 //! and assembles a validated [`Workload`]. Depends only on `error`; nothing here knows about
 //! memory, schedules or the simulator.
 
+mod attention;
 mod dims;
 mod files;
 mod hardware;
@@ -20,6 +21,7 @@ mod topology;
 mod unit;
 mod workload;
 
+pub use attention::{parse_attention_kernel, AttentionImpl, AttentionKernel, AttentionSet};
 pub use dims::{Dims, Size};
 pub use files::{
     data_dir, list_names, load_hardware, load_model, parse_json, read_json, read_text,

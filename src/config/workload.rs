@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::layout::{pipeline_order, virtual_stage_layers, Axes, Coord, PipeOp};
-use super::{Hardware, MethodId, Model, OuterAxes};
+use super::{AttentionKernel, Hardware, MethodId, Model, OuterAxes};
 use crate::error::{Error, Result};
 
 /// Activation recomputation policy.
@@ -99,8 +99,14 @@ impl Default for MetpOptions {
 /// Options that change memory or time but not the shape of the problem.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Options {
-    /// Fused (FlashAttention-style) attention kernels.
+    /// Fused (FlashAttention-style) attention kernels; `false` is `--no-flash`, the `unfused`
+    /// implementation whatever `attention` says.
     pub flash: bool,
+    /// The attention implementation (`--attention-kernel`, `config::attention`); `None`: the
+    /// profile's default. Validation resolves it ([`Options::attention_kernel`]): a validated
+    /// workload always has `Some`, with `flash` false exactly when it is `unfused`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<AttentionKernel>,
     /// Recompute policy.
     pub recompute: Recompute,
     /// ZeRO stage; `None` = automatic: stage 3 for the methods that otherwise replicate
@@ -124,6 +130,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             flash: true,
+            attention: None,
             recompute: Recompute::None,
             zero: None,
             causal: false,
@@ -132,6 +139,18 @@ impl Default for Options {
             vocab_parallel: true,
             metp: MetpOptions::default(),
         }
+    }
+}
+
+impl Options {
+    /// The implementation these options run on `hw`: `unfused` when `flash` is off or it is
+    /// named, else the named one, else the profile's default.
+    pub fn attention_kernel(&self, hw: &Hardware) -> AttentionKernel {
+        if !self.flash {
+            return AttentionKernel::Unfused;
+        }
+        self.attention
+            .unwrap_or_else(|| hw.kernels.default_attention())
     }
 }
 
@@ -189,7 +208,15 @@ impl Workload {
     /// rules for this model, degree and sequence length ([`MethodId::check_degree`],
     /// [`MethodId::seq_multiple`]) — once, and returns the workload as a [`ValidWorkload`],
     /// the only input of the evaluation path (`memory`, `schedule`, `analytic`, `sim`).
-    pub fn validate(self) -> Result<ValidWorkload> {
+    pub fn validate(mut self) -> Result<ValidWorkload> {
+        // The attention implementation, resolved once: its figures become the profile's
+        // fused-attention figures for everything downstream.
+        let attention = self.options.attention_kernel(&self.hardware);
+        self.hardware
+            .kernels
+            .select_attention(attention, &self.hardware.name)?;
+        self.options.attention = Some(attention);
+        self.options.flash = attention.is_fused();
         if self.p == 0 || self.dp == 0 || self.seq == 0 || self.micro_batch == 0 {
             return Err(self.invalid("p, dp, sequence and micro-batch must be positive"));
         }

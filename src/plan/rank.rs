@@ -73,6 +73,10 @@ pub struct Plan {
     pub model: String,
     /// Hardware profile name.
     pub hardware: String,
+    /// The fused attention implementation the candidates run (`--attention-kernel`).
+    pub attention_kernel: &'static str,
+    /// What of the profile's kernel model is a placeholder (`config::attention`).
+    pub kernel_placeholder: Option<String>,
     /// GPUs.
     pub gpus: u64,
     /// Nodes (ceil(gpus / gpus_per_node)).
@@ -493,9 +497,12 @@ pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
             vec![EXTRAPOLATION_LAYERS.0, EXTRAPOLATION_LAYERS.1],
         )
     };
+    let attention = spec.options.attention_kernel(&hw);
     Ok(Plan {
         model: spec.model.name.clone(),
         hardware: hw.name.clone(),
+        attention_kernel: attention.id(),
+        kernel_placeholder: hw.kernels.placeholder_note(attention),
         gpus: spec.gpus,
         nodes: hw.nodes,
         gpus_per_node: hw.gpus_per_node,

@@ -30,6 +30,9 @@ pub fn tensor_columns() -> Vec<Column<Tensor>> {
 struct MemoryJson<'a> {
     model: &'a str,
     hardware: &'a str,
+    attention_kernel: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_placeholder: Option<String>,
     method: &'a str,
     p: u64,
     dp: u64,
@@ -54,6 +57,8 @@ pub fn memory_json(w: &Workload, inv: &Inventory) -> String {
     to_json(&MemoryJson {
         model: &w.model.name,
         hardware: &w.hardware.name,
+        attention_kernel: super::attention_kernel(w),
+        kernel_placeholder: super::placeholder(w),
         method: w.method.id(),
         p: w.p,
         dp: w.dp,
@@ -95,14 +100,15 @@ fn block_name(b: Block) -> &'static str {
 /// Human table for `metp-sim memory`: tensors grouped by block and kind, replicated ones marked.
 pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
     let mut out = format!(
-        "{} on {} — {}, p = {}, dp = {}, s = {}, b = {}\n\n",
+        "{} on {} — {}, p = {}, dp = {}, s = {}, b = {}\n{}\n",
         w.method.id(),
         w.hardware.name,
         w.model.name,
         w.p,
         w.dp,
         w.seq,
-        w.micro_batch
+        w.micro_batch,
+        super::attention_header(w)
     );
     let mut rows: Vec<_> = inv.tensors.iter().collect();
     rows.sort_by_key(|t| (t.block, t.kind, t.name));
@@ -221,11 +227,12 @@ pub fn maxseq_json(rows: &[MaxSeq]) -> String {
 /// Human table for `metp-sim maxseq`.
 pub fn maxseq_table(w: &Workload, rows: &[MaxSeq]) -> String {
     format!(
-        "longest sequence per device group — {} on {}, b = {}, dp = {}\n\n{}",
+        "longest sequence per device group — {} on {}, b = {}, dp = {}\n{}\n{}",
         w.model.name,
         w.hardware.name,
         w.micro_batch,
         w.dp,
+        super::attention_header(w),
         columns::table(&maxseq_columns(), rows)
     )
 }

@@ -16,7 +16,9 @@ mod table;
 mod timeline;
 
 pub use calibrate::{calibration_table, fit_table, gpu_check_table, kernels_table, unit_run_table};
-pub use claims::{claims_json, claims_markdown, claims_summary, write_claims};
+pub use claims::{
+    claims_attention_note, claims_json, claims_markdown, claims_summary, write_claims,
+};
 pub use columns::{csv, csv_header, csv_row, json_rows, table, Cell, Column, JsonRow};
 pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json, memory_table};
 pub use overlap::{overlap_json, overlap_table};
@@ -43,6 +45,30 @@ pub enum Format {
     Json,
     /// CSV with a header row.
     Csv,
+}
+
+/// The attention implementation a workload runs on its profile (`--attention-kernel`, the
+/// profile's default, or `unfused`), as JSON's `attention_kernel` names it.
+pub fn attention_kernel(w: &crate::config::Workload) -> &'static str {
+    w.options.attention_kernel(&w.hardware).id()
+}
+
+/// What of the kernel model pricing this workload is not derived from measurements of its GPU
+/// (the profile's placeholder note and the attention implementation's), if anything.
+pub fn placeholder(w: &crate::config::Workload) -> Option<String> {
+    w.hardware
+        .kernels
+        .placeholder_note(w.options.attention_kernel(&w.hardware))
+}
+
+/// The header lines every report prints under its title: `attention: NAME` and, when part of
+/// the kernel model is a placeholder, `placeholder kernel figures: …`.
+pub fn attention_header(w: &crate::config::Workload) -> String {
+    let mut s = format!("attention: {}\n", attention_kernel(w));
+    if let Some(p) = placeholder(w) {
+        s.push_str(&format!("placeholder kernel figures: {p}\n"));
+    }
+    s
 }
 
 /// A file-name-safe form of a name: lower-case ASCII letters, digits and dots, every other run

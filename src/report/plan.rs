@@ -140,6 +140,9 @@ pub fn rejected_columns() -> Vec<Column<Rejection>> {
 struct PlanJson<'a> {
     model: &'a str,
     hardware: &'a str,
+    attention_kernel: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_placeholder: &'a Option<String>,
     gpus: u64,
     nodes: u64,
     gpus_per_node: u64,
@@ -168,6 +171,8 @@ pub fn plan_json(p: &Plan) -> String {
     to_json(&PlanJson {
         model: &p.model,
         hardware: &p.hardware,
+        attention_kernel: p.attention_kernel,
+        kernel_placeholder: &p.kernel_placeholder,
         gpus: p.gpus,
         nodes: p.nodes,
         gpus_per_node: p.gpus_per_node,
@@ -226,8 +231,12 @@ fn header(p: &Plan) -> String {
     } else {
         String::new()
     };
+    let placeholder = p.kernel_placeholder.as_ref().map_or(String::new(), |t| {
+        format!("placeholder kernel figures: {t}\n")
+    });
     format!(
         "plan: {} on {} GPU(s) of {} ({} node(s) × {}), s = {}{}, {batch}\n\
+         attention: {}{}\n{placeholder}\
          {} configurations evaluated ({} more skipped as equivalent), {} fit, {} \
          rejected{simulated}\n",
         p.model,
@@ -237,6 +246,12 @@ fn header(p: &Plan) -> String {
         p.gpus_per_node,
         fmt_tokens(p.seq),
         if p.causal { ", causal" } else { "" },
+        p.attention_kernel,
+        if p.ranked.iter().any(|r| !r.candidate.flash) {
+            " (unfused candidates: unfused)"
+        } else {
+            ""
+        },
         p.evaluated,
         p.equivalent_skipped,
         p.feasible,

@@ -39,6 +39,9 @@ struct StageJson {
 struct SimulateJson<'a> {
     model: &'a str,
     hardware: &'a str,
+    attention_kernel: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_placeholder: Option<String>,
     method: &'a str,
     p: u64,
     dp: u64,
@@ -106,6 +109,8 @@ pub fn simulate_json(e: &Evaluation) -> String {
     to_json(&SimulateJson {
         model: &w.model.name,
         hardware: &w.hardware.name,
+        attention_kernel: super::attention_kernel(w),
+        kernel_placeholder: super::placeholder(w),
         method: w.method.id(),
         p: w.p,
         dp: w.dp,
@@ -246,7 +251,7 @@ pub fn simulate_table(e: &Evaluation) -> String {
         String::new()
     };
     format!(
-        "{} on {} — {}, {}, s = {}, b = {} × {} micro-batches, {} links\n\n{}{}{}\n{}{}\n",
+        "{} on {} — {}, {}, s = {}, b = {} × {} micro-batches, {} links\n{}\n{}{}{}\n{}{}\n",
         w.method,
         w.hardware.name,
         w.model.name,
@@ -255,6 +260,7 @@ pub fn simulate_table(e: &Evaluation) -> String {
         w.micro_batch,
         w.micro_batches,
         link,
+        super::attention_header(w),
         t.render(),
         stages,
         fits_line(s),

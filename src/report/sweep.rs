@@ -98,15 +98,43 @@ pub fn sweep_csv(r: &SweepResult, spec: &SweepSpec) -> String {
 
 #[derive(Serialize)]
 struct SweepJson<'a> {
+    profiles: Vec<ProfileJson<'a>>,
     points: Vec<JsonRow<'a, Point>>,
     maxseq: Vec<JsonRow<'a, MaxSeqRow>>,
 }
 
-/// The whole sweep as JSON: `{points, maxseq}`.
+/// What each profile of a sweep ran its attention with.
+#[derive(Serialize)]
+struct ProfileJson<'a> {
+    hardware: &'a str,
+    attention_kernel: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_placeholder: Option<String>,
+}
+
+/// The attention implementation the sweep's options run on `hw`, and its placeholder note.
+fn attention_of(spec: &SweepSpec, hw: &crate::config::Hardware) -> (&'static str, Option<String>) {
+    let k = spec.options.attention_kernel(hw);
+    (k.id(), hw.kernels.placeholder_note(k))
+}
+
+/// The whole sweep as JSON: `{profiles: [{hardware, attention_kernel}], points, maxseq}`.
 pub fn sweep_json(r: &SweepResult, spec: &SweepSpec) -> String {
     let outer = spec.varies_outer();
     let (points, maxseq) = (point_columns(outer), sweep_maxseq_columns(outer));
     to_json(&SweepJson {
+        profiles: spec
+            .hardware
+            .iter()
+            .map(|hw| {
+                let (attention_kernel, kernel_placeholder) = attention_of(spec, hw);
+                ProfileJson {
+                    hardware: &hw.name,
+                    attention_kernel,
+                    kernel_placeholder,
+                }
+            })
+            .collect(),
         points: columns::json_rows(&points, &r.points),
         maxseq: columns::json_rows(&maxseq, &r.maxseq),
     })
@@ -131,10 +159,16 @@ pub fn sweep_table(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathB
     let mut s = String::new();
     for m in &spec.models {
         for hw in &spec.hardware {
+            let (attention, placeholder) = attention_of(spec, hw);
             s.push_str(&format!(
-                "{} on {} — step time per sequence length (OOM: does not fit; -: invalid)\n\n",
+                "{} on {} — step time per sequence length (OOM: does not fit; -: invalid)\n\
+                 attention: {attention}\n",
                 m.name, hw.name
             ));
+            if let Some(p) = placeholder {
+                s.push_str(&format!("placeholder kernel figures: {p}\n"));
+            }
+            s.push('\n');
             let outer_cols = spec.varies_outer();
             let mut header = vec!["method".to_string(), "p".into()];
             if outer_cols {

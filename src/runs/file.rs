@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{
-    limits, load_hardware, load_model, read_json, Hardware, MethodId, Model, Recompute, ZeroStage,
+    limits, load_hardware, load_model, read_json, AttentionKernel, Hardware, MethodId, Model,
+    Recompute, ZeroStage,
 };
 use crate::error::{Error, Result};
 use crate::evaluate::{AttentionFlops, FlopConvention};
@@ -184,8 +185,9 @@ pub struct RunFile {
     pub recompute: Recompute,
     /// ZeRO stage (0–3; FSDP sharding optimizer state and gradients is 2).
     pub zero: u64,
-    /// Attention implementation ([`ATTENTION_KERNELS`]).
-    pub attention_kernel: String,
+    /// Attention implementation (`unfused`, `sdpa-fa2`, `fa3`, `cudnn`, …: `config::attention`;
+    /// the profile must have it).
+    pub attention_kernel: AttentionKernel,
     /// Causal attention.
     pub causal: bool,
     /// The published figure.
@@ -200,21 +202,6 @@ pub struct RunFile {
     pub unstated: Vec<Unstated>,
 }
 
-/// The attention implementations a run may name, and whether each is a fused kernel.
-///
-/// `unfused` materialises the scores (Megatron's scale-mask-softmax, as the 2021–2022 runs
-/// ran); `sdpa-fa2` is the fused kernel the profiles' kernel model is fitted to (PyTorch SDPA,
-/// FlashAttention-2 level).
-pub const ATTENTION_KERNELS: &[(&str, bool)] = &[("unfused", false), ("sdpa-fa2", true)];
-
-/// Whether attention implementation `name` is fused (`None`: unknown).
-pub fn attention_is_fused(name: &str) -> Option<bool> {
-    ATTENTION_KERNELS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|&(_, fused)| fused)
-}
-
 /// The values of every knob one configuration of a run uses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Knobs {
@@ -227,7 +214,7 @@ pub struct Knobs {
     /// ZeRO stage.
     pub zero: u64,
     /// Attention implementation.
-    pub attention_kernel: String,
+    pub attention_kernel: AttentionKernel,
     /// FLOP convention's attention counting (only for TFLOP/s and MFU figures).
     pub flop_attention: Option<AttentionFlops>,
 }
@@ -249,7 +236,7 @@ impl Knobs {
             Knob::MicroBatch => self.micro_batch.to_string(),
             Knob::Recompute => recompute_id(self.recompute).to_string(),
             Knob::Zero => self.zero.to_string(),
-            Knob::AttentionKernel => self.attention_kernel.clone(),
+            Knob::AttentionKernel => self.attention_kernel.id().to_string(),
             Knob::FlopAttention => match self.flop_attention {
                 Some(AttentionFlops::Full) => "full".into(),
                 Some(AttentionFlops::Causal) => "causal".into(),
@@ -382,6 +369,40 @@ pub fn load(path: &Path) -> Result<Run> {
     hardware
         .set_nodes(file.nodes)
         .map_err(|e| bad("nodes", e.to_string()))?;
+    let has = |k: AttentionKernel| {
+        let km = &hardware.kernels;
+        k == AttentionKernel::Unfused || k == km.fused_attention() || km.has_attention(k)
+    };
+    if !has(file.attention_kernel) {
+        return Err(bad(
+            "attention_kernel",
+            format!(
+                "'{}' is not in {}'s kernel model; it has: {}",
+                file.attention_kernel,
+                hardware.name,
+                hardware.kernels.attention_list()
+            ),
+        ));
+    }
+    for (i, u) in file.unstated.iter().enumerate() {
+        if u.knob != Knob::AttentionKernel {
+            continue;
+        }
+        for (j, v) in u.tried.iter().enumerate() {
+            if let Some(k) = v.as_str().and_then(AttentionKernel::parse) {
+                if !has(k) {
+                    return Err(bad(
+                        &format!("unstated[{i}].tried[{j}]"),
+                        format!(
+                            "'{k}' is not in {}'s kernel model; it has: {}",
+                            hardware.name,
+                            hardware.kernels.attention_list()
+                        ),
+                    ));
+                }
+            }
+        }
+    }
     let gpus = file.p * file.cp * file.pp * file.dp;
     if gpus > hardware.total_gpus() {
         return Err(bad(
@@ -502,9 +523,6 @@ fn check(f: &RunFile, bad: &dyn Fn(&str, String) -> Error) -> Result<()> {
     if f.zero > 3 {
         return Err(bad("zero", format!("must be 0, 1, 2 or 3, got {}", f.zero)));
     }
-    if attention_is_fused(&f.attention_kernel).is_none() {
-        return Err(bad("attention_kernel", unknown_kernel(&f.attention_kernel)));
-    }
     let m = &f.measured;
     if !(m.value.is_finite() && m.value > 0.0) {
         return Err(bad(
@@ -560,17 +578,6 @@ fn check(f: &RunFile, bad: &dyn Fn(&str, String) -> Error) -> Result<()> {
     Ok(())
 }
 
-fn unknown_kernel(name: &str) -> String {
-    format!(
-        "unknown attention implementation '{name}'; known: {}",
-        ATTENTION_KERNELS
-            .iter()
-            .map(|(n, _)| *n)
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
-}
-
 /// The run's own configuration followed by every other combination of the tried values.
 fn configurations(f: &RunFile, bad: &dyn Fn(&str, String) -> Error) -> Result<Vec<Knobs>> {
     let own = Knobs {
@@ -578,7 +585,7 @@ fn configurations(f: &RunFile, bad: &dyn Fn(&str, String) -> Error) -> Result<Ve
         micro_batch: f.micro_batch,
         recompute: f.recompute,
         zero: f.zero,
-        attention_kernel: f.attention_kernel.clone(),
+        attention_kernel: f.attention_kernel,
         flop_attention: f.measured.flops.as_ref().map(|fl| fl.attention),
     };
     let mut all = vec![own.clone()];
@@ -694,10 +701,12 @@ fn set_knob(k: &mut Knobs, knob: Knob, v: &serde_json::Value) -> std::result::Re
         }
         Knob::AttentionKernel => {
             let name = text()?;
-            if attention_is_fused(name).is_none() {
-                return Err(unknown_kernel(name));
-            }
-            k.attention_kernel = name.to_string();
+            k.attention_kernel = AttentionKernel::parse(name).ok_or_else(|| {
+                format!(
+                    "unknown attention implementation '{name}'; known: {}",
+                    AttentionKernel::ALL.map(AttentionKernel::id).join(", ")
+                )
+            })?;
         }
         Knob::FlopAttention => {
             k.flop_attention = Some(match text()? {
@@ -717,7 +726,7 @@ fn set_knob_from(k: &mut Knobs, knob: Knob, from: &Knobs) {
         Knob::MicroBatch => k.micro_batch = from.micro_batch,
         Knob::Recompute => k.recompute = from.recompute,
         Knob::Zero => k.zero = from.zero,
-        Knob::AttentionKernel => k.attention_kernel = from.attention_kernel.clone(),
+        Knob::AttentionKernel => k.attention_kernel = from.attention_kernel,
         Knob::FlopAttention => k.flop_attention = from.flop_attention,
     }
 }

@@ -181,8 +181,6 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
             f.global_batch
         )));
     }
-    let fused = file::attention_is_fused(&k.attention_kernel)
-        .ok_or_else(|| invalid(format!("unknown attention kernel {}", k.attention_kernel)))?;
     Ok(Workload {
         model: run.model.clone(),
         hardware: run.hardware.clone(),
@@ -198,7 +196,8 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
         micro_batch: k.micro_batch,
         micro_batches: f.global_batch / per,
         options: Options {
-            flash: fused,
+            flash: k.attention_kernel.is_fused(),
+            attention: Some(k.attention_kernel),
             recompute: k.recompute,
             zero: Some(file::zero_stage(k.zero)),
             causal: f.causal,

@@ -23,7 +23,7 @@ mod ulysses;
 pub use graph::{
     CollectiveOp, DeviceId, KernelId, Label, Pass, Placement, Stream, Task, TaskGraph, TaskId, Work,
 };
-pub use kernels::{attention_bwd, attention_fwd, AttnShape};
+pub use kernels::{attention_bwd, attention_fwd, unfused_attention, AttnShape};
 pub use lower::{graph_size, lower, Devices, GraphSize, LowerOptions, GRAPH_BYTES_PER_TASK};
 pub use shape::{Attention, AttnPass, Gemm, KernelKind, KernelShape};
 pub use stage::{

@@ -1,6 +1,7 @@
 //! Integration tests: one binary, one module per concern.
 
 mod analytic_vs_sim;
+mod attention_kernels;
 mod calib;
 mod cli;
 mod commands;
