@@ -112,7 +112,7 @@ pub fn runs_markdown(runs: &[RunResult], timing: RunTiming, exts: &[&str]) -> St
          predicted / measured − 1 (for an iteration time, positive is slower than measured; \
          for TFLOP/s or MFU, positive is faster).\n\n\
          **{goal} of {n} runs are within the 5% goal; {tol} of {n} within their own \
-         tolerance.** The tool's own MFU: {}.\n\n",
+         tolerance.** The tool's own {}.\n\n",
         timing.words(),
         crate::evaluate::mfu_convention(),
     );

@@ -17,11 +17,9 @@ use crate::config::{
 use crate::error::{Error, Result};
 use crate::evaluate::{AttentionFlops, FlopConvention};
 
-/// At most this many values of one unstated knob are tried.
-pub const MAX_TRIED_VALUES: usize = 16;
-/// At most this many configurations (the product of the tried values) per run: each is priced
-/// in closed form.
-pub const MAX_COMBINATIONS: usize = 256;
+use crate::config::limits::{
+    MAX_RUN_CONFIGURATIONS as MAX_COMBINATIONS, MAX_RUN_FILES, MAX_TRIED_VALUES,
+};
 
 /// Where a run is published.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -336,9 +334,6 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Run>> {
     }
     paths.iter().map(|p| load(p)).collect()
 }
-
-/// At most this many run files in one folder.
-pub const MAX_RUN_FILES: usize = 1000;
 
 /// Reads and checks one run file (module docs).
 pub fn load(path: &Path) -> Result<Run> {
