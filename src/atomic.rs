@@ -4,7 +4,7 @@
 //! SIGTERM ([`install_interrupt_cleanup`]); and a command that writes a folder holds a lock on
 //! it and writes a manifest last ([`OutputFolder`]). Also the JSON form every output uses.
 //! Used by every module that writes outputs (reports, plots, calibrated profiles). Depends
-//! only on `error`.
+//! only on `error`; never on `config` or the modules that write through it.
 
 mod folder;
 

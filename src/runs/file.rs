@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{
-    limits, load_hardware, load_model, read_json, AttentionKernel, Hardware, MethodId, Model,
-    Recompute, ZeroStage,
+    limits, load_hardware, load_model, read_json, AttentionKernel, GradDtype, Hardware, MethodId,
+    Model, Recompute, ZeroStage,
 };
 use crate::error::{Error, Result};
 use crate::evaluate::{AttentionFlops, FlopConvention};
@@ -129,6 +129,8 @@ pub enum Knob {
     Zero,
     /// Attention implementation.
     AttentionKernel,
+    /// Gradient dtype.
+    GradDtype,
     /// How the paper's FLOP convention counts attention under a causal mask.
     FlopAttention,
 }
@@ -142,6 +144,7 @@ impl Knob {
             Knob::Recompute => "recompute",
             Knob::Zero => "zero",
             Knob::AttentionKernel => "attention-kernel",
+            Knob::GradDtype => "grad-dtype",
             Knob::FlopAttention => "flop-attention",
         }
     }
@@ -181,8 +184,11 @@ pub struct RunFile {
     pub seq: u64,
     /// Activation recomputation.
     pub recompute: Recompute,
-    /// ZeRO stage (0–3; FSDP sharding optimizer state and gradients is 2).
+    /// ZeRO stage (0–3; FSDP sharding optimizer state and gradients is 2; Megatron's
+    /// distributed optimizer is 1).
     pub zero: u64,
+    /// Dtype the gradients are accumulated and reduced in (`fp32`, or `bf16` for any 16-bit).
+    pub grad_dtype: GradDtype,
     /// Attention implementation (`unfused`, `sdpa-fa2`, `fa3`, `cudnn`, …: `config::attention`;
     /// the profile must have it).
     pub attention_kernel: AttentionKernel,
@@ -213,6 +219,8 @@ pub struct Knobs {
     pub zero: u64,
     /// Attention implementation.
     pub attention_kernel: AttentionKernel,
+    /// Gradient dtype.
+    pub grad_dtype: GradDtype,
     /// FLOP convention's attention counting (only for TFLOP/s and MFU figures).
     pub flop_attention: Option<AttentionFlops>,
 }
@@ -235,6 +243,7 @@ impl Knobs {
             Knob::Recompute => recompute_id(self.recompute).to_string(),
             Knob::Zero => self.zero.to_string(),
             Knob::AttentionKernel => self.attention_kernel.id().to_string(),
+            Knob::GradDtype => self.grad_dtype.id().to_string(),
             Knob::FlopAttention => match self.flop_attention {
                 Some(AttentionFlops::Full) => "full".into(),
                 Some(AttentionFlops::Causal) => "causal".into(),
@@ -581,6 +590,7 @@ fn configurations(f: &RunFile, bad: &dyn Fn(&str, String) -> Error) -> Result<Ve
         recompute: f.recompute,
         zero: f.zero,
         attention_kernel: f.attention_kernel,
+        grad_dtype: f.grad_dtype,
         flop_attention: f.measured.flops.as_ref().map(|fl| fl.attention),
     };
     let mut all = vec![own.clone()];
@@ -703,6 +713,13 @@ fn set_knob(k: &mut Knobs, knob: Knob, v: &serde_json::Value) -> std::result::Re
                 )
             })?;
         }
+        Knob::GradDtype => {
+            k.grad_dtype = match text()? {
+                "fp32" => GradDtype::Fp32,
+                "bf16" => GradDtype::Bf16,
+                other => return Err(format!("must be fp32 or bf16, got '{other}'")),
+            }
+        }
         Knob::FlopAttention => {
             k.flop_attention = Some(match text()? {
                 "full" => AttentionFlops::Full,
@@ -722,6 +739,7 @@ fn set_knob_from(k: &mut Knobs, knob: Knob, from: &Knobs) {
         Knob::Recompute => k.recompute = from.recompute,
         Knob::Zero => k.zero = from.zero,
         Knob::AttentionKernel => k.attention_kernel = from.attention_kernel,
+        Knob::GradDtype => k.grad_dtype = from.grad_dtype,
         Knob::FlopAttention => k.flop_attention = from.flop_attention,
     }
 }

@@ -200,6 +200,7 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
             attention: Some(k.attention_kernel),
             recompute: k.recompute,
             zero: Some(file::zero_stage(k.zero)),
+            grad_dtype: k.grad_dtype,
             causal: f.causal,
             ..Options::default()
         },
@@ -308,13 +309,14 @@ fn layout(run: &Run, w: &ValidWorkload) -> String {
         }
     }
     s.push_str(&format!(
-        " × DP {}; b {} × {}; s {}; recompute {}; ZeRO {}; {}{}",
+        " × DP {}; b {} × {}; s {}; recompute {}; ZeRO {}, {} grads; {}{}",
         f.dp,
         k.micro_batch,
         w.micro_batches,
         f.seq,
         file::recompute_id(k.recompute),
         k.zero,
+        k.grad_dtype.id(),
         k.attention_kernel,
         if f.causal { ", causal" } else { "" }
     ));
