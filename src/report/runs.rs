@@ -180,7 +180,7 @@ fn section(s: &mut String, r: &RunResult) {
         if r.tolerance_why.is_empty() {
             String::new()
         } else {
-            format!(" — {}", r.tolerance_why)
+            format!(" — {}", r.tolerance_why.trim_end_matches('.'))
         },
         r.explanation
     ));
