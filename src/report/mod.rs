@@ -3,8 +3,8 @@
 //! computes a number.
 //!
 //! Depends on `analytic`, `atomic`, `backend`, `calibrate`, `config`, `evaluate`, `fitting`,
-//! `memory`, `plan`, `plot`, `schedule`, `search`, `shard`, `sim`, `sweep`, `validate` and
-//! `error`; never on `cli`.
+//! `memory`, `plan`, `plot`, `runs`, `schedule`, `search`, `shard`, `sim`, `sweep`, `validate`
+//! and `error`; never on `cli`.
 
 mod calibrate;
 mod claims;

@@ -7,7 +7,8 @@
 //! configuration is also simulated (max-min links, extrapolated from shortened copies of the
 //! model as `plan` does) unless [`RunTiming::Analytic`] is asked for. A TFLOP/s or MFU figure
 //! is compared in the paper's own FLOP convention (`evaluate::FlopConvention`), an iteration
-//! time as seconds. Depends on `config`, `cost`, `evaluate`, `schedule`, `sim` and `error`.
+//! time as seconds. Depends on `config`, `cost`, `evaluate`, `schedule`, `sim` and `error`; never
+//! on `report` or `cli`.
 
 pub mod breakdown;
 pub mod file;

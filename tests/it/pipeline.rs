@@ -369,7 +369,9 @@ fn asymmetric_programs_are_not_folded() {
 
 /// The planner's shortened simulation of a pipeline (2 and 4 layers per virtual stage, pp and
 /// 2·pp micro-batches, extrapolated: `evaluate::extrapolate`) against the whole step: within
-/// 10⁻⁴ (measured: 1.7·10⁻⁵ at most, the optimizer kernels not being affine in their size).
+/// 10⁻⁴ (measured: 1.7·10⁻⁵ at most, the optimizer kernels not being affine in their size) —
+/// within 10⁻³ for the ZeRO-3 Ulysses step, whose every micro-batch synchronises its gradients
+/// (measured 3.2·10⁻⁴; `evaluate::extrapolate`'s docs).
 #[test]
 fn pipelined_extrapolation_matches_the_whole_simulation() {
     use metp_sim::evaluate::{extrapolated_times, SimDepth};
@@ -385,8 +387,13 @@ fn pipelined_extrapolation_matches_the_whole_simulation() {
             let full = extrapolated_times(&w, link, SimDepth::Full).unwrap();
             let short = extrapolated_times(&w, link, SimDepth::Extrapolate).unwrap();
             let rel = (short.step_time_s / full.step_time_s - 1.0).abs();
+            let tol = if w.zero_stage() >= metp_sim::config::ZeroStage::Zero2 {
+                1e-3
+            } else {
+                1e-4
+            };
             assert!(
-                rel < 1e-4,
+                rel < tol,
                 "{method} {outer:?} {link:?}: extrapolated {:.6} s vs whole {:.6} s",
                 short.step_time_s,
                 full.step_time_s
