@@ -12,11 +12,13 @@
 
 pub mod breakdown;
 pub mod file;
+pub mod knobs;
 
 use serde::Serialize;
 
 pub use breakdown::{Breakdown, Suspect};
-pub use file::{load, load_dir, Knob, Knobs, Quantity, Run, RunFile};
+pub use file::{load, load_dir, Quantity, Run, RunFile};
+pub use knobs::{Knob, Knobs};
 
 use crate::config::{Options, OuterAxes, ValidWorkload, Workload};
 use crate::error::{Error, Result};
@@ -200,7 +202,7 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
             flash: k.attention_kernel.is_fused(),
             attention: Some(k.attention_kernel),
             recompute: k.recompute,
-            zero: Some(file::zero_stage(k.zero)),
+            zero: Some(knobs::zero_stage(k.zero)),
             grad_dtype: k.grad_dtype,
             causal: f.causal,
             ..Options::default()
@@ -315,7 +317,7 @@ fn layout(run: &Run, w: &ValidWorkload) -> String {
         k.micro_batch,
         w.micro_batches,
         f.seq,
-        file::recompute_id(k.recompute),
+        knobs::recompute_id(k.recompute),
         k.zero,
         k.grad_dtype.id(),
         k.attention_kernel,
