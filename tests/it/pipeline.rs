@@ -301,6 +301,23 @@ fn the_symmetric_reduction_equals_the_full_simulation() {
             ),
         ),
     ];
+    // The same on an NVSwitch node with NVLS (dgx-h100): NVLS all-reduces and rings across
+    // nodes spread over the rails fold exactly too.
+    let h100: Vec<(String, Workload)> = cases
+        .iter()
+        .map(|(label, w)| {
+            let mut w = w.clone();
+            let nodes = w.hardware.nodes;
+            w.hardware = load_hardware("dgx-h100").unwrap();
+            w.hardware.nodes = nodes;
+            (format!("{label} on dgx-h100"), w)
+        })
+        .collect();
+    let cases: Vec<(String, Workload)> = cases
+        .into_iter()
+        .map(|(l, w)| (l.to_string(), w))
+        .chain(h100)
+        .collect();
     for (label, w) in cases {
         let w = w.validate().unwrap();
         let stages = stage_inventories(&w);
@@ -369,9 +386,13 @@ fn asymmetric_programs_are_not_folded() {
 
 /// The planner's shortened simulation of a pipeline (2 and 4 layers per virtual stage, pp and
 /// 2·pp micro-batches, extrapolated: `evaluate::extrapolate`) against the whole step: within
-/// 10⁻⁴ (measured: 1.7·10⁻⁵ at most, the optimizer kernels not being affine in their size) —
-/// within 10⁻³ for the ZeRO-3 Ulysses step, whose every micro-batch synchronises its gradients
-/// (measured 3.2·10⁻⁴; `evaluate::extrapolate`'s docs).
+/// 3·10⁻⁴. Measured: 1.8·10⁻⁴ for interleaved Ulysses with max-min links, whose stage-boundary
+/// sends move at the library's point-to-point rate (on dgx-a100-80gb 195 GB/s, carried as
+/// more bytes on the 232 GB/s ports, `cost::CostModel::p2p_wire_bytes`) and so overlap the
+/// layers' all-to-alls a little differently at 2 and 4 layers per stage; 1.7·10⁻⁵ at most
+/// without that (the optimizer kernels not being affine in their size). Within 10⁻³ for the ZeRO-3
+/// Ulysses step whose every micro-batch synchronises its gradients (`evaluate::extrapolate`'s
+/// docs).
 #[test]
 fn pipelined_extrapolation_matches_the_whole_simulation() {
     use metp_sim::evaluate::{extrapolated_times, SimDepth};
@@ -390,7 +411,7 @@ fn pipelined_extrapolation_matches_the_whole_simulation() {
             let tol = if w.zero_stage() >= metp_sim::config::ZeroStage::Zero2 {
                 1e-3
             } else {
-                1e-4
+                3e-4
             };
             assert!(
                 rel < tol,
