@@ -25,6 +25,7 @@ mod pipeline;
 mod plan;
 mod plot;
 mod properties;
+mod runs;
 mod scaling;
 mod schedules;
 mod shard;
