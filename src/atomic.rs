@@ -3,8 +3,9 @@
 //! into place; output paths are checked before any work; temporaries are removed on SIGINT and
 //! SIGTERM ([`install_interrupt_cleanup`]); and a command that writes a folder holds a lock on
 //! it and writes a manifest last ([`OutputFolder`]). Also the JSON form every output uses.
-//! Used by every module that writes outputs (reports, plots, calibrated profiles). Depends
-//! only on `error`.
+//! No output replaces a file the command read ([`crate::inputs`]): the check is part of the
+//! output-path check before the work and of every write. Used by every module that writes
+//! outputs (reports, plots, calibrated profiles). Depends only on `error` and `inputs`.
 
 mod folder;
 
@@ -75,7 +76,62 @@ pub fn check_output_file(path: &Path) -> Result<()> {
             message: "is a directory; give a file name".into(),
         });
     }
+    check_not_input(path)?;
     check_parents(path)
+}
+
+/// Refuses an output that is a file this command read (the same path, a link to it, or the
+/// same inode): writing it would destroy the input.
+pub fn check_not_input(path: &Path) -> Result<()> {
+    match crate::inputs::input_at(path) {
+        Some(input) => Err(Error::Output {
+            path: path.to_path_buf(),
+            message: if input == path {
+                "is one of this command's inputs; writing it would destroy it — choose another \
+                 output"
+                    .into()
+            } else {
+                format!(
+                    "is the same file as the input {}; writing it would destroy it — choose \
+                     another output",
+                    input.display()
+                )
+            },
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Where `path` would be written: its folder's canonical path joined with its name (the file
+/// itself need not exist).
+fn target(path: &Path) -> Option<PathBuf> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    Some(std::fs::canonicalize(dir).ok()?.join(path.file_name()?))
+}
+
+/// Refuses two outputs of one command on the same file (`(flag, path)` pairs): the second
+/// would replace the first.
+pub fn check_distinct_outputs(outputs: &[(&str, &Path)]) -> Result<()> {
+    for (i, (flag, path)) in outputs.iter().enumerate() {
+        for (other_flag, other) in &outputs[..i] {
+            let same = path == other
+                || crate::inputs::same_file(path, other)
+                || target(path).is_some_and(|t| Some(t) == target(other));
+            if same {
+                return Err(Error::arg(
+                    flag,
+                    format!(
+                        "{} is also {other_flag}: one would replace the other",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks, before any work, that `dir` can be an output folder: it is a folder or does not

@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::args::{single_degree, CommonArgs};
+use super::args::{single_degree, CommonArgs, OuterArgs};
 use crate::config::{parse_count, MethodId};
 use crate::error::Result;
 use crate::report::{self, Format};
@@ -20,13 +20,18 @@ pub struct MemoryArgs {
     seq: String,
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    outer: OuterArgs,
 }
 
 pub fn run(a: MemoryArgs) -> Result<String> {
     let method = MethodId::parse("--method", &a.method)?;
     let p = single_degree(&a.p)?;
     let seq = parse_count("--seq", &a.seq)?;
-    let w = a.common.workload(method, p, seq)?.validate()?;
+    let outer = a.outer.axes()?;
+    let mut w = a.common.workload(method, p, seq)?;
+    w.outer = outer;
+    let w = w.validate()?;
     let inv = crate::memory::inventory(&w);
     Ok(match a.common.format.into() {
         Format::Table => report::memory_table(&w, &inv),

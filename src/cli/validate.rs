@@ -58,11 +58,7 @@ pub fn run(a: ValidateArgs) -> Result<String> {
         if hw_names.is_empty() {
             PathBuf::from("reports/claims")
         } else {
-            let slug = hw_names
-                .iter()
-                .map(|n| report::file_slug(n))
-                .collect::<Vec<_>>()
-                .join("-");
+            let slug = report::joined_slug(hw_names.iter().map(String::as_str));
             PathBuf::from("reports").join(format!("claims-{slug}"))
         }
     });

@@ -82,8 +82,9 @@ pub fn resolve(kind: DataKind, name_or_path: &str) -> Result<PathBuf> {
 }
 
 /// Reads a text file of at most [`MAX_INPUT_FILE_BYTES`](super::limits::MAX_INPUT_FILE_BYTES):
-/// a larger file — or one without end, such as `/dev/zero` — is refused after reading one byte
-/// past the limit, never read whole.
+/// a larger regular file is refused from its size, before it is read; one whose size is not
+/// known (a pipe, a device such as `/dev/zero`) after reading one byte past the limit, never
+/// read whole.
 pub fn read_text(path: &Path) -> Result<String> {
     read_text_capped(path, super::limits::MAX_INPUT_FILE_BYTES)
 }
@@ -97,22 +98,30 @@ pub fn read_text_capped(path: &Path, max: u64) -> Result<String> {
         source,
     };
     let file = std::fs::File::open(path).map_err(io)?;
-    if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+    let meta = file.metadata().map_err(io)?;
+    if meta.is_dir() {
         return Err(Error::Parse {
             path: path.to_path_buf(),
             message: "is a directory, not a file".into(),
         });
     }
+    // A regular file's size is known before anything is read: a large one is refused without
+    // reading it. The capped read below is for the rest (pipes, devices such as /dev/zero).
+    let too_large = |len: String| Error::Parse {
+        path: path.to_path_buf(),
+        message: format!(
+            "{len}larger than {} MiB, the most such a file may hold (config::limits)",
+            max >> 20
+        ),
+    };
+    if meta.is_file() && meta.len() > max {
+        return Err(too_large(format!("{} bytes, ", meta.len())));
+    }
+    crate::inputs::note(path);
     let mut bytes = Vec::new();
     file.take(max + 1).read_to_end(&mut bytes).map_err(io)?;
     if bytes.len() as u64 > max {
-        return Err(Error::Parse {
-            path: path.to_path_buf(),
-            message: format!(
-                "larger than {} MiB, the most such a file may hold (config::limits)",
-                max >> 20
-            ),
-        });
+        return Err(too_large(String::new()));
     }
     String::from_utf8(bytes).map_err(|e| Error::Parse {
         path: path.to_path_buf(),

@@ -442,7 +442,31 @@ impl Hardware {
                 ))
             }
             (IntraNodeKind::Mesh, Some(f)) => {
-                positive("intra_node.link_bytes_per_s_per_direction", f)?
+                positive("intra_node.link_bytes_per_s_per_direction", f)?;
+                // One link carries at most what the GPU sends in all, and the GPU sends at most
+                // what its links to the other GPUs of the node carry together.
+                let total = self.intra_node.bytes_per_s_per_direction.value;
+                let peers = self.gpus_per_node.saturating_sub(1) as f64;
+                if f.value > total * (1.0 + 1e-9) {
+                    return Err(bad(
+                        "intra_node.link_bytes_per_s_per_direction.value",
+                        format!(
+                            "{:e} B/s on one GPU-to-GPU link is more than the GPU's total of \
+                             {total:e} B/s (intra_node.bytes_per_s_per_direction)",
+                            f.value
+                        ),
+                    ));
+                }
+                if peers >= 1.0 && total > f.value * peers * (1.0 + 1e-9) {
+                    return Err(bad(
+                        "intra_node.bytes_per_s_per_direction.value",
+                        format!(
+                            "{total:e} B/s is more than the {peers} links to the node's other \
+                             GPUs carry together ({peers} × {:e} B/s)",
+                            f.value
+                        ),
+                    ));
+                }
             }
             (kind, Some(_)) => {
                 return Err(bad(

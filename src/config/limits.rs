@@ -84,6 +84,10 @@ pub const MAX_SHARDS: u64 = 10_000;
 /// Largest shard file `merge` reads: a shard of the largest sweep (100,000 points at ~1 KB of
 /// JSON each) is under 128 MiB.
 pub const MAX_SHARD_FILE_BYTES: u64 = 256 << 20;
+/// Most bytes of shard files one `merge` reads in all (sizes checked before any is read): the
+/// parts of the largest sweep, with the study repeated in each part, are well under it, and a
+/// merge holds one part's text at a time.
+pub const MAX_MERGE_BYTES: u64 = 1 << 30;
 
 /// The most GPUs a plan enumerates over: candidates are priced in closed form and the few
 /// simulated are reduced to one device per distinct program, so a plan's cost grows with the
@@ -219,7 +223,7 @@ pub fn table() -> Vec<Limit> {
             what: "micro-batches per step (--global-batch / (dp × b)) / tokens per step",
             value: format!("{} / {}", pow2(MAX_MICRO_BATCHES), pow2(MAX_TOKENS_PER_STEP)),
             why: "tokens per step stay exact as a float",
-            commands: &["simulate", "overlap", "plan"],
+            commands: &["simulate", "plan"],
         },
         Limit {
             what: "lengths in one --seq spec / points in one sweep",
@@ -228,9 +232,13 @@ pub fn table() -> Vec<Limit> {
             commands: &["sweep", "maxseq"],
         },
         Limit {
-            what: "shards (--shard K/N) / shard file size",
-            value: format!("N ≤ {MAX_SHARDS} / {} MiB", MAX_SHARD_FILE_BYTES >> 20),
-            why: "one scheduler task per shard; a shard of the largest sweep is well under the file bound, which merge checks before reading",
+            what: "shards (--shard K/N) / shard file size / shard files of one merge",
+            value: format!(
+                "N ≤ {MAX_SHARDS} / {} MiB / {} GiB in all",
+                MAX_SHARD_FILE_BYTES >> 20,
+                MAX_MERGE_BYTES >> 30
+            ),
+            why: "one scheduler task per shard; a shard of the largest sweep is well under the file bound; merge checks every size before it reads a file",
             commands: &["sweep", "plan", "merge"],
         },
         Limit {

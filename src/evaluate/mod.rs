@@ -50,12 +50,14 @@
 
 mod extrapolate;
 mod metrics;
+mod reported;
 
 pub use crate::schedule::Devices;
 pub use extrapolate::{
     extrapolated_times, simulates_whole, workload_simulates_whole, SimDepth, EXTRAPOLATION_LAYERS,
 };
 pub use metrics::{model_flops, Metrics};
+pub use reported::{check_reported, check_reported_memory, Reported, REPORTED_TOLERANCE};
 
 use crate::analytic;
 use crate::config::ValidWorkload;

@@ -2,9 +2,10 @@
 //! share against sequence length (one file per degree, one line per method), and the longest
 //! sequence against degree.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::config::OuterAxes;
+use crate::config::{MethodId, OuterAxes};
 use crate::error::Result;
 use crate::plot::{self, AxisFormat, Chart, Series};
 use crate::sweep::{Point, Status, SweepResult, SweepSpec};
@@ -18,19 +19,20 @@ pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Re
     for m in &spec.models {
         for hw in &spec.hardware {
             let dir = if multi {
-                out.join(format!(
-                    "{}-{}",
-                    super::file_slug(&m.name),
-                    super::file_slug(&hw.name)
-                ))
+                out.join(super::joined_slug([m.name.as_str(), hw.name.as_str()]))
             } else {
                 out.to_path_buf()
             };
-            let pts: Vec<&Point> = r
+            // Each curve's points, gathered once (a lookup per curve would make the plots
+            // quadratic in a large sweep).
+            let mut curves: HashMap<(MethodId, u64, OuterAxes), Vec<&Point>> = HashMap::new();
+            for x in r
                 .points
                 .iter()
-                .filter(|p| p.model == m.name && p.hardware == hw.name)
-                .collect();
+                .filter(|x| x.model == m.name && x.hardware == hw.name)
+            {
+                curves.entry((x.method, x.p, x.outer)).or_default().push(x);
+            }
             let capacity = hw.memory_bytes() as f64;
             let charts: [(&str, &str, AxisFormat, bool, Metric, bool); 4] = [
                 (
@@ -98,10 +100,7 @@ pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Re
                     for &method in &spec.methods {
                         let mut points = Vec::new();
                         let mut bad = Vec::new();
-                        for pt in pts
-                            .iter()
-                            .filter(|x| x.method == method && x.p == p && x.outer == outer)
-                        {
+                        for pt in curves.get(&(method, p, outer)).into_iter().flatten() {
                             let show = if is_memory {
                                 pt.status != Status::Invalid
                             } else {

@@ -8,8 +8,9 @@ use std::path::Path;
 
 const ALLOWED: &[(&str, &[&str])] = &[
     ("error", &[]),
-    ("atomic", &["error"]),
-    ("config", &["error"]),
+    ("inputs", &[]),
+    ("atomic", &["error", "inputs"]),
+    ("config", &["error", "inputs"]),
     ("memory", &["config", "error"]),
     ("search", &["config", "memory", "error"]),
     ("schedule", &["config", "memory", "error"]),

@@ -13,6 +13,10 @@ mod class6_hangs;
 mod class7_interrupted;
 mod class8_unbounded_cost;
 mod class9_small_things;
+mod pass2_class1_shards;
+mod pass2_class4_bounded_work;
+mod pass2_class5_flags;
+mod pass2_class6_small_things;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
