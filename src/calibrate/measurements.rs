@@ -385,7 +385,8 @@ impl KernelMeasurements {
                 ));
             }
         }
-        Ok(())
+        // What no GPU run can produce (`bounds`): shapes, times, rates, repeats, links.
+        super::bounds::check_file(self).map_err(|(field, why)| bad(field, &why))
     }
 
     /// A file with no entries yet: what, date, device and software as given, times `isolated`

@@ -36,6 +36,7 @@
 //! shapes), `atomic`; never on `report` or the studies above it.
 
 pub mod backend;
+pub mod bounds;
 pub mod budget;
 pub mod busbw;
 pub mod compare;
@@ -266,6 +267,15 @@ pub fn fit_file(
     profile::ensure_writable(out, force)?;
     let m = KernelMeasurements::read(measurements)?;
     let base = crate::config::load_hardware(base_name)?;
+    // The profile written must replace neither input (--out = --base or = --fit).
+    crate::atomic::check_not_input(out)?;
+    bounds::check_file_against(&base, &m).map_err(|(field, message)| {
+        crate::error::Error::InvalidField {
+            path: measurements.to_path_buf(),
+            field,
+            message,
+        }
+    })?;
     let label = format!(
         "fitted by metp-sim calibrate --fit {} --base {}",
         measurements.display(),

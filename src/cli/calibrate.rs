@@ -127,6 +127,8 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
             .transpose()?,
         budget_s,
     };
+    // The profile written must not replace --base (read above).
+    crate::atomic::check_not_input(&opts.out)?;
     // A GPU calibration always logs its progress (with the elapsed time): its log is the
     // record of a short, rare run on a GPU machine.
     let verbose = std::io::stderr().is_terminal() || a.backend == BackendArg::Cuda;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::link::OutFormat;
-use crate::calibrate::price::{check_implementations, price_at_clocks, read_input};
+use crate::calibrate::price::{check_implementations, check_measured, price_at_clocks, read_input};
 use crate::calibrate::sessions::SESSION_FACTOR_RANGE;
 use crate::config::limits::MAX_MEASUREMENT_SESSIONS;
 use crate::config::{load_hardware, parse_attention_kernel};
@@ -89,6 +89,7 @@ pub fn run(a: KernelsArgs) -> Result<String> {
         }
     }
     check_implementations(&hw, &items, &a.input)?;
+    check_measured(&hw, &items, &a.input)?;
     let p = price_at_clocks(&hw, &items, timing, a.compare, &clocks);
     Ok(match a.format {
         OutFormat::Json if a.compare => to_json(&p),

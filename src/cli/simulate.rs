@@ -127,6 +127,17 @@ pub fn run(a: SimulateArgs) -> Result<String> {
         a.global_batch.as_deref(),
     )?
     .validate()?;
+    // Now that the model and profile are read: neither output may replace one of them.
+    for path in a.trace.iter().chain(&a.timeline) {
+        crate::atomic::check_not_input(path)?;
+    }
+    crate::atomic::check_distinct_outputs(
+        &a.trace
+            .iter()
+            .map(|p| ("--trace", p.as_path()))
+            .chain(a.timeline.iter().map(|p| ("--timeline", p.as_path())))
+            .collect::<Vec<_>>(),
+    )?;
     let trace = match (
         a.trace.is_some() || a.timeline.is_some(),
         a.trace_all_devices,

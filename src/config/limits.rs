@@ -115,6 +115,38 @@ pub const TRACE_ALL_DEVICES_MAX_SPANS: u64 = 1 << 20;
 /// Most measurement sessions a measurement file's GEMMs may come from (`session` below this):
 /// the fit searches one clock factor per later session.
 pub const MAX_MEASUREMENT_SESSIONS: u32 = 16;
+/// Largest GEMM dimension (m, n, k) and attention token count of a measured or listed kernel
+/// (`calibrate --fit`, `kernels`, `gpu-check`): 16M, above any layer's tokens or width.
+pub const MAX_KERNEL_DIM: u64 = 1 << 24;
+/// Most independent products (batched GEMM) or sequences (attention) in one measured call.
+pub const MAX_KERNEL_BATCH: u64 = 1 << 20;
+/// Largest head dimension of a measured attention call (fused kernels stop at 256).
+pub const MAX_KERNEL_HEAD_DIM: u64 = 1 << 12;
+/// Most bytes one measured kernel's operands, or one copy, message or collective, may hold:
+/// 1 TiB, above any device's memory.
+pub const MAX_KERNEL_BYTES: f64 = 1_099_511_627_776.0; // 2^40
+/// Shortest and longest measured time, in seconds: one tick of a 1 GHz clock (no kernel or
+/// message is shorter), and a day ([`MAX_KERNEL_FIGURE`]).
+pub const MEASURED_TIME_RANGE_S: (f64, f64) = (1e-9, MAX_KERNEL_FIGURE);
+/// How far above the profile's peak FLOP/s a measured GEMM or attention call may run (boost
+/// clocks above the datasheet's): the published and measured files reach 0.87 of it.
+pub const MEASURED_PEAK_MARGIN: f64 = 0.10;
+/// How many times the profile's HBM rate a measured copy or element-wise pass may move (a
+/// buffer that stays in L2 runs at L2 bandwidth, 2–3× HBM's): the measured files reach 1.0×.
+pub const MEASURED_BANDWIDTH_FACTOR: f64 = 4.0;
+/// Slowest over fastest time of one shape measured more than once (sessions at other clocks
+/// included): the measured files reach 1.2.
+pub const MAX_REPEAT_SPREAD: f64 = 4.0;
+
+/// Work of one parameter search of `calibrate --fit`, in samples × full fits of a kernel kind
+/// (a fit is up to 2 × 200 Levenberg–Marquardt steps; a file of several GEMM sessions refits
+/// for every trial of every session's clock): a larger kind is searched on an even share of
+/// its samples — every session's, across the sizes — and its errors are reported over all of
+/// them. About 6 s per kind on a 2-core machine (0.3 ms per sample and fit), up to about 50 s
+/// for a file of 16 GEMM sessions (one GEMM each at least); files under the bound — every
+/// measured and published one — fit on every sample.
+pub const MAX_FIT_SEARCH_WORK: usize = 20_000;
+
 /// Most virtual devices of `run` (`--p`) and `calibrate` (`--devices`): threads on the CPU.
 pub const MAX_VIRTUAL_DEVICES: u64 = 256;
 /// Most timed runs of `run` and `calibrate` (`--runs`).
@@ -280,6 +312,37 @@ pub fn table() -> Vec<Limit> {
             value: MAX_MEASUREMENT_SESSIONS.to_string(),
             why: "the fit searches one clock factor per session after the first",
             commands: &["calibrate", "kernels", "gpu-check"],
+        },
+        Limit {
+            what: "measured kernels: GEMM m, n, k and attention tokens / batch / head dim / operand, copy and message bytes",
+            value: format!(
+                "{} / {} / {} / {}",
+                pow2(MAX_KERNEL_DIM),
+                pow2(MAX_KERNEL_BATCH),
+                pow2(MAX_KERNEL_HEAD_DIM),
+                "2^40"
+            ),
+            why: "above any real call; K/V heads must divide the query heads, a message joins two different devices, a collective 2 to 2^20 ranks",
+            commands: &["calibrate", "kernels", "gpu-check"],
+        },
+        Limit {
+            what: "measured times / rates against the profile / one shape timed twice",
+            value: format!(
+                "{:e} s to {} s / at most {}× the peak FLOP/s, {}× the HBM rate / slowest ≤ {}× fastest",
+                MEASURED_TIME_RANGE_S.0,
+                MEASURED_TIME_RANGE_S.1,
+                1.0 + MEASURED_PEAK_MARGIN,
+                MEASURED_BANDWIDTH_FACTOR,
+                MAX_REPEAT_SPREAD
+            ),
+            why: "no kernel is shorter than a clock tick or faster than its GPU; the published and measured files reach 0.87× the peak, 1.0× the HBM rate and a spread of 1.2",
+            commands: &["calibrate", "kernels", "gpu-check"],
+        },
+        Limit {
+            what: "calibrate --fit: samples × full fits of one parameter search",
+            value: MAX_FIT_SEARCH_WORK.to_string(),
+            why: "a larger kind (or messages) is searched on an even share of its samples, every session's, across the sizes, and its errors reported over all; 90,000 attention calls fit in seconds",
+            commands: &["calibrate"],
         },
         Limit {
             what: "CPU link throttle",

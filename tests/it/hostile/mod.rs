@@ -14,6 +14,8 @@ mod class7_interrupted;
 mod class8_unbounded_cost;
 mod class9_small_things;
 mod pass2_class1_shards;
+mod pass2_class2_measurements;
+mod pass2_class3_inputs;
 mod pass2_class4_bounded_work;
 mod pass2_class5_flags;
 mod pass2_class6_small_things;
