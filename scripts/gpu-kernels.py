@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measure the kernels a training step issues, with PyTorch, on one GPU.
 
-Writes a kernel-measurement file in metp-sim's format (src/calibrate/measurements.rs, the format
+Writes a kernel-measurement file in metp-sim's format (src/fitting/measurements.rs, the format
 of ../shared/gpu-data/h200-2026-11-30.json, extended with q_tokens/kv_tokens/head_dim), so that
 `metp-sim kernels --hw PROFILE --input FILE --compare` can check a profile's kernel model on
 shapes it was not fitted on, and `metp-sim calibrate --fit FILE --base PROFILE` can refit it.

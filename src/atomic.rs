@@ -5,7 +5,8 @@
 //! it and writes a manifest last ([`OutputFolder`]). Also the JSON form every output uses.
 //! No output replaces a file the command read ([`crate::inputs`]): the check is part of the
 //! output-path check before the work and of every write. Used by every module that writes
-//! outputs (reports, plots, calibrated profiles). Depends only on `error` and `inputs`.
+//! outputs (reports, plots, calibrated profiles). Depends only on `error` and `inputs`; never
+//! on `config` or the modules that write through it.
 
 mod folder;
 

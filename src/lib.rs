@@ -18,9 +18,13 @@
 //! - [`sim`]: the discrete-event simulator;
 //! - [`evaluate`]: one workload evaluated once — inventory, plan, estimate, simulation and
 //!   metrics (tokens/s, MFU, overlap, fits);
-//! - [`exec`]: METP's and TP's units executed on virtual CPU devices, against an f64 reference;
-//! - [`calibrate`]: backends (CPU, mock, CUDA), measuring, fitting and writing hardware
-//!   profiles, predicted against measured unit times;
+//! - [`backend`]: the machines units run on and calibrations measure — the `Backend` trait and
+//!   its CPU, CUDA (feature `cuda`) and mock implementations side by side, a unit run on any of
+//!   them, a unit's predicted time;
+//! - [`fitting`]: the kernel measurement file, the one fit of a profile's kernel model to it,
+//!   kernels priced against measured times;
+//! - [`calibrate`]: measuring a backend through a plan, fitting and writing hardware profiles,
+//!   units predicted against measured;
 //! - [`shard`]: `--shard K/N`, the file each part of a split study writes, and the checks
 //!   before `merge` joins the parts;
 //! - [`sweep`], [`validate`], [`plan`]: every method × degree × length; the published claims
@@ -32,13 +36,14 @@
 
 pub mod analytic;
 pub mod atomic;
+pub mod backend;
 pub mod calibrate;
 pub mod cli;
 pub mod config;
 pub mod cost;
 pub mod error;
 pub mod evaluate;
-pub mod exec;
+pub mod fitting;
 pub mod inputs;
 pub mod memory;
 pub mod plan;

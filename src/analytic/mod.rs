@@ -17,7 +17,7 @@
 //!   behind the previous group's body when two buffers allow it, and weight-gradient returns
 //!   queue behind the bodies.
 //!
-//! Depends on `config`, `cost` and `schedule`'s plan types; never on `sim`.
+//! Depends on `config`, `cost`, `schedule`'s plan types and `error`; never on `sim`.
 
 mod overlap;
 mod pipeline;
@@ -425,6 +425,19 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
     } else {
         0.0
     };
+    // A sharded optimizer state's all-gather of each stage's updated weights after its step.
+    let param_gather: Vec<f64> = (0..w.outer.pp as u32)
+        .map(|stage| {
+            let bytes = plan
+                .layer_param_gather_bytes
+                .saturating_mul(w.stage_layers(stage));
+            if bytes > 0 {
+                pr.collective(CollectiveOp::AllGather, &sync_group, bytes)
+            } else {
+                0.0
+            }
+        })
+        .collect();
     // Phases end when all their work has (lowering joins them), so each is priced on its own.
     let blocks = |bs: &[PhaseBlock]| {
         let mut t = PartTimes::default();
@@ -446,6 +459,7 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
                 emb_b,
                 gather,
                 sync,
+                param_gather,
                 fwd_layer,
                 bwd_layer,
                 head,
@@ -510,6 +524,7 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
     }
     let opt = pr.kernels(plan.optimizer.first().map_or(&[][..], Vec::as_slice));
     step += PartTimes::computing(opt);
+    step += PartTimes::waiting_on_comm(param_gather.first().copied().unwrap_or(0.0));
     StepTimes {
         step_time_s: step.wall,
         compute_s: step.compute,

@@ -12,7 +12,8 @@
 //! - A chunk's last micro-batch synchronises each layer's gradients as its backward ends, one
 //!   collective after the other on the asynchronous stream, slowing compute by σ while that
 //!   traffic flows, as the unpipelined step does; tied embeddings are then all-reduced between
-//!   the first and the last stage, and each stage runs its optimizer.
+//!   the first and the last stage, and each stage runs its optimizer (and, with a sharded
+//!   optimizer state below ZeRO-3, then all-gathers its updated weights).
 //! - Exposed communication: the layers' own, the part of a wait for a neighbour's message
 //!   during which that message is in flight (the rest of a wait is the bubble), and the
 //!   synchronisation left after the last backward. The critical stage is the one that
@@ -30,6 +31,8 @@ pub(super) struct Parts {
     pub emb_b: f64,
     pub gather: f64,
     pub sync: f64,
+    /// Per stage: the all-gather of its updated weights after its optimizer step.
+    pub param_gather: Vec<f64>,
     pub fwd_layer: PartTimes,
     pub bwd_layer: PartTimes,
     pub head: PartTimes,
@@ -78,6 +81,7 @@ pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Part
         emb_b,
         gather,
         sync,
+        param_gather,
         fwd_layer,
         bwd_layer,
         head,
@@ -218,9 +222,12 @@ pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Part
     let mut step = 0.0f64;
     for (s, c) in clocks.iter_mut().enumerate() {
         let opt = pr.kernels(plan.optimizer.get(s).map_or(&[][..], Vec::as_slice));
+        let gather = param_gather.get(s).copied().unwrap_or(0.0);
         c.compute += opt;
         c.busy += opt;
-        step = step.max(ends[s] + opt);
+        c.comm += gather;
+        c.exposed += gather;
+        step = step.max(ends[s] + opt + gather);
     }
     let critical = clocks
         .iter()

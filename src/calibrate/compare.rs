@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::backend::Backend;
-use super::fit::median;
-use super::predict::{predict, PredictOptions, Prediction};
+use crate::backend::predict::{predict, PredictOptions, Prediction};
+use crate::backend::repeat::median;
+use crate::backend::unit::device::{Phase, StepTime};
+use crate::backend::unit::{GpuMemory, RunReport, RunSpec};
+use crate::backend::Backend;
 use crate::config::Hardware;
 use crate::error::Result;
-use crate::exec::device::{Phase, StepTime};
-use crate::exec::{GpuMemory, RunReport, RunSpec};
 
 /// One ring (phase) of a unit: predicted and measured sums over its steps on the critical
 /// device.

@@ -3,13 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::measurements::KernelMeasurements;
+use crate::backend::unit::device::Link;
 use crate::config::{
     AttentionModel, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode, InterNodeKind,
     IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,
 };
 use crate::error::{Error, Result};
-use crate::exec::device::Link;
+use crate::fitting::measurements::KernelMeasurements;
 
 /// Who calibrated what, where and when: goes into every `source`.
 #[derive(Debug, Clone, PartialEq)]

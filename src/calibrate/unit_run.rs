@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::compare::{compare_unit, PhaseComparison, StepComparison};
-use super::cpu::{cores, load_average};
 use super::{measure_profile, Backend, Plan, PredictOptions};
+use crate::backend::cpu::{cores, load_average};
+use crate::backend::unit::device::Link;
+use crate::backend::unit::{GpuMemory, RunSpec};
 use crate::config::{ExecMethod, Hardware, Unit, UnitShape, WeightExchange};
 use crate::error::{Error, Result};
-use crate::exec::device::Link;
-use crate::exec::{GpuMemory, RunSpec};
 
 /// Where the prediction's hardware profile comes from.
 #[derive(Debug, Clone)]

@@ -4,8 +4,8 @@ use clap::{Args, ValueEnum};
 
 use crate::config::{
     apply_scales, load_hardware, load_model, parse_attention_kernel, parse_count, parse_list,
-    parse_scales, AttentionKernel, Hardware, MethodId, MetpOptions, Options, OuterAxes, Recompute,
-    WeightExchange, Workload, ZeroStage,
+    parse_scales, AttentionKernel, GradDtype, Hardware, MethodId, MetpOptions, OptimizerState,
+    Options, OuterAxes, Recompute, WeightExchange, Workload, ZeroStage,
 };
 use crate::error::{Error, Result};
 use crate::report::{self, Format};
@@ -60,6 +60,64 @@ pub enum ZeroArg {
     Z2,
     #[value(name = "3")]
     Z3,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum GradDtypeArg {
+    Fp32,
+    Bf16,
+}
+
+impl From<GradDtypeArg> for GradDtype {
+    fn from(g: GradDtypeArg) -> GradDtype {
+        match g {
+            GradDtypeArg::Fp32 => GradDtype::Fp32,
+            GradDtypeArg::Bf16 => GradDtype::Bf16,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OptimizerStateArg {
+    Replicated,
+    Sharded,
+}
+
+impl From<OptimizerStateArg> for OptimizerState {
+    fn from(o: OptimizerStateArg) -> OptimizerState {
+        match o {
+            OptimizerStateArg::Replicated => OptimizerState::Replicated,
+            OptimizerStateArg::Sharded => OptimizerState::Sharded,
+        }
+    }
+}
+
+/// The training state's precision and placement (`config::precision`), defined once for every
+/// command that takes a workload.
+#[derive(Debug, Args)]
+pub struct StateArgs {
+    /// Dtype of the main gradients: fp32 (Megatron's default: 18 bytes per parameter,
+    /// gradients reduced in fp32) or bf16 (16 bytes per parameter, reduced in bf16).
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub grad_dtype: GradDtypeArg,
+    /// Optimizer state (fp32 master weights, Adam moments): replicated on every rank holding
+    /// the same weights, or sharded over them (Megatron's distributed optimizer = ZeRO-1:
+    /// gradients reduce-scattered, updated weights all-gathered). Default: as --zero says.
+    #[arg(long, value_enum)]
+    pub optimizer_state: Option<OptimizerStateArg>,
+}
+
+impl StateArgs {
+    /// Sets `options`' gradient dtype and optimizer state; a placement that contradicts an
+    /// explicit `--zero` is a usage error.
+    pub fn apply(&self, options: &mut Options) -> Result<()> {
+        options.grad_dtype = self.grad_dtype.into();
+        options.optimizer_state = self.optimizer_state.map(Into::into);
+        match Workload::optimizer_state_conflict(options) {
+            Some(m) => Err(Error::arg("--optimizer-state", m)),
+            None => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -167,6 +225,8 @@ pub struct CommonArgs {
     pub no_vocab_parallel: bool,
     #[command(flatten)]
     pub metp: MetpArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: FormatArg,
@@ -176,7 +236,7 @@ impl CommonArgs {
     pub fn options(&self) -> Result<Options> {
         let attention =
             attention_choice(self.attention_kernel.as_deref(), self.flash, self.no_flash)?;
-        Ok(Options {
+        let mut o = Options {
             flash: !self.no_flash && attention != Some(AttentionKernel::Unfused),
             attention,
             recompute: match self.recompute {
@@ -196,7 +256,10 @@ impl CommonArgs {
             dropout: self.dropout.map(|d| matches!(d, OnOff::On)),
             vocab_parallel: !self.no_vocab_parallel,
             metp: self.metp.options(),
-        })
+            ..Options::default()
+        };
+        self.state.apply(&mut o)?;
+        Ok(o)
     }
 
     /// Loads a hardware profile by name or path and applies `--scale`.

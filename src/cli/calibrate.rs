@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::link::{check_devices, check_runs, BackendArg, LinkArgs, OutFormat};
-use crate::calibrate::cpu::CpuBackend;
+use crate::backend::cpu::CpuBackend;
+use crate::backend::Backend;
 use crate::calibrate::profile::{default_path, host_name, today};
-use crate::calibrate::{self, Backend, Options, Plan};
+use crate::calibrate::{self, Options, Plan};
 use crate::error::{Error, Result};
 use crate::report;
 
@@ -104,14 +105,14 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
                     "the link throttle exists only on the cpu backend",
                 ));
             }
-            calibrate::cuda::open(a.devices, a.quick)?
+            crate::backend::cuda::open(a.devices, a.quick)?
         }
     };
     let plan = match a.backend {
         BackendArg::Cpu => {
             Plan::for_units(calibrate::default_units(a.devices, a.quick), a.quick, link)
         }
-        BackendArg::Cuda => calibrate::cuda::grid::measurement_plan(a.devices, a.quick),
+        BackendArg::Cuda => calibrate::grid::measurement_plan(a.devices, a.quick),
     };
     let opts = Options {
         quick: a.quick,

@@ -1,17 +1,17 @@
 //! `metp-sim kernels --hw H --input FILE.json [--compare] [--format json|table]`: prices a list
 //! of kernels (or every kernel of a measurement file) with a profile's kernel model
-//! (`calibrate::price`).
+//! (`fitting::price`).
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::link::OutFormat;
-use crate::calibrate::price::{check_implementations, check_measured, price_at_clocks, read_input};
-use crate::calibrate::sessions::SESSION_FACTOR_RANGE;
 use crate::config::limits::MAX_MEASUREMENT_SESSIONS;
 use crate::config::{load_hardware, parse_attention_kernel};
 use crate::error::{Error, Result};
+use crate::fitting::price::{check_implementations, check_measured, price_at_clocks, read_input};
+use crate::fitting::sessions::SESSION_FACTOR_RANGE;
 use crate::report::{kernels_table, to_json};
 use crate::schedule::KernelShape;
 

@@ -2,9 +2,9 @@
 
 use clap::{Args, ValueEnum};
 
+use crate::backend::unit::device::Link;
 use crate::config::limits::{LINK_THROTTLE, MAX_RUNS, MAX_VIRTUAL_DEVICES};
 use crate::error::{Error, Result};
-use crate::exec::device::Link;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BackendArg {

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use clap::Args;
 
-use super::args::{CausalOrderArg, FormatArg, OnOff};
+use super::args::{CausalOrderArg, FormatArg, OnOff, StateArgs};
 use super::progress::Progress;
 use super::simulate::LinkModelArg;
 use crate::config::{load_model, parse_count, MethodId, Options};
@@ -61,6 +61,10 @@ pub struct PlanArgs {
     /// Link model for the simulator.
     #[arg(long, value_enum, default_value = "maxmin")]
     link_model: LinkModelArg,
+    /// Gradient dtype and optimizer-state placement (sharded keeps ZeRO stages 1–3 among the
+    /// candidates, replicated stage 0).
+    #[command(flatten)]
+    state: StateArgs,
     /// Only method × p × dp (no pipeline stages, interleaving or context parallelism).
     #[arg(long)]
     no_outer_axes: bool,
@@ -235,6 +239,7 @@ fn spec(a: &PlanArgs) -> Result<PlanSpec> {
         dropout: a.dropout.map(|d| matches!(d, OnOff::On)),
         ..Options::default()
     };
+    a.state.apply(&mut s.options)?;
     super::args::check_attention(&s.options, [&s.hardware])?;
     s.link_model = a.link_model.into();
     s.sim_depth = if a.full_sim {

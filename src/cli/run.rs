@@ -4,12 +4,12 @@ use clap::{Args, ValueEnum};
 
 use super::args::MetpArgs;
 use super::link::{check_devices, check_runs, BackendArg, LinkArgs, OutFormat};
-use crate::calibrate::cpu::CpuBackend;
+use crate::backend::cpu::CpuBackend;
+use crate::backend::unit::RunSpec;
+use crate::backend::Backend;
 use crate::calibrate::unit_run::{self, ProfileSource};
-use crate::calibrate::{self, Backend};
 use crate::config::{load_hardware, load_model, parse_count, ExecMethod, Unit, UnitShape};
 use crate::error::{Error, Result};
-use crate::exec::RunSpec;
 use crate::report;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -44,9 +44,9 @@ pub struct RunArgs {
     /// Micro-batch b.
     #[arg(long, default_value = "1")]
     micro_batch: String,
-    /// Model whose hidden size, heads and MLP width set the shape (a real model's layer is
-    /// far too big for a CPU: scale it down with --hidden/--heads/--ffn). Without it the
-    /// shape is hidden 64, heads 4, ffn 256.
+    /// Model whose hidden size, heads, K/V heads and MLP width set the shape (a real model's
+    /// layer is far too big for a CPU: scale it down with --hidden/--heads/--ffn; --heads
+    /// makes the attention multi-head). Without it the shape is hidden 64, heads 4, ffn 256.
     #[arg(long)]
     model: Option<String>,
     /// Override the hidden size h.
@@ -99,12 +99,12 @@ fn count(flag: &str, v: &Option<String>, default: u64) -> Result<usize> {
 
 /// The run the flags describe.
 fn spec(a: &RunArgs) -> Result<RunSpec> {
-    let (h0, a0, f0) = match &a.model {
+    let (h0, a0, f0, kv0) = match &a.model {
         Some(m) => {
             let m = load_model(m)?;
-            (m.hidden, m.heads, m.ffn_hidden)
+            (m.hidden, m.heads, m.ffn_hidden, Some(m.kv_heads))
         }
-        None => (64, 4, 256),
+        None => (64, 4, 256, None),
     };
     let shape = UnitShape {
         b: parse_count("--micro-batch", &a.micro_batch)? as usize,
@@ -128,6 +128,11 @@ fn spec(a: &RunArgs) -> Result<RunSpec> {
     spec.metp = a.metp.options();
     spec.seed = a.seed;
     spec.link = a.link.link()?;
+    // The model's K/V heads, unless --heads reshapes the attention: grouped-query attention
+    // meets the rule every method applies (`MethodId::check_degree`) and the backend's support.
+    if let (Some(kv), None) = (kv0, &a.heads) {
+        spec.unit_spec.kv_heads = kv as usize;
+    }
     spec.unit_spec.check()?;
     Ok(spec)
 }
@@ -145,7 +150,7 @@ pub fn run(a: RunArgs) -> Result<String> {
                     "the link throttle exists only on the cpu backend",
                 ));
             }
-            calibrate::cuda::open(spec.shape.p, true)?
+            crate::backend::cuda::open(spec.shape.p, true)?
         }
     };
     let profile = match &a.hw {

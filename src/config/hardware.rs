@@ -5,19 +5,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::figure::Figure;
 use super::kernel_model::KernelModel;
 use super::topology::{tree_runs, Algorithm, CollectiveRule, Spine, Wiring};
 use crate::error::{Error, Result};
-
-/// A number with the place it comes from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Figure {
-    /// The number, in the unit the field name carries.
-    pub value: f64,
-    /// Datasheet, paper, measurement or derivation.
-    pub source: String,
-}
 
 /// The GPU of a node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

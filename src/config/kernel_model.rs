@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::attention::AttentionSet;
-use super::hardware::Figure;
+use super::figure::Figure;
 
 /// How long the host takes per kernel, and what an isolated, event-timed call sees on top of
 /// the device time (the kernel model's host part; see `cost`).

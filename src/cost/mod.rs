@@ -17,8 +17,8 @@
 //!   and size ([`CostModel::algorithm`]); [`collective`] prices each in closed form.
 //!
 //! Input: a [`Hardware`] profile. Used by the simulator and the analytic model alike, so both
-//! price the same work identically. Depends on `config` and `schedule`'s kernel shapes (plain
-//! data); never on calibration.
+//! price the same work identically. Depends on `config`, `schedule`'s kernel shapes (plain
+//! data) and `error`; never on calibration (`backend`, `fitting`, `calibrate`).
 
 pub mod attention;
 pub mod collective;

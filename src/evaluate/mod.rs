@@ -46,7 +46,8 @@
 //! ```
 //!
 //! `simulate`, `sweep`, `plan` and `validate` all evaluate through this module. Depends on
-//! `config`, `memory`, `schedule`, `analytic`, `sim`; never on the studies above it or `cli`.
+//! `config`, `memory`, `schedule`, `analytic`, `sim` and `error`; never on the studies above it
+//! (`sweep`, `validate`, `plan`) or `cli`.
 
 mod extrapolate;
 mod metrics;

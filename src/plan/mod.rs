@@ -33,7 +33,8 @@
 //!    peak and the capacity.
 //!
 //! Layout: [`spec`](PlanSpec), candidates and their enumeration, rejections, ranking. Depends on
-//! `config`, `memory`, `evaluate` and `sim` (the link model); never on `cli`.
+//! `config`, `memory`, `evaluate`, `sim` (the link model), `shard` and `error`; never on `sweep`,
+//! `report` or `cli`.
 
 mod candidate;
 mod check;

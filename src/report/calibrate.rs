@@ -5,10 +5,12 @@
 use std::path::Path;
 
 use super::table::Table;
-use crate::calibrate::cuda::check::UnitRow;
-use crate::calibrate::price::{KindErrors, Priced};
+use crate::backend::Timing;
+use crate::calibrate::gpu_check::UnitRow;
 use crate::calibrate::unit_run::UnitRun;
-use crate::calibrate::{FitReport, Report, Timing};
+use crate::calibrate::Report;
+use crate::fitting::kernel_fit::FitReport;
+use crate::fitting::price::{KindErrors, Priced};
 
 /// Human table for `metp-sim run`.
 pub fn unit_run_table(o: &UnitRun) -> String {

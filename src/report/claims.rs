@@ -14,12 +14,16 @@ struct ClaimJson<'a> {
     id: &'a str,
     claim: &'a str,
     verdict: Verdict,
+    rule: &'a str,
+    basis: &'a str,
+    would_flip: &'a str,
     summary: &'a str,
     measured: &'a serde_json::Value,
     assumptions: &'a [Assumption],
 }
 
-/// `claims.json`: `[{id, claim, verdict, measured, assumptions}]`.
+/// `claims.json`: `[{id, claim, verdict, rule, basis, would_flip, summary, measured,
+/// assumptions}]`.
 pub fn claims_json(claims: &[Claim]) -> String {
     to_json(
         &claims
@@ -28,6 +32,9 @@ pub fn claims_json(claims: &[Claim]) -> String {
                 id: c.id,
                 claim: &c.claim,
                 verdict: c.verdict,
+                rule: &c.rule,
+                basis: &c.basis,
+                would_flip: &c.would_flip,
                 summary: &c.summary,
                 measured: &c.measured,
                 assumptions: &c.assumptions,
@@ -74,10 +81,25 @@ pub fn claims_markdown(claims: &[Claim], exts: &[&str], hw: &[String], attention
         "# METP's published claims, checked by metp-sim\n\n\
          {source}; regenerating gives the same bytes. The claims are those of the FITEE 2025 \
          abstract (DESIGN §1); the paper body is not available, so each verdict says which \
-         assumptions it depends on.\n\n{attention}\n\n| claim | verdict |\n|---|---|\n",
+         assumptions it depends on. Each verdict follows a rule on the computed numbers (its \
+         section states it); the table says what each verdict rests on and what would flip \
+         it.\n\n{attention}\n\n| claim | verdict | rests on | would flip if |\n|---|---|---|---|\n",
     );
+    let cell = |t: &str| {
+        if t.is_empty() {
+            "-".to_string()
+        } else {
+            t.replace('|', "/")
+        }
+    };
     for c in claims {
-        s.push_str(&format!("| {} | {} |\n", c.id, c.verdict.words()));
+        s.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            c.id,
+            c.verdict.words(),
+            cell(&c.basis),
+            cell(&c.would_flip)
+        ));
     }
     for c in claims {
         s.push_str(&format!(
@@ -88,6 +110,9 @@ pub fn claims_markdown(claims: &[Claim], exts: &[&str], hw: &[String], attention
             c.verdict.words(),
             c.summary
         ));
+        if !c.rule.is_empty() {
+            s.push_str(&format!("**Rule.** {}.\n\n", upper_first(&c.rule)));
+        }
         if !c.assumptions.is_empty() {
             s.push_str("**Assumptions and what flips them.**\n\n");
         }
@@ -111,6 +136,15 @@ pub fn claims_markdown(claims: &[Claim], exts: &[&str], hw: &[String], attention
         }
     }
     s
+}
+
+/// `text` with its first letter upper-case.
+fn upper_first(text: &str) -> String {
+    let mut c = text.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
 }
 
 fn axis(kind: &str) -> AxisFormat {

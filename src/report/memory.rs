@@ -38,6 +38,8 @@ struct MemoryJson<'a> {
     dp: u64,
     seq: u64,
     micro_batch: u64,
+    #[serde(flatten)]
+    state: TrainingState,
     peak_bytes: u128,
     static_bytes: u128,
     activation_bytes_per_layer: u128,
@@ -49,6 +51,26 @@ struct MemoryJson<'a> {
     fits: bool,
     notes: &'a [String],
     tensors: Vec<JsonRow<'a, Tensor>>,
+}
+
+/// The training state's settings in JSON (`config::precision`): `grad_dtype` (`fp32`|`bf16`),
+/// `optimizer_state` (`replicated`|`sharded`, resolved) and `zero` (the stage in force, 0–3).
+#[derive(Serialize)]
+pub struct TrainingState {
+    grad_dtype: &'static str,
+    optimizer_state: &'static str,
+    zero: u8,
+}
+
+impl TrainingState {
+    /// The settings of `w`.
+    pub fn of(w: &Workload) -> TrainingState {
+        TrainingState {
+            grad_dtype: w.options.grad_dtype.id(),
+            optimizer_state: w.optimizer_state().id(),
+            zero: w.zero_stage() as u8,
+        }
+    }
 }
 
 /// JSON for `metp-sim memory`.
@@ -64,6 +86,7 @@ pub fn memory_json(w: &Workload, inv: &Inventory) -> String {
         dp: w.dp,
         seq: w.seq,
         micro_batch: w.micro_batch,
+        state: TrainingState::of(w),
         peak_bytes: inv.peak_bytes,
         static_bytes: inv.static_bytes,
         activation_bytes_per_layer: inv.activation_bytes_per_layer,
@@ -149,6 +172,12 @@ pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
     out.push_str(&t.render());
     out.push_str("* replicated: every one of the p devices holds the same copy\n\n");
     let line = |label: &str, v: u128| format!("{label:<34}{:>14}\n", fmt_bytes(v));
+    out.push_str(&format!(
+        "training state: {} gradients, optimizer state {} (ZeRO {})\n",
+        w.options.grad_dtype.id(),
+        w.optimizer_state().id(),
+        w.zero_stage() as u8
+    ));
     out.push_str(&line(
         "static (weights, grads, optimizer)",
         inv.static_bytes,

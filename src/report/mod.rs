@@ -1,6 +1,10 @@
 //! Rendering results: human tables, JSON (the DESIGN §8 field names) and CSV, and atomic file
-//! writes. Input: result types from `memory` and `search`; output: strings or files. Nothing here
+//! writes. Input: the result types of the modules below; output: strings or files. Nothing here
 //! computes a number.
+//!
+//! Depends on `analytic`, `atomic`, `backend`, `calibrate`, `config`, `evaluate`, `fitting`,
+//! `memory`, `plan`, `plot`, `schedule`, `search`, `shard`, `sim`, `sweep`, `validate` and
+//! `error`; never on `cli`.
 
 mod calibrate;
 mod claims;

@@ -53,6 +53,8 @@ struct SimulateJson<'a> {
     seq: u64,
     micro_batch: u64,
     micro_batches: u64,
+    #[serde(flatten)]
+    state: super::memory::TrainingState,
     link_model: &'a str,
     step_time_s: f64,
     compute_s: f64,
@@ -120,6 +122,7 @@ pub fn simulate_json(e: &Evaluation) -> String {
         seq: w.seq,
         micro_batch: w.micro_batch,
         micro_batches: w.micro_batches,
+        state: super::memory::TrainingState::of(w),
         link_model: e.simulation.as_ref().map_or("none", |s| s.link.id()),
         step_time_s: m.step_time_s,
         compute_s: m.compute_s,

@@ -283,13 +283,18 @@ pub struct StepPlan {
     /// that hold the same weights (the p devices for replicated-weight methods, plus data
     /// parallelism), issued asynchronously after the layer's backward.
     pub layer_grad_sync_bytes: u64,
-    /// Collective used for that synchronisation (all-reduce, or reduce-scatter under ZeRO ≥ 2).
+    /// Collective used for that synchronisation: all-reduce, or reduce-scatter when the
+    /// optimizer state is sharded (ZeRO ≥ 1, Megatron's distributed optimizer).
     pub grad_sync_op: CollectiveOp,
     /// Whether the synchronisation (and ZeRO-3 gathering) spans the p devices too (methods that
     /// replicate weights across them) or only the data-parallel replicas of each rank.
     pub grad_sync_over_p: bool,
     /// ZeRO-3: bytes of one layer's weights all-gathered before its forward and its backward.
     pub zero3_gather_bytes: u64,
+    /// A sharded optimizer state below ZeRO-3 (ZeRO-1/2, Megatron's distributed optimizer):
+    /// bytes of one layer's updated bf16 weights each device all-gathers after the optimizer
+    /// step (over the same group as the gradients; all of a stage's layers in one collective).
+    pub layer_param_gather_bytes: u64,
     /// Optimizer step of each pipeline stage (its parameters; one entry without a pipeline).
     pub optimizer: Vec<Vec<Kernel>>,
     /// Layers.

@@ -6,7 +6,8 @@
 //! a [`LinkModel`] and [`SimOptions`]. Output: a [`SimResult`] (or an error for a malformed or
 //! deadlocked graph). Durations come from the shared [`CostModel`](crate::cost::CostModel), so
 //! the simulator prices work exactly as the analytic model does; the two must never depend on
-//! each other (DESIGN §3), and this module also never depends on `cli`.
+//! each other (DESIGN §3). Depends on `config`, `cost`, `memory`, `schedule` and `error`; never
+//! on `analytic`.
 //!
 //! Layout, one responsibility per file:
 //! - [`queue`]: the event queue, integer picosecond time, FIFO ties;

@@ -12,7 +12,8 @@
 //! [`Shard::owners`] deals it, a shuffled round-robin over the canonical order; part 0 also
 //! the longest sequences) and [`merge`] puts the parts' points
 //! back in that order — the [`SweepResult`] one run would have given, so the same rendering
-//! writes the same bytes. Depends on `config`, `memory`, `search`, `evaluate`, `shard`.
+//! writes the same bytes. Depends on `config`, `memory`, `search`, `evaluate`, `shard` and
+//! `error`; never on `plan`, `validate`, `report` or `cli`.
 
 mod check;
 

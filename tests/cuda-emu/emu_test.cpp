@@ -1,4 +1,4 @@
-// Runs metp-sim's CUDA kernels (src/calibrate/cuda/kernels) on the host emulator (emu.h) and
+// Runs metp-sim's CUDA kernels (src/backend/cuda/kernels) on the host emulator (emu.h) and
 // compares them with double-precision references on the same bf16 inputs. Prints one line
 // per check and "emu: N checks, M failed"; exits 1 if any failed.
 #include "emu.h"
@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <string>
 
-#include "../../src/calibrate/cuda/kernels/common.cuh"
-#include "../../src/calibrate/cuda/kernels/elementwise.cu"
-#include "../../src/calibrate/cuda/kernels/flash_fwd.cu"
-#include "../../src/calibrate/cuda/kernels/flash_bwd.cu"
+#include "../../src/backend/cuda/kernels/common.cuh"
+#include "../../src/backend/cuda/kernels/elementwise.cu"
+#include "../../src/backend/cuda/kernels/flash_fwd.cu"
+#include "../../src/backend/cuda/kernels/flash_bwd.cu"
 
 static int checks = 0, failed = 0;
 
@@ -316,7 +316,7 @@ static void test_unfused() {
     check("lse_merge of two blocks", rel(to_d(acc), want), 1e-5);
 }
 
-// GeLU forward and backward (tanh form, as exec/mlp.rs), the pseudo-random fill, conversions.
+// GeLU forward and backward (tanh form, as backend/unit/mlp.rs), the pseudo-random fill, conversions.
 static void test_elementwise() {
     const unsigned n = 1000;
     auto x = random_bf(n, 3.0), g = random_bf(n, 1.0);

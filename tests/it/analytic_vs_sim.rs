@@ -6,7 +6,10 @@
 //! an order that never holds more than the peak rule says, and reaches it.
 
 use super::common::agrees_with_the_analytic_twin;
-use metp_sim::config::{load_hardware, load_model, MethodId, Options, WeightExchange, Workload};
+use metp_sim::config::{
+    load_hardware, load_model, GradDtype, MethodId, OptimizerState, Options, WeightExchange,
+    Workload, ZeroStage,
+};
 
 fn check(w: &Workload, label: &str) {
     let e = agrees_with_the_analytic_twin(w, label);
@@ -138,5 +141,34 @@ fn data_parallel_and_zero_agree() {
             options: Options::default(),
         };
         check(&w, &format!("{method} p=8 dp=2 over two nodes"));
+    }
+    // The training state's settings: bf16 gradients, a sharded optimizer state (gradients
+    // reduce-scattered, weights all-gathered after the step), ZeRO-2.
+    for (method, state, zero) in [
+        (MethodId::Metp, Some(OptimizerState::Sharded), None),
+        (MethodId::TpSp, Some(OptimizerState::Sharded), None),
+        (MethodId::Ring, None, Some(ZeroStage::Zero2)),
+    ] {
+        let w = Workload {
+            model: m.clone(),
+            hardware: hardware.clone(),
+            method,
+            p: 8,
+            dp: 2,
+            outer: metp_sim::config::OuterAxes::default(),
+            seq: 32768,
+            micro_batch: 1,
+            micro_batches: 1,
+            options: Options {
+                grad_dtype: GradDtype::Bf16,
+                optimizer_state: state,
+                zero,
+                ..Options::default()
+            },
+        };
+        check(
+            &w,
+            &format!("{method} p=8 dp=2 bf16 grads {state:?} {zero:?}"),
+        );
     }
 }

@@ -6,10 +6,10 @@
 #![cfg(feature = "cuda")]
 
 use crate::skipped;
-use metp_sim::calibrate::cuda::{compile_ptx, flash_selftest, open, probe, sources};
-use metp_sim::calibrate::{AttnCall, Backend, GemmShape, Pass};
+use metp_sim::backend::cuda::{compile_ptx, flash_selftest, open, probe, sources};
+use metp_sim::backend::unit::{ExecMethod, RunSpec, Shape, Unit};
+use metp_sim::backend::{AttnCall, Backend, GemmShape, Pass};
 use metp_sim::config::WeightExchange;
-use metp_sim::exec::{ExecMethod, RunSpec, Shape, Unit};
 
 /// The backend, or `None` after printing why the test is skipped.
 fn backend(p: usize) -> Option<Box<dyn Backend>> {

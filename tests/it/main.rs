@@ -13,6 +13,8 @@ mod fabric;
 mod gpu;
 mod gpu_data;
 mod gpu_script;
+mod gqa;
+mod hf;
 mod hostile;
 mod kernels;
 mod korthikanti;

@@ -4,7 +4,7 @@
 //! stage 3 = 18Ψ/N.
 
 use crate::common::inventory;
-use metp_sim::config::{load_model, MethodId, Options, ZeroStage};
+use metp_sim::config::{load_model, GradDtype, MethodId, OptimizerState, Options, ZeroStage};
 use metp_sim::memory::Kind;
 
 use crate::common::{gpt, workload};
@@ -98,4 +98,170 @@ fn llama2_7b_has_its_published_parameter_count() {
     // untied 32000 × 4096 embedding and head.
     let m = load_model("llama2-7b").unwrap();
     assert_eq!(m.total_params(), 6_738_415_616);
+}
+
+/// Static bytes of ulysses at p = 4, dp = 2 (a ZeRO group of N = 8) under each gradient dtype,
+/// optimizer-state placement and ZeRO stage (`config::precision`).
+fn state_bytes(
+    grad: GradDtype,
+    state: Option<OptimizerState>,
+    zero: Option<ZeroStage>,
+) -> (u128, u128) {
+    let model = gpt(4096, 32, 4);
+    let psi = model.total_params() as u128;
+    let mut w = workload(
+        model,
+        MethodId::Ulysses,
+        4,
+        4096,
+        Options {
+            zero,
+            grad_dtype: grad,
+            optimizer_state: state,
+            ..Options::default()
+        },
+    );
+    w.dp = 2;
+    (inventory(&w).unwrap().static_bytes, psi)
+}
+
+/// The table of `config::precision`, over N = dp × p = 8 ranks (Ψ divisible by 8, no padding):
+/// Megatron Core's distributed-optimizer row for bf16 parameters with fp32 gradients (18, and
+/// 6 + 12/d sharded), the ZeRO paper's 16 bytes with 16-bit gradients (and 4 + 12/d sharded),
+/// ZeRO-2's 2 + (g + 12)/N and ZeRO-3's (2 + g + 12)/N.
+#[test]
+fn gradient_dtype_and_optimizer_state_follow_the_formulas() {
+    use GradDtype::{Bf16, Fp32};
+    use OptimizerState::{Replicated, Sharded};
+    let n = 8u128;
+    let (fp32_rep, psi) = state_bytes(Fp32, Some(Replicated), None);
+    assert_eq!(psi % n, 0);
+    assert_eq!(fp32_rep, 18 * psi);
+    assert_eq!(state_bytes(Bf16, Some(Replicated), None).0, 16 * psi);
+    assert_eq!(
+        state_bytes(Fp32, Some(Sharded), Some(ZeroStage::Zero1)).0,
+        6 * psi + 12 * psi / n
+    );
+    assert_eq!(
+        state_bytes(Bf16, Some(Sharded), Some(ZeroStage::Zero1)).0,
+        4 * psi + 12 * psi / n
+    );
+    assert_eq!(
+        state_bytes(Bf16, None, Some(ZeroStage::Zero2)).0,
+        2 * psi + 14 * psi / n
+    );
+    assert_eq!(
+        state_bytes(Bf16, None, Some(ZeroStage::Zero3)).0,
+        16 * psi / n
+    );
+    // A sharded placement with the automatic stage is the distributed optimizer (ZeRO-1) for
+    // the methods that shard weights; ulysses's automatic stage 3 already shards it.
+    assert_eq!(
+        state_bytes(Fp32, Some(Sharded), None).0,
+        state_bytes(Fp32, None, Some(ZeroStage::Zero3)).0
+    );
+    let model = gpt(4096, 32, 4);
+    let mut w = workload(model, MethodId::Tp, 4, 4096, Options::default());
+    w.dp = 2;
+    w.options.optimizer_state = Some(Sharded);
+    assert_eq!(w.zero_stage(), ZeroStage::Zero1);
+    // A placement that contradicts an explicit stage is refused in one line.
+    w.options.zero = Some(ZeroStage::Zero0);
+    let e = w.clone().validate().unwrap_err().to_string();
+    assert!(
+        e.contains("contradicts ZeRO stage 0") && !e.contains('\n'),
+        "{e}"
+    );
+}
+
+/// Communication: a replicated optimizer state all-reduces the gradients in their dtype; a
+/// sharded one reduce-scatters them and all-gathers the bf16 weights after the step; ZeRO-3
+/// gathers weights per layer instead. Per layer and device, with Ψ_l the local parameters of
+/// a layer as the plan counts them (tp at p = 4: a GPT layer's 12h² GEMM and 4h LayerNorm
+/// parameters, / 4).
+#[test]
+fn gradient_communication_follows_the_dtype_and_the_placement() {
+    use metp_sim::schedule::{plan, CollectiveOp};
+    let h = 4096u64;
+    let layer = (12 * h * h + 4 * h).div_ceil(4);
+    for (grad, state, zero, op, grad_bytes, gather) in [
+        (
+            GradDtype::Fp32,
+            OptimizerState::Replicated,
+            None,
+            CollectiveOp::AllReduce,
+            4,
+            0,
+        ),
+        (
+            GradDtype::Bf16,
+            OptimizerState::Replicated,
+            None,
+            CollectiveOp::AllReduce,
+            2,
+            0,
+        ),
+        (
+            GradDtype::Fp32,
+            OptimizerState::Sharded,
+            None,
+            CollectiveOp::ReduceScatter,
+            4,
+            2,
+        ),
+        (
+            GradDtype::Bf16,
+            OptimizerState::Sharded,
+            None,
+            CollectiveOp::ReduceScatter,
+            2,
+            2,
+        ),
+        (
+            GradDtype::Bf16,
+            OptimizerState::Sharded,
+            Some(ZeroStage::Zero2),
+            CollectiveOp::ReduceScatter,
+            2,
+            2,
+        ),
+    ] {
+        let mut w = workload(
+            gpt(h, 32, 4),
+            MethodId::Tp,
+            4,
+            4096,
+            Options {
+                grad_dtype: grad,
+                optimizer_state: Some(state),
+                zero,
+                ..Options::default()
+            },
+        );
+        w.dp = 2;
+        let pl = plan(&w.validate().unwrap());
+        let label = format!("{grad:?} {state:?} {zero:?}");
+        assert_eq!(pl.grad_sync_op, op, "{label}");
+        assert_eq!(pl.layer_grad_sync_bytes, grad_bytes * layer, "{label}");
+        assert_eq!(pl.layer_param_gather_bytes, gather * layer, "{label}");
+        assert_eq!(pl.zero3_gather_bytes, 0, "{label}");
+    }
+    // ZeRO-3: gradients reduce-scattered in their dtype, weights gathered per layer (bf16),
+    // nothing gathered after the step.
+    let mut w = workload(
+        gpt(h, 32, 4),
+        MethodId::Tp,
+        4,
+        4096,
+        Options {
+            grad_dtype: GradDtype::Bf16,
+            zero: Some(ZeroStage::Zero3),
+            ..Options::default()
+        },
+    );
+    w.dp = 2;
+    let pl = plan(&w.validate().unwrap());
+    assert_eq!(pl.layer_grad_sync_bytes, 2 * layer);
+    assert_eq!(pl.zero3_gather_bytes, 2 * layer);
+    assert_eq!(pl.layer_param_gather_bytes, 0);
 }

@@ -3,7 +3,7 @@
 //! chunk's last micro-batch, the embedding group's all-reduce and the optimizer (`lower`'s
 //! module docs).
 
-use super::sync::{grad_sync_collective, zero3_gather};
+use super::sync::{grad_sync_collective, param_gather, zero3_gather};
 use super::*;
 use crate::config::PipeOp;
 use crate::memory::{Block, Kind};
@@ -159,6 +159,12 @@ impl Lower<'_> {
             } else {
                 self.frontier[dev as usize].extend(extra);
             }
+        }
+        if optimizer {
+            param_gather(self, plan, w.stage_layers(stage));
+        }
+        for i in 0..self.active.len() {
+            let dev = self.active[i];
             self.label.name = "static+reserved";
             self.mem(
                 dev,
