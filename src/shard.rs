@@ -230,17 +230,24 @@ impl<'de> Deserialize<'de> for Skip {
     }
 }
 
-/// The size of every file in `paths`, checked before any is read: each at most
+/// The size of every file in `paths`, checked before any is read: each a regular file of at most
 /// [`limits::MAX_SHARD_FILE_BYTES`], all together at most [`limits::MAX_MERGE_BYTES`].
 pub fn check_sizes(paths: &[PathBuf]) -> Result<()> {
     let mut total: u64 = 0;
     for path in paths {
-        let len = std::fs::metadata(path)
-            .map_err(|source| Error::Io {
+        let meta = std::fs::metadata(path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        // Read twice (the envelope, then the data): a file a part wrote, not a pipe or device.
+        if !meta.is_file() {
+            return Err(Error::Parse {
                 path: path.clone(),
-                source,
-            })?
-            .len();
+                message: "not a regular file (a shard file is what one part of a study wrote)"
+                    .into(),
+            });
+        }
+        let len = meta.len();
         if len > limits::MAX_SHARD_FILE_BYTES {
             return Err(Error::Parse {
                 path: path.clone(),

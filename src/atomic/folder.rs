@@ -96,7 +96,12 @@ const MAX_MANIFEST_BYTES: u64 = 8 << 20;
 /// none.
 fn previous_files(dir: &Path) -> Vec<PathBuf> {
     use std::io::Read;
-    let Ok(file) = std::fs::File::open(dir.join(MANIFEST_NAME)) else {
+    let path = dir.join(MANIFEST_NAME);
+    // A regular file only (following a link): opening a named pipe would wait for a writer.
+    if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+        return Vec::new();
+    }
+    let Ok(file) = std::fs::File::open(&path) else {
         return Vec::new();
     };
     let mut text = Vec::new();
@@ -258,6 +263,18 @@ fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// The process id a lock file holds (its first bytes only: a lock is a line).
+fn read_pid(lock: &Path) -> Option<u32> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(lock)
+        .ok()?
+        .take(64)
+        .read_to_string(&mut text)
+        .ok()?;
+    text.trim().parse().ok()
+}
+
 fn take_lock(dir: &Path) -> Result<()> {
     let lock = dir.join(LOCK_NAME);
     let me = std::process::id();
@@ -274,9 +291,18 @@ fn take_lock(dir: &Path) -> Result<()> {
                     .map_err(|source| Error::Io { path: lock, source });
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let owner: Option<u32> = std::fs::read_to_string(&lock)
-                    .ok()
-                    .and_then(|t| t.trim().parse().ok());
+                // Ours is a small regular file holding a process id; anything else (a pipe,
+                // which would block a read, a folder, a link elsewhere) is not a lock of ours.
+                if !std::fs::symlink_metadata(&lock).is_ok_and(|m| m.is_file()) {
+                    return Err(Error::Busy {
+                        path: dir.to_path_buf(),
+                        message: format!(
+                            "{LOCK_NAME} is there but is not a lock file metp-sim wrote (not a \
+                             regular file); remove it or choose another --out"
+                        ),
+                    });
+                }
+                let owner: Option<u32> = read_pid(&lock);
                 match owner {
                     Some(pid) if pid != me && alive(pid) => {
                         return Err(Error::Busy {

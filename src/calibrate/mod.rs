@@ -207,6 +207,12 @@ pub fn calibrate(
             spec.shape.s,
             spec.shape.h
         );
+        // A unit whose f64 reference would not fit on the host (or take hours) is skipped,
+        // and the notes say so: the measurements and the fit stand without it.
+        if let Err(e) = crate::backend::unit::cost::check_host_cost(spec) {
+            notes.push(format!("unit skipped: {e}"));
+            continue;
+        }
         let popts = PredictOptions {
             compute_scale: backend.compute_scale(spec.shape.p, backend.devices()),
             transfer_scale: backend.transfer_scale(spec.shape.p),

@@ -121,6 +121,14 @@ pub fn run(a: SweepArgs) -> Result<String> {
             ),
         ));
     }
+    // The plots, counted likewise (a sharded sweep's merge draws them).
+    let plots = report::sweep_plot_files(
+        model_names.len() * hw_names.len(),
+        degrees.len(),
+        cps.len() * pps.len(),
+        a.svg_only,
+    );
+    check_plots(plots)?;
     let models = model_names
         .iter()
         .map(|m| load_model(m))
@@ -177,10 +185,17 @@ pub fn run(a: SweepArgs) -> Result<String> {
     // Rows are appended to a partial file as they complete, so an interrupted sweep keeps what
     // it computed; the final files are written atomically in spec order.
     let partial_path = out.join("sweep.csv.partial");
-    let partial = std::fs::File::create(&partial_path).map_err(|source| Error::Io {
-        path: partial_path.clone(),
-        source,
-    })?;
+    // A new file, never through a link left at that name (it would truncate the target).
+    crate::atomic::check_not_input(&partial_path)?;
+    let _ = std::fs::remove_file(&partial_path);
+    let partial = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&partial_path)
+        .map_err(|source| Error::Io {
+            path: partial_path.clone(),
+            source,
+        })?;
     let partial = Mutex::new(std::io::BufWriter::new(partial));
     if let Ok(mut f) = partial.lock() {
         let _ = f.write_all(report::sweep_csv_header(&spec).as_bytes());
@@ -238,6 +253,15 @@ pub fn read_parts(
             Some(_) => {}
         }
         envelope.check_study(path, &crate::atomic::to_json(&part.spec))?;
+        if first.is_none() {
+            let sp = &part.spec;
+            check_plots(report::sweep_plot_files(
+                sp.models.len() * sp.hardware.len(),
+                sp.degrees.len(),
+                sp.outer.len(),
+                part.svg_only,
+            ))?;
+        }
         sweep::check_part(
             &part.spec,
             envelope.shard,
@@ -259,6 +283,22 @@ pub fn read_parts(
         Some(first) => Ok((command, first, results)),
         None => Err(Error::arg("merge", "no shard files given")),
     }
+}
+
+/// Refuses a sweep that would draw more than [`limits::MAX_SWEEP_PLOTS`] plot files.
+fn check_plots(plots: u64) -> Result<()> {
+    if plots > limits::MAX_SWEEP_PLOTS {
+        return Err(Error::arg(
+            "--p",
+            format!(
+                "the sweep would draw {plots} plot files (models × profiles × (degrees × cp × pp \
+                 × 4 charts + cp × pp) × formats), more than {}; sweep fewer models, profiles \
+                 or degrees, or pass --svg-only",
+                limits::MAX_SWEEP_PLOTS
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Writes the whole sweep's files from its joined result, into a folder held as

@@ -36,7 +36,19 @@ pub struct ValidateArgs {
 pub fn run(a: ValidateArgs) -> Result<String> {
     let profiles = match &a.hw {
         Some(text) => {
-            let hw = names("--hw", text)?
+            let listed = names("--hw", text)?;
+            let most = crate::config::limits::MAX_VALIDATE_PROFILES;
+            if listed.len() > most {
+                return Err(crate::error::Error::arg(
+                    "--hw",
+                    format!(
+                        "{} profiles; the claims are checked on at most {most} at once (each \
+                         runs the C3 and C4 studies)",
+                        listed.len()
+                    ),
+                ));
+            }
+            let hw = listed
                 .into_iter()
                 .map(|h| load_scaled(h, &a.scale))
                 .collect::<Result<Vec<_>>>()?;

@@ -349,6 +349,17 @@ impl Hardware {
             check_text(t, MAX_TEXT_CHARS).map_err(|m| bad("kernels.placeholder", m))?;
         }
         for (pass, a) in k.attention_passes() {
+            // Every priced call looks its head dimension up in this list.
+            if a.tiles.len() > super::limits::MAX_PROFILE_LIST {
+                return Err(bad(
+                    &format!("{pass}.tiles"),
+                    format!(
+                        "{} entries, more than {} (one per head dimension)",
+                        a.tiles.len(),
+                        super::limits::MAX_PROFILE_LIST
+                    ),
+                ));
+            }
             let mut dims: Vec<u64> = a.tiles.iter().map(|t| t.head_dim).collect();
             dims.sort_unstable();
             if dims.iter().any(|&d| d == 0 || d > 1 << 20) || dims.windows(2).any(|w| w[0] == w[1])
@@ -488,7 +499,20 @@ impl Hardware {
                 ));
             }
         }
+        // Every collective of a step walks this table.
+        if self.collectives.len() > super::limits::MAX_PROFILE_LIST {
+            return Err(bad(
+                "collectives",
+                format!(
+                    "{} rules, more than {}",
+                    self.collectives.len(),
+                    super::limits::MAX_PROFILE_LIST
+                ),
+            ));
+        }
         for (i, r) in self.collectives.iter().enumerate() {
+            super::limits::check_text(&r.source, super::limits::MAX_TEXT_CHARS)
+                .map_err(|m| bad(&format!("collectives[{i}].source"), m))?;
             if r.algorithm == Algorithm::Tree
                 && r.op != super::CollectiveKind::Any
                 && !tree_runs(r.op)

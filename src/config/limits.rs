@@ -64,6 +64,10 @@ pub const MAX_PROFILE_LATENCY_S: f64 = 1.0;
 /// that no kernel can take an impossible time.
 pub const MAX_KERNEL_FIGURE: f64 = 86_400.0;
 
+/// Most entries of a list in a profile (collective rules, attention tiles per pass): every
+/// priced kernel or collective walks them.
+pub const MAX_PROFILE_LIST: usize = 256;
+
 /// Longest sequence.
 pub const MAX_SEQ: u64 = 1 << 40;
 /// Largest micro-batch.
@@ -78,6 +82,16 @@ pub const MAX_TOKENS_PER_STEP: u64 = 1 << 53;
 pub const MAX_SEQ_LENGTHS: u64 = 1_000_000;
 /// Most points one sweep evaluates (models × profiles × methods × degrees × lengths).
 pub const MAX_SWEEP_POINTS: u64 = 100_000;
+
+/// Most local lengths one `overlap` study simulates (each a one-layer METP step with every
+/// device traced): the default study has 8.
+pub const MAX_OVERLAP_LENGTHS: u64 = 64;
+
+/// Most plot files one sweep writes (models × profiles × (degrees × cp × pp × 4 charts + the
+/// longest sequences per cp × pp) × formats): each PNG takes tens of milliseconds to draw.
+pub const MAX_SWEEP_PLOTS: u64 = 2048;
+/// Most profiles one `validate --hw` checks the claims on (each runs the C3 and C4 studies).
+pub const MAX_VALIDATE_PROFILES: usize = 32;
 
 /// Most shards a sweep or plan is split into (`--shard K/N`): each shard is one scheduler task.
 pub const MAX_SHARDS: u64 = 10_000;
@@ -146,6 +160,12 @@ pub const MAX_REPEAT_SPREAD: f64 = 4.0;
 /// for a file of 16 GEMM sessions (one GEMM each at least); files under the bound — every
 /// measured and published one — fit on every sample.
 pub const MAX_FIT_SEARCH_WORK: usize = 20_000;
+
+/// Most floating-point operations of the f64 reference a unit run (`run`, `calibrate`'s
+/// units) is checked against, on the host: minutes on one core (its products run at the f64
+/// GEMM rate, its s × s loops slower). Its memory is bounded by what the process may take
+/// ([`host_memory_budget_bytes`]).
+pub const MAX_UNIT_REFERENCE_FLOPS: f64 = 4e12;
 
 /// Most virtual devices of `run` (`--p`) and `calibrate` (`--devices`): threads on the CPU.
 pub const MAX_VIRTUAL_DEVICES: u64 = 256;
@@ -232,6 +252,12 @@ pub fn table() -> Vec<Limit> {
             commands: &["*"],
         },
         Limit {
+            what: "profile lists (collective rules, attention tiles per pass)",
+            value: MAX_PROFILE_LIST.to_string(),
+            why: "every collective and every attention call of a step walks them",
+            commands: &["*"],
+        },
+        Limit {
             what: "profile rates (FLOP/s, bytes/s) and latencies",
             value: format!(
                 "{:e} to {:e} per second; latencies ≤ {} s",
@@ -262,6 +288,18 @@ pub fn table() -> Vec<Limit> {
             value: format!("{MAX_SEQ_LENGTHS} / {MAX_SWEEP_POINTS}"),
             why: "counted before anything is expanded or evaluated",
             commands: &["sweep", "maxseq"],
+        },
+        Limit {
+            what: "sweep: plot files / validate: profiles (--hw)",
+            value: format!("{MAX_SWEEP_PLOTS} / {MAX_VALIDATE_PROFILES}"),
+            why: "counted from the flags before anything is loaded or evaluated: plots take tens of milliseconds each, every profile the claims' studies",
+            commands: &["sweep", "validate"],
+        },
+        Limit {
+            what: "overlap: local lengths (--local-seq)",
+            value: MAX_OVERLAP_LENGTHS.to_string(),
+            why: "each is a simulated, fully traced METP layer; counted before anything runs",
+            commands: &["overlap"],
         },
         Limit {
             what: "shards (--shard K/N) / shard file size / shard files of one merge",
@@ -345,6 +383,15 @@ pub fn table() -> Vec<Limit> {
             commands: &["calibrate"],
         },
         Limit {
+            what: "unit runs: the f64 reference's operations / its memory and the runtime's on the host",
+            value: format!(
+                "{:e} / half the memory available (and half of what `prlimit --as` leaves)",
+                MAX_UNIT_REFERENCE_FLOPS
+            ),
+            why: "every unit is checked against an unsharded f64 reference on the CPU, whose attention holds s × s matrices: estimated from the shape before anything runs",
+            commands: &["run", "calibrate"],
+        },
+        Limit {
             what: "CPU link throttle",
             value: format!(
                 "--link-bandwidth ≥ {:e} bytes/s, --link-latency ≤ {} s, throttled links ≤ {} s per command",
@@ -419,9 +466,16 @@ pub fn check_text(text: &str, max: usize) -> std::result::Result<(), String> {
 /// counts reserved but untouched memory (thread stacks, allocator arenas) and growth of
 /// vectors. Read once (Linux `/proc`; elsewhere only [`MAX_GRAPH_BYTES`]).
 pub fn memory_budget_bytes() -> u64 {
+    MAX_GRAPH_BYTES.min(host_memory_budget_bytes())
+}
+
+/// What this process may still take for one piece of work on the host, with no bound of the
+/// tool's own: half the memory the system has available and half of what the address-space
+/// limit leaves (see [`memory_budget_bytes`]); `u64::MAX` where neither is known. Read once.
+pub fn host_memory_budget_bytes() -> u64 {
     static BUDGET: OnceLock<u64> = OnceLock::new();
     *BUDGET.get_or_init(|| {
-        let mut budget = MAX_GRAPH_BYTES;
+        let mut budget = u64::MAX;
         if let Some(avail) = proc_field("/proc/meminfo", "MemAvailable:") {
             budget = budget.min(avail / 2);
         }

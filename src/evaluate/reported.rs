@@ -62,7 +62,7 @@ pub fn check_reported(
         if v > r.step_time_s * (1.0 + REPORTED_TOLERANCE) {
             return Err((
                 field,
-                format!("{v} s, longer than the step ({} s)", r.step_time_s),
+                format!("{v:?} s, longer than the step ({:?} s)", r.step_time_s),
             ));
         }
     }
@@ -70,7 +70,7 @@ pub fn check_reported(
         return Err((
             "analytic_step_time_s",
             format!(
-                "{} s, but the closed form of this configuration gives {} s",
+                "{:?} s, but the closed form of this configuration gives {:?} s",
                 r.analytic_step_time_s, e.estimate.step_time_s
             ),
         ));
@@ -84,7 +84,7 @@ pub fn check_reported(
             return Err((
                 field,
                 format!(
-                    "{got}, but a step of {} s of this configuration gives {want}",
+                    "{got:?}, but a step of {:?} s of this configuration gives {want:?}",
                     r.step_time_s
                 ),
             ));

@@ -325,7 +325,9 @@ pub fn shape_object(shape: &KernelShape) -> Map<String, Value> {
 /// Reads a kernel list or a measurement file; returns the items and how their measured times
 /// were taken.
 pub fn read_input(path: &Path) -> Result<(Vec<Item>, Timing)> {
-    let v: Value = crate::config::read_json(path)?;
+    // Read once (a pipe gives its bytes once), parsed as whichever it is.
+    let text = crate::config::read_text(path)?;
+    let v: Value = crate::config::parse_json(path, &text)?;
     match v {
         Value::Array(items) => {
             let items: Vec<Item> = items
@@ -337,7 +339,8 @@ pub fn read_input(path: &Path) -> Result<(Vec<Item>, Timing)> {
             Ok((items, Timing::Isolated))
         }
         Value::Object(_) => {
-            let m = KernelMeasurements::read(path)?;
+            let m: KernelMeasurements = crate::config::parse_json(path, &text)?;
+            m.validate(path)?;
             let items = m
                 .samples()
                 .into_iter()

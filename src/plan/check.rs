@@ -89,6 +89,9 @@ pub fn check_part(
     let capacity = hw.memory_bytes();
     for (i, c) in part.pool.iter().enumerate() {
         let field = format!("pool[{i}]");
+        if part.pool[..i].iter().any(|o| o.key() == c.key()) {
+            return Err(bad(field, format!("{} is in the pool twice", c.label())));
+        }
         if !spec.methods.contains(&c.method) {
             return Err(bad(
                 field,
@@ -179,7 +182,7 @@ fn check_ranked(
         return Err((
             "headroom_fraction",
             format!(
-                "{}, but headroom / capacity is {fraction}",
+                "{:?}, but headroom / capacity is {fraction:?}",
                 r.headroom_fraction
             ),
         ));
@@ -202,7 +205,7 @@ fn check_ranked(
         return Err((
             "analytic_tokens_per_s",
             format!(
-                "{}, but the closed form gives {analytic}",
+                "{:?}, but the closed form gives {analytic:?}",
                 r.analytic_tokens_per_s
             ),
         ));

@@ -30,6 +30,7 @@ pub use simulate::{
     axes_text, fits_line, simulate_json, simulate_table, write_timeline, write_trace,
 };
 pub use sweep::{sweep_csv, sweep_csv_header, sweep_csv_row, sweep_json, sweep_table, write_sweep};
+pub use sweep_plots::plot_files as sweep_plot_files;
 pub use table::{fmt_bytes, Table};
 
 pub use crate::atomic::{to_json, write_atomic};

@@ -12,6 +12,19 @@ use crate::sweep::{Point, Status, SweepResult, SweepSpec};
 
 type Metric = fn(&Point) -> Option<f64>;
 
+/// How many plot files [`write`] draws for `pairs` (models × profiles), `degrees` and `outer`
+/// (cp × pp) combinations: four charts per degree and outer axes, one longest-sequence chart
+/// per outer axes, in one (SVG) or two (and PNG) formats.
+pub fn plot_files(pairs: usize, degrees: usize, outer: usize, svg_only: bool) -> u64 {
+    let per_pair = (degrees as u64)
+        .saturating_mul(outer as u64)
+        .saturating_mul(4)
+        .saturating_add(outer as u64);
+    (pairs as u64)
+        .saturating_mul(per_pair)
+        .saturating_mul(if svg_only { 1 } else { 2 })
+}
+
 /// Writes the sweep's plots in every format of `exts`; returns the files written.
 pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();

@@ -324,15 +324,6 @@ fn check_point(
             .unwrap_or(times[0]);
         return Err((field, "missing on a point that is ok".into()));
     };
-    if timing == Timing::Analytic && step_time_s != analytic_step_time_s {
-        return Err((
-            "step_time_s",
-            format!(
-                "{step_time_s} s, but an analytic sweep's step is the closed form's \
-                 ({analytic_step_time_s} s)"
-            ),
-        ));
-    }
     let e = Evaluation::with_stages(v, stages);
     check_reported(
         &e,
@@ -346,5 +337,15 @@ fn check_point(
             mfu,
             analytic_step_time_s,
         },
-    )
+    )?;
+    if timing == Timing::Analytic && step_time_s != analytic_step_time_s {
+        return Err((
+            "step_time_s",
+            format!(
+                "{step_time_s:?} s, but an analytic sweep's step is the closed form's \
+                 ({analytic_step_time_s:?} s)"
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -19,6 +19,7 @@ mod pass2_class3_inputs;
 mod pass2_class4_bounded_work;
 mod pass2_class5_flags;
 mod pass2_class6_small_things;
+mod pass2_fresh;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
