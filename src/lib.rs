@@ -25,6 +25,8 @@
 //!   kernels priced against measured times;
 //! - [`calibrate`]: measuring a backend through a plan, fitting and writing hardware profiles,
 //!   units predicted against measured;
+//! - [`nccl_tests`]: nccl-tests' table predicted on a profile, published logs read and
+//!   compared, link figures fitted to them;
 //! - [`shard`]: `--shard K/N`, the file each part of a split study writes, and the checks
 //!   before `merge` joins the parts;
 //! - [`sweep`], [`validate`], [`plan`]: every method × degree × length; the published claims
@@ -46,6 +48,7 @@ pub mod evaluate;
 pub mod fitting;
 pub mod inputs;
 pub mod memory;
+pub mod nccl_tests;
 pub mod plan;
 pub mod plot;
 pub mod report;

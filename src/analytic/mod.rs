@@ -25,7 +25,22 @@ mod pipeline;
 pub use overlap::{solve_thresholds, thresholds, SolvedThresholds, Thresholds};
 
 use crate::config::{ValidWorkload, Workload};
-use crate::cost::{CostModel, PathFigures};
+use crate::cost::CostModel;
+
+/// α and rate of a message between ring neighbours of a group.
+#[derive(Debug, Clone, Copy)]
+struct PathFigures {
+    latency_s: f64,
+    flow_bytes_per_s: f64,
+}
+
+fn path_of(cost: &CostModel, devices: &[u32]) -> PathFigures {
+    let (latency_s, flow_bytes_per_s) = cost.group_p2p(devices);
+    PathFigures {
+        latency_s,
+        flow_bytes_per_s,
+    }
+}
 use crate::schedule::{
     Axis, CollectiveOp, Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan, StepTimes,
 };
@@ -84,6 +99,9 @@ pub(crate) struct Pricer<'a> {
     cp: u64,
     cp_path: PathFigures,
     sigma: f64,
+    /// Collective times already priced (a step prices the same collective once per layer).
+    collectives:
+        std::cell::RefCell<std::collections::HashMap<crate::cost::collective::CollectiveKey, f64>>,
 }
 
 impl<'a> Pricer<'a> {
@@ -96,11 +114,12 @@ impl<'a> Pricer<'a> {
         Pricer {
             cost,
             p: w.p,
-            path: cost.group_path(&group),
+            path: path_of(&cost, &group),
             group,
             cp,
-            cp_path: cost.group_path(&cp_group),
+            cp_path: path_of(&cost, &cp_group),
             sigma: cost.overlap_slowdown(),
+            collectives: Default::default(),
         }
     }
 
@@ -133,7 +152,13 @@ impl<'a> Pricer<'a> {
 
     /// A collective over `devices` with the algorithm the profile picks.
     fn collective(&self, op: CollectiveOp, devices: &[u32], bytes: u64) -> f64 {
-        self.cost.collective_s(op, devices, bytes)
+        let key = (op, devices.to_vec(), bytes);
+        if let Some(&t) = self.collectives.borrow().get(&key) {
+            return t;
+        }
+        let t = self.cost.collective_s(op, devices, bytes);
+        self.collectives.borrow_mut().insert(key, t);
+        t
     }
 
     fn stages(&self, stages: &[Stage]) -> PartTimes {

@@ -284,6 +284,7 @@ pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
             "placeholder until the fit of the overlap samples",
         ),
         collectives: Vec::new(),
+        collective_library: None,
     })
 }
 

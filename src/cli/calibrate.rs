@@ -21,6 +21,11 @@ pub struct CalibrateArgs {
     /// model to; nothing is measured. Needs --base and --out.
     #[arg(long, requires_all = ["base", "out"])]
     fit: Option<PathBuf>,
+    /// Fit only: nccl-tests / rccl-tests logs (`PATH`, or `OP=PATH` when the log names no
+    /// test) to fit `--base`'s link figures to (intra-node link, NVLS, point-to-point rate,
+    /// NICs and their latencies); writes --out with sources naming the logs.
+    #[arg(long, num_args = 1.., value_name = "LOG", requires_all = ["base", "out"], conflicts_with = "fit")]
+    fit_links: Vec<String>,
     /// The profile the measurements are fitted onto (name or path). Without --fit: default
     /// the backend's own base (CPU: a virtual-device model; CUDA: hgx-h200's kernel model).
     #[arg(long)]
@@ -56,6 +61,13 @@ pub struct CalibrateArgs {
 }
 
 pub fn run(a: CalibrateArgs) -> Result<String> {
+    if let (false, Some(base), Some(out)) = (a.fit_links.is_empty(), &a.base, &a.out) {
+        let r = crate::nccl_tests::fit::fit_links(&a.fit_links, base, out, a.force)?;
+        return Ok(match a.format {
+            OutFormat::Json => report::to_json(&r),
+            OutFormat::Table => report::link_fit_table(&r),
+        });
+    }
     if let (Some(file), Some(base), Some(out)) = (&a.fit, &a.base, &a.out) {
         let r = calibrate::fit_file(file, base, out, a.force)?;
         return Ok(match a.format {

@@ -4,6 +4,7 @@
 
 mod args;
 mod calibrate;
+mod collectives;
 mod gpu_check;
 mod kernels;
 mod link;
@@ -67,6 +68,10 @@ enum Command {
     /// units' predicted and measured times.
     #[command(after_help = help("calibrate"))]
     Calibrate(calibrate::CalibrateArgs),
+    /// nccl-tests' table (size, count, type, time, algbw, busbw) predicted on a profile;
+    /// --compare LOG adds a published nccl-tests / rccl-tests log and flags a short curve.
+    #[command(after_help = help("collectives"))]
+    Collectives(collectives::CollectivesArgs),
     /// Price a list of kernels (or a measurement file's) with a profile's kernel model;
     /// --compare reports the error against measured times.
     #[command(after_help = help("kernels"))]
@@ -113,6 +118,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Merge(a) => merge::run(a)?,
         Command::Run(a) => run::run(a)?,
         Command::Calibrate(a) => calibrate::run(a)?,
+        Command::Collectives(a) => collectives::run(a)?,
         Command::Kernels(a) => kernels::run(a)?,
         Command::GpuCheck(a) => gpu_check::run(a)?,
         Command::List => list(),

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::figure::Figure;
 use super::kernel_model::KernelModel;
+use super::library::CollectiveLibrary;
 use super::topology::{tree_runs, Algorithm, CollectiveRule, Spine, Wiring};
 use crate::error::{Error, Result};
 
@@ -141,9 +142,15 @@ pub struct Hardware {
     pub reserved: Reserved,
     /// Fraction by which compute slows while communication kernels run beside it.
     pub overlap_compute_slowdown_fraction: Figure,
-    /// The collective algorithm table (first matching rule wins; ring when none matches).
+    /// The collective algorithms the library has beyond the ring, by operation, scope and size
+    /// (every matching rule is a candidate, the ring always is; the fastest wins, as NCCL's
+    /// tuner picks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collectives: Vec<CollectiveRule>,
+    /// The collective library's protocols, NVLS and point-to-point rate (none: every step costs
+    /// the point-to-point latency, at the full link bandwidth).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective_library: Option<CollectiveLibrary>,
 }
 
 impl Hardware {
@@ -522,6 +529,12 @@ impl Hardware {
                     "a tree runs all-reduce, broadcast and reduce only".into(),
                 ));
             }
+            if r.algorithm == Algorithm::Nvls {
+                return Err(bad(
+                    &format!("collectives[{i}].algorithm"),
+                    "NVLS is not a rule: a profile has it with collective_library.nvls".into(),
+                ));
+            }
             if r.max_bytes == Some(0) {
                 return Err(bad(
                     &format!("collectives[{i}].max_bytes"),
@@ -529,7 +542,66 @@ impl Hardware {
                 ));
             }
         }
+        self.validate_library(path)
+    }
+
+    /// Checks the collective library's figures: rates in the profile range, latencies from 0 to
+    /// the bound, bandwidth fractions in (0, 1]; NVLS only through a switch.
+    fn validate_library(&self, path: &Path) -> Result<()> {
+        use super::limits::{MAX_PROFILE_LATENCY_S, PROFILE_RATE_RANGE};
+        let Some(lib) = &self.collective_library else {
+            return Ok(());
+        };
+        let bad = |field: &str, message: String| Error::InvalidField {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            message,
+        };
+        super::limits::check_name(&lib.name).map_err(|m| bad("collective_library.name", m))?;
+        if lib.nvls.is_some() && self.intra_node.kind != IntraNodeKind::Nvswitch {
+            return Err(bad(
+                "collective_library.nvls",
+                format!(
+                    "NVLS needs an NVSwitch (intra_node.kind is '{}')",
+                    self.intra_node.kind.id()
+                ),
+            ));
+        }
+        let (lo, hi) = PROFILE_RATE_RANGE;
+        for (field, fig) in lib.figures() {
+            let v = fig.value;
+            let (ok, want) = if field.ends_with("_latency_s") || field.ends_with(".latency_s") {
+                (
+                    v.is_finite() && (0.0..=MAX_PROFILE_LATENCY_S).contains(&v),
+                    format!("a latency from 0 to {MAX_PROFILE_LATENCY_S} s"),
+                )
+            } else if field.ends_with("bandwidth_fraction") {
+                (v > 0.0 && v <= 1.0, "a fraction in (0, 1]".to_string())
+            } else {
+                (
+                    v.is_finite() && (lo..=hi).contains(&v),
+                    format!("a rate from {lo:e} to {hi:e} per second"),
+                )
+            };
+            if !ok {
+                return Err(bad(
+                    &format!("{field}.value"),
+                    format!("must be {want}, got {v:?}"),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The collective library: the profile's, or [`CollectiveLibrary::fallback`].
+    pub fn library(&self) -> std::borrow::Cow<'_, CollectiveLibrary> {
+        match &self.collective_library {
+            Some(l) => std::borrow::Cow::Borrowed(l),
+            None => std::borrow::Cow::Owned(CollectiveLibrary::fallback(
+                &self.intra_node.p2p_latency_s,
+                &self.inter_node.latency_s,
+            )),
+        }
     }
 
     /// Total GPUs described (saturating: a validated profile is within

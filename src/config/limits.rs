@@ -179,6 +179,21 @@ pub const LINK_THROTTLE: (f64, f64) = (1e3, 1.0);
 /// figures.
 pub const MAX_THROTTLE_WAIT_S: f64 = 120.0;
 
+/// Most result rows of one nccl-tests log (a sweep from 8 B to 16 GiB by doubling has 32).
+pub const MAX_NCCL_LOG_ROWS: usize = 4096;
+/// Largest buffer of an nccl-tests row or of `collectives --sizes`, in bytes (16 TiB: a
+/// thousand times the largest sweep published).
+pub const MAX_NCCL_SIZE_BYTES: u64 = 1 << 44;
+/// Most sizes one `collectives --sizes` spec expands to.
+pub const MAX_COLLECTIVE_SIZES: usize = 256;
+/// Most ranks of one `collectives` table: a ring's step is priced transfer by transfer.
+pub const MAX_COLLECTIVE_RANKS: u64 = 1 << 16;
+/// Most ranks of a `collectives` table whose operation may run as an exchange between every
+/// pair of ranks (all-to-all, or a profile with a direct rule across nodes): n² transfers.
+pub const MAX_COLLECTIVE_PAIR_RANKS: u64 = 1 << 9;
+/// Most nccl-tests logs one `calibrate --fit-links` takes.
+pub const MAX_FIT_LINK_LOGS: usize = 64;
+
 /// One limit: what is bounded, the bound, why, and the commands it applies to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limit {
@@ -390,6 +405,32 @@ pub fn table() -> Vec<Limit> {
             ),
             why: "every unit is checked against an unsharded f64 reference on the CPU, whose attention holds s × s matrices: estimated from the shape before anything runs",
             commands: &["run", "calibrate"],
+        },
+        Limit {
+            what: "nccl-tests log (collectives --compare, calibrate --fit-links)",
+            value: format!(
+                "{} MiB, {MAX_NCCL_LOG_ROWS} rows, one table; {MAX_FIT_LINK_LOGS} logs per fit",
+                MAX_INPUT_FILE_BYTES >> 20
+            ),
+            why: "a published sweep is a few KB and a few dozen rows; a second table or a size twice is refused (one test's output per file)",
+            commands: &["collectives", "calibrate"],
+        },
+        Limit {
+            what: "collective ranks (collectives --nodes × --gpus)",
+            value: format!(
+                "{MAX_COLLECTIVE_RANKS}; {MAX_COLLECTIVE_PAIR_RANKS} for all-to-all and direct rules across nodes"
+            ),
+            why: "each step is priced transfer by transfer: n transfers for a ring, n² for an exchange between every pair",
+            commands: &["collectives"],
+        },
+        Limit {
+            what: "collective sizes (collectives --sizes, log rows)",
+            value: format!(
+                "1 B to {}, at most {MAX_COLLECTIVE_SIZES} sizes",
+                pow2(MAX_NCCL_SIZE_BYTES)
+            ),
+            why: "a thousand times the largest published sweep (16 GiB); every byte count stays exact in 64 bits",
+            commands: &["collectives", "calibrate"],
         },
         Limit {
             what: "CPU link throttle",

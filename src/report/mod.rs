@@ -3,11 +3,12 @@
 //! computes a number.
 //!
 //! Depends on `analytic`, `atomic`, `backend`, `calibrate`, `config`, `evaluate`, `fitting`,
-//! `memory`, `plan`, `plot`, `schedule`, `search`, `shard`, `sim`, `sweep`, `validate` and
-//! `error`; never on `cli`.
+//! `memory`, `nccl_tests`, `plan`, `plot`, `schedule`, `search`, `shard`, `sim`, `sweep`,
+//! `validate` and `error`; never on `cli`.
 
 mod calibrate;
 mod claims;
+mod collectives;
 mod columns;
 mod memory;
 mod overlap;
@@ -22,6 +23,7 @@ pub use calibrate::{calibration_table, fit_table, gpu_check_table, kernels_table
 pub use claims::{
     claims_attention_note, claims_json, claims_markdown, claims_summary, write_claims,
 };
+pub use collectives::{collectives_csv, collectives_table, link_fit_table};
 pub use columns::{csv, csv_header, csv_row, json_rows, table, Cell, Column, JsonRow};
 pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json, memory_table};
 pub use overlap::{overlap_json, overlap_table};

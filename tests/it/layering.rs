@@ -32,6 +32,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
         "fitting",
         &["backend", "config", "cost", "schedule", "error"],
     ),
+    (
+        "nccl_tests",
+        &["atomic", "config", "cost", "schedule", "error"],
+    ),
     ("plot", &["atomic", "error"]),
     ("shard", &["atomic", "config", "error"]),
     (
@@ -63,6 +67,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "evaluate",
             "fitting",
             "memory",
+            "nccl_tests",
             "plan",
             "plot",
             "schedule",

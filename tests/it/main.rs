@@ -4,6 +4,7 @@ mod analytic_vs_sim;
 mod attention_kernels;
 mod calib;
 mod cli;
+mod collectives;
 mod commands;
 mod common;
 mod cuda_emu;

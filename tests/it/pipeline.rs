@@ -224,6 +224,23 @@ fn the_symmetric_reduction_equals_the_full_simulation() {
             ),
         ),
     ];
+    // The same on an NVSwitch node with NVLS (dgx-h100): NVLS all-reduces and rings across
+    // nodes spread over the rails fold exactly too.
+    let h100: Vec<(String, Workload)> = cases
+        .iter()
+        .map(|(label, w)| {
+            let mut w = w.clone();
+            let nodes = w.hardware.nodes;
+            w.hardware = load_hardware("dgx-h100").unwrap();
+            w.hardware.nodes = nodes;
+            (format!("{label} on dgx-h100"), w)
+        })
+        .collect();
+    let cases: Vec<(String, Workload)> = cases
+        .into_iter()
+        .map(|(l, w)| (l.to_string(), w))
+        .chain(h100)
+        .collect();
     for (label, w) in cases {
         let w = w.validate().unwrap();
         let stages = stage_inventories(&w);
@@ -292,7 +309,11 @@ fn asymmetric_programs_are_not_folded() {
 
 /// The planner's shortened simulation of a pipeline (2 and 4 layers per virtual stage, pp and
 /// 2·pp micro-batches, extrapolated: `evaluate::extrapolate`) against the whole step: within
-/// 10⁻⁴ (measured: 1.7·10⁻⁵ at most, the optimizer kernels not being affine in their size).
+/// 3·10⁻⁴. Measured: 1.8·10⁻⁴ for interleaved Ulysses with max-min links, whose stage-boundary
+/// sends move at the library's point-to-point rate (on dgx-a100-80gb 195 GB/s, carried as
+/// more bytes on the 232 GB/s ports, `cost::CostModel::p2p_wire_bytes`) and so overlap the
+/// layers' all-to-alls a little differently at 2 and 4 layers per stage; 1.7·10⁻⁵ at most
+/// without that (the optimizer kernels not being affine in their size).
 #[test]
 fn pipelined_extrapolation_matches_the_whole_simulation() {
     use metp_sim::evaluate::{extrapolated_times, SimDepth};
@@ -309,7 +330,7 @@ fn pipelined_extrapolation_matches_the_whole_simulation() {
             let short = extrapolated_times(&w, link, SimDepth::Extrapolate).unwrap();
             let rel = (short.step_time_s / full.step_time_s - 1.0).abs();
             assert!(
-                rel < 1e-4,
+                rel < 3e-4,
                 "{method} {outer:?} {link:?}: extrapolated {:.6} s vs whole {:.6} s",
                 short.step_time_s,
                 full.step_time_s
