@@ -98,6 +98,8 @@ pub fn small_sweep<'a>(out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 
 /// Runs `metp-sim ARGS` (under the limit), killing it after `limit` — a hang fails the test.
 pub fn run_within(args: &[&str], limit: Duration) -> Output {
+    // Never beside a test whose assertions rest on CPU timings.
+    let _shared = crate::cpu_shared();
     let mut child = command(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
