@@ -29,6 +29,12 @@
 #      8-GPU profiles and `--hw dgx-h100 --nodes 2 --p 16 --seq 64k` (tests/it/fabric.rs).
 #   7. reports/claims/ — `validate` with its defaults, run from the repository root
 #      (tests/it/validate.rs, byte for byte).
+#   8. hardware-profiles/grand-teton-h100-roce.json — dgx-h100's GPU, kernels and NVLink with
+#      Llama 3's RoCE fabric (scripts/derive-grand-teton.py; after 2 and 3, before 7).
+#   9. reports/runs/ — `validate --runs` (every published run simulated: about two minutes in a
+#      debug build), README's published-runs table copied from its runs.md, and
+#      tests/data/runs-22b/ — `validate --runs` on a folder holding the two 22B run files
+#      (tests/it/runs.rs).
 # Not regenerated here: the README's Limits and Layout tables (tests check them against
 # src/config/limits.rs and the module docs, and print the expected table when they differ),
 # and the records of GPU runs under reports/gpu/*/run* (they need the GPU).
@@ -118,12 +124,35 @@ done
 quiet "$bin" sweep --hw dgx-h100 --nodes 2 --p 16 --seq 64k --svg-only --out "$tmp/sweep-2nodes"
 cp "$tmp/sweep-2nodes/sweep.json" "$base/dgx-h100-2nodes.sweep.json"
 
+say "hardware-profiles/grand-teton-h100-roce.json (scripts/derive-grand-teton.py)"
+quiet python3 scripts/derive-grand-teton.py
+
 say "reports/claims/ (validate)"
 quiet "$bin" validate
 
+say "reports/runs/ (validate --runs), README's published-runs table, tests/data/runs-22b/"
+quiet "$bin" validate --runs
+quiet python3 - <<'PY'
+import pathlib
+md = pathlib.Path("reports/runs/runs.md").read_text()
+t0 = md.index("| run | GPUs |")
+table = md[t0:md.index("\n\n", t0) + 1]
+readme = pathlib.Path("README.md")
+s = readme.read_text()
+b = s.index("<!-- runs-table:begin -->\n") + len("<!-- runs-table:begin -->\n")
+e = s.index("<!-- runs-table:end -->")
+readme.write_text(s[:b] + table + s[e:])
+PY
+# A fixed input folder (ignored by git), so that the fixture's manifest names the same command.
+rm -rf target/regen/runs-22b tests/data/runs-22b
+mkdir -p target/regen/runs-22b
+cp runs/korthikanti-2022-22b-*.json target/regen/runs-22b/
+quiet "$bin" validate --runs target/regen/runs-22b --out tests/data/runs-22b
+
 if [ "$check" = 1 ]; then
     paths=("$meas"/*.json hardware-profiles/*.json "$gpu/profile-units.json"
-        reports/kernels/metp-llama2-7b-h200.json "$base" reports/claims)
+        reports/kernels/metp-llama2-7b-h200.json "$base" reports/claims reports/runs
+        tests/data/runs-22b README.md)
     new=$(git ls-files --others --exclude-standard -- "${paths[@]}")
     if ! git diff --exit-code --stat -- "${paths[@]}" || [ -n "$new" ]; then
         [ -n "$new" ] && printf 'new, not committed: %s\n' $new

@@ -31,6 +31,8 @@
 //!   before `merge` joins the parts;
 //! - [`sweep`], [`validate`], [`plan`]: every method × degree × length; the published claims
 //!   C1–C4; the configurations that fit N GPUs;
+//! - [`runs`]: published training runs (`runs/*.json`) predicted and compared with what their
+//!   papers measured;
 //! - [`plot`]: SVG/PNG charts and timelines;
 //! - [`report`]: tables, CSV and JSON from columns declared once per result, Markdown;
 //! - [`cli`]: the thin command-line layer (clap), which nothing depends on.
@@ -52,6 +54,7 @@ pub mod nccl_tests;
 pub mod plan;
 pub mod plot;
 pub mod report;
+pub mod runs;
 pub mod schedule;
 pub mod search;
 pub mod shard;

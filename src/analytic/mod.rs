@@ -474,7 +474,8 @@ pub fn price(w: &ValidWorkload, plan: &StepPlan) -> StepTimes {
     let fwd_layer = blocks(&plan.layer_fwd);
     let bwd_layer = blocks(&plan.layer_bwd);
     let head = pr.stages(&plan.head.stages);
-    if w.outer.pp > 1 {
+    if w.outer.pp > 1 || (plan.grad_sync_every_micro_batch && sync > 0.0 && plan.micro_batches > 1)
+    {
         return pipeline::price(
             w,
             plan,

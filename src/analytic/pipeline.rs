@@ -9,11 +9,14 @@
 //! - Forward: the embedding on the first virtual stage, then its layers (ZeRO-3 gather and the
 //!   layer's forward each), the head and loss on the last. Backward: the layers in reverse,
 //!   then the embedding's backward on the first virtual stage.
-//! - A chunk's last micro-batch synchronises each layer's gradients as its backward ends, one
-//!   collective after the other on the asynchronous stream, slowing compute by σ while that
-//!   traffic flows, as the unpipelined step does; tied embeddings are then all-reduced between
-//!   the first and the last stage, and each stage runs its optimizer (and, with a sharded
-//!   optimizer state below ZeRO-3, then all-gathers its updated weights).
+//! - A chunk's last micro-batch (every micro-batch under ZeRO ≥ 2) synchronises each layer's
+//!   gradients as its backward ends, one collective after the other on the asynchronous
+//!   stream, slowing compute by σ while that traffic flows — backwards and, when it spills
+//!   over, the forwards after them; tied embeddings are then all-reduced between the first
+//!   and the last stage, and each stage runs its optimizer (and, with a sharded optimizer
+//!   state below ZeRO-3, then all-gathers its updated weights). Without a pipeline a step
+//!   whose every micro-batch synchronises is walked here too (one stage, forward then
+//!   backward per micro-batch), so the queue carries over from one micro-batch to the next.
 //! - Exposed communication: the layers' own, the part of a wait for a neighbour's message
 //!   during which that message is in flight (the rest of a wait is the bubble), and the
 //!   synchronisation left after the last backward. The critical stage is the one that
@@ -135,13 +138,24 @@ pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Part
                     if u == last_u {
                         d += head;
                     }
+                    // Gradient synchronisations still flowing (ZeRO ≥ 2 syncs every
+                    // micro-batch) slow this forward's compute by σ while they overlap it.
+                    let hidden: f64 = c
+                        .syncs
+                        .iter()
+                        .map(|&(a, b)| overlap(a, b, t, t + d.wall))
+                        .sum();
+                    let ratio = if d.wall > 0.0 { d.busy / d.wall } else { 0.0 };
+                    let ext = sigma * hidden.min(d.wall) * ratio;
                     c.compute += d.compute;
-                    c.busy += d.busy;
+                    c.busy += d.busy + ext;
                     c.comm += d.comm;
                     c.exposed += d.wall - d.busy;
-                    t += d.wall;
+                    c.slowed += ext;
+                    t += d.wall + ext;
                 } else {
-                    let last_mb = op.micro_batch + 1 == m && sync > 0.0;
+                    let last_mb =
+                        (op.micro_batch + 1 == m || plan.grad_sync_every_micro_batch) && sync > 0.0;
                     for _ in 0..n {
                         let c0 = t + gather;
                         let c1 = c0 + bwd_layer.wall;

@@ -18,6 +18,10 @@ pub struct MemoryArgs {
     /// Sequence length (4k = 4096).
     #[arg(long, default_value = "32k")]
     seq: String,
+    /// Global batch in sequences (default: one micro-batch per data-parallel replica); with a
+    /// pipeline it sets the micro-batches each stage holds in flight.
+    #[arg(long)]
+    global_batch: Option<String>,
     #[command(flatten)]
     common: CommonArgs,
     #[command(flatten)]
@@ -28,10 +32,15 @@ pub fn run(a: MemoryArgs) -> Result<String> {
     let method = MethodId::parse("--method", &a.method)?;
     let p = single_degree(&a.p)?;
     let seq = parse_count("--seq", &a.seq)?;
-    let outer = a.outer.axes()?;
-    let mut w = a.common.workload(method, p, seq)?;
-    w.outer = outer;
-    let w = w.validate()?;
+    let w = super::simulate::workload(
+        &a.common,
+        &a.outer,
+        method,
+        p,
+        seq,
+        a.global_batch.as_deref(),
+    )?
+    .validate()?;
     let inv = crate::memory::inventory(&w);
     Ok(match a.common.format.into() {
         Format::Table => report::memory_table(&w, &inv),

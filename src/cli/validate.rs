@@ -1,4 +1,4 @@
-//! `metp-sim validate`: the claims report.
+//! `metp-sim validate`: the claims report, or (`--runs`) the published-runs report.
 
 use std::path::PathBuf;
 
@@ -31,9 +31,20 @@ pub struct ValidateArgs {
     /// Write SVG plots only (no PNG).
     #[arg(long)]
     svg_only: bool,
+    /// Predict the published runs of DIR (default runs/) instead of checking the claims, into
+    /// reports/runs/ (or --out): runs.md, runs.json and a plot of predicted against measured.
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "runs", conflicts_with_all = ["hw", "scale"])]
+    runs: Option<PathBuf>,
+    /// With --runs: time each run's own configuration in closed form only (the analytic twin),
+    /// instead of simulating it.
+    #[arg(long, requires = "runs")]
+    analytic: bool,
 }
 
 pub fn run(a: ValidateArgs) -> Result<String> {
+    if let Some(dir) = &a.runs {
+        return published_runs(&a, dir);
+    }
     let profiles = match &a.hw {
         Some(text) => {
             let listed = names("--hw", text)?;
@@ -100,4 +111,30 @@ pub fn run(a: ValidateArgs) -> Result<String> {
     }
     folder.finish()?;
     Ok(report::claims_summary(&claims, &out))
+}
+
+/// `validate --runs DIR`: every run file of DIR predicted, written to reports/runs/ (or --out).
+fn published_runs(a: &ValidateArgs, dir: &std::path::Path) -> Result<String> {
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("reports/runs"));
+    let runs = crate::runs::load_dir(dir)?;
+    let mut folder = OutputFolder::open(&out)?;
+    let timing = if a.analytic {
+        crate::runs::RunTiming::Analytic
+    } else {
+        crate::runs::RunTiming::Simulated
+    };
+    let results = crate::runs::evaluate_all(&runs, timing)?;
+    let exts: &[&str] = if a.svg_only {
+        &["svg"]
+    } else {
+        &["svg", "png"]
+    };
+    for path in report::write_runs(&out, &results, timing, exts)? {
+        folder.wrote(&path);
+    }
+    folder.finish()?;
+    Ok(report::runs_summary(&results, &out))
 }

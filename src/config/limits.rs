@@ -179,6 +179,13 @@ pub const LINK_THROTTLE: (f64, f64) = (1e3, 1.0);
 /// figures.
 pub const MAX_THROTTLE_WAIT_S: f64 = 120.0;
 
+/// Run files in one `validate --runs` folder.
+pub const MAX_RUN_FILES: usize = 1000;
+/// Values one unstated knob of a run file may try.
+pub const MAX_TRIED_VALUES: usize = 16;
+/// Configurations one run file may make (the product of its knobs' tried values), each priced
+/// in closed form.
+pub const MAX_RUN_CONFIGURATIONS: usize = 256;
 /// Most result rows of one nccl-tests log (a sweep from 8 B to 16 GiB by doubling has 32).
 pub const MAX_NCCL_LOG_ROWS: usize = 4096;
 /// Largest buffer of an nccl-tests row or of `collectives --sizes`, in bytes (16 TiB: a
@@ -405,6 +412,12 @@ pub fn table() -> Vec<Limit> {
             ),
             why: "every unit is checked against an unsharded f64 reference on the CPU, whose attention holds s × s matrices: estimated from the shape before anything runs",
             commands: &["run", "calibrate"],
+        },
+        Limit {
+            what: "run files (validate --runs) / values tried per unstated knob / configurations per run",
+            value: format!("{MAX_RUN_FILES} / {MAX_TRIED_VALUES} / {MAX_RUN_CONFIGURATIONS}"),
+            why: "every configuration a run tries is priced in closed form (milliseconds to a second each), its own simulated once",
+            commands: &["validate"],
         },
         Limit {
             what: "nccl-tests log (collectives --compare, calibrate --fit-links)",

@@ -244,11 +244,15 @@ impl Workload {
                 return Err(self.invalid(format!("{name} must be from 1 to 2^20, got {v}")));
             }
         }
+        // Up to two virtual stages more than layers: the first may hold only the embedding and
+        // the last only the head and loss, as LLaMA 3's pipeline does (Grattafiori et al. 2024
+        // §3.3.2; Megatron's --account-for-embedding/loss-in-pipeline-split); the layers go to
+        // the middle virtual stages first (`virtual_stage_layers`), so no other stage is empty.
         let virtual_stages = o.pp.saturating_mul(o.interleave);
-        if virtual_stages > self.model.layers {
+        if virtual_stages > self.model.layers.saturating_add(2) {
             return Err(self.invalid(format!(
                 "{} pipeline stages × {} virtual stages each = {virtual_stages} is more than the \
-                 model's {} layers",
+                 model's {} layers plus the embedding's and the head's own stages",
                 o.pp, o.interleave, self.model.layers
             )));
         }
@@ -425,24 +429,63 @@ impl ValidWorkload {
         if lo == hi {
             return None;
         }
-        let big: Vec<String> = layers
-            .iter()
-            .enumerate()
-            .filter(|(_, &n)| n == hi)
-            .map(|(u, _)| u.to_string())
-            .collect();
+        // Consecutive stages as ranges (`1–126`): 128 virtual stages would otherwise be listed
+        // one by one.
+        let mut big: Vec<String> = Vec::new();
+        let mut run: Option<(usize, usize)> = None;
+        for (u, _) in layers.iter().enumerate().filter(|(_, &n)| n == hi) {
+            run = match run {
+                Some((a, b)) if b + 1 == u => Some((a, u)),
+                Some((a, b)) => {
+                    big.push(range_text(a, b));
+                    Some((u, u))
+                }
+                None => Some((u, u)),
+            };
+        }
+        if let Some((a, b)) = run {
+            big.push(range_text(a, b));
+        }
         let what = if self.outer.interleave > 1 {
             "virtual stages"
         } else {
             "stages"
         };
+        let mut empty = Vec::new();
+        if layers.first() == Some(&0) {
+            empty.push(format!(
+                "{} 0 holds only the embedding",
+                what.trim_end_matches('s')
+            ));
+        }
+        if layers.len() > 1 && layers.last() == Some(&0) {
+            empty.push(format!(
+                "{} {} holds only the head and loss",
+                what.trim_end_matches('s'),
+                layers.len() - 1
+            ));
+        }
+        let empty = if empty.is_empty() {
+            String::new()
+        } else {
+            format!(" ({}, as LLaMA 3's pipeline does)", empty.join("; "))
+        };
         Some(format!(
             "pipeline: {} layers over {} {what} do not divide evenly: {what} {} hold {hi} \
-             layers, the others {lo}",
+             layers, the others {lo}{empty}",
             self.model.layers,
             layers.len(),
             big.join(", ")
         ))
+    }
+}
+
+/// `a` or `a–b` (`a, b` when they are neighbours).
+fn range_text(a: usize, b: usize) -> String {
+    match b - a {
+        0 => a.to_string(),
+        1 => format!("{a}, {b}"),
+        _ => format!("{a}–{b}"),
     }
 }
 

@@ -26,7 +26,13 @@
 //! only the last one synchronises gradients, so step time is affine in the number of
 //! micro-batches m (exactly, to rounding, in every case measured); more than two are
 //! extrapolated from one and two, `T(m) = T(1) + (m − 1)·(T(2) − T(1))`, each of those
-//! extrapolated in layers as above.
+//! extrapolated in layers as above. Under ZeRO ≥ 2 every micro-batch synchronises and its
+//! traffic overlaps the next micro-batch's forward, so the steady state starts at two: more
+//! than four are extrapolated from two and four. Such a step is affine in the layers only
+//! approximately when that traffic bounds it (the queue of one micro-batch's
+//! synchronisations spills into the next micro-batch by an amount that grows with the layers
+//! faster than linearly at first): within 0.5% in the cases measured (a ZeRO-3 Ulysses step
+//! whose communication is 90% of it), against 3·10⁻⁵ otherwise.
 
 use serde::Serialize;
 
@@ -123,9 +129,15 @@ pub fn extrapolated_times(
         ))
     };
     // Micro-batches: one and two without a pipeline; with one, pp and 2·pp (1F1B's steady
-    // state is reached from m = pp on, and interleaving needs multiples of pp).
+    // state is reached from m = pp on, and interleaving needs multiples of pp). Under ZeRO ≥ 2
+    // every micro-batch's gradient synchronisation overlaps the next one's forward, which the
+    // first micro-batch has none of: without a pipeline the steady state starts at two.
     let m = w.micro_batches;
-    let m1 = w.outer.pp;
+    let m1 = if w.outer.pp == 1 && w.zero_stage() >= crate::config::ZeroStage::Zero2 {
+        2
+    } else {
+        w.outer.pp
+    };
     let t = if depth == SimDepth::Full || m <= 2 * m1 {
         in_layers(m)?
     } else {
@@ -161,6 +173,7 @@ mod tests {
         for (method, p, dp, zero, micro_batches) in [
             (MethodId::Metp, 8, 2, ZeroStage::Zero1, 2),
             (MethodId::Ulysses, 4, 4, ZeroStage::Zero3, 3),
+            (MethodId::TpSp, 4, 4, ZeroStage::Zero2, 6),
         ] {
             let w = Workload {
                 model: model.clone(),
@@ -181,18 +194,21 @@ mod tests {
             let full = extrapolated_times(&w, LinkModel::MaxMin, SimDepth::Full).unwrap();
             let ext = extrapolated_times(&w, LinkModel::MaxMin, SimDepth::Extrapolate).unwrap();
             let rel = |a: f64, b: f64| (a - b).abs() / b.max(1e-12);
+            // Every micro-batch synchronising (ZeRO ≥ 2) on a step bound by that traffic is
+            // affine in the layers only to within 1% (module docs); the rest to 1e-4.
+            let tol = if zero >= ZeroStage::Zero2 { 1e-2 } else { 1e-4 };
             assert!(
-                rel(ext.step_time_s, full.step_time_s) < 1e-4,
+                rel(ext.step_time_s, full.step_time_s) < tol,
                 "{method}: {ext:?} vs {full:?}"
             );
-            assert!(rel(ext.compute_s, full.compute_s) < 1e-4, "{method}");
+            assert!(rel(ext.compute_s, full.compute_s) < tol, "{method}");
             assert!(
-                rel(ext.communication_s, full.communication_s) < 1e-4,
+                rel(ext.communication_s, full.communication_s) < tol,
                 "{method}"
             );
             assert!(
                 (ext.exposed_communication_s - full.exposed_communication_s).abs()
-                    < 1e-4 * full.step_time_s,
+                    < tol * full.step_time_s,
                 "{method}"
             );
         }

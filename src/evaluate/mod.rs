@@ -57,7 +57,9 @@ pub use crate::schedule::Devices;
 pub use extrapolate::{
     extrapolated_times, simulates_whole, workload_simulates_whole, SimDepth, EXTRAPOLATION_LAYERS,
 };
-pub use metrics::{model_flops, Metrics};
+pub use metrics::{
+    mfu_convention, model_flops, step_flops, AttentionFlops, FlopConvention, Metrics,
+};
 pub use reported::{check_reported, check_reported_memory, Reported, REPORTED_TOLERANCE};
 
 use crate::analytic;

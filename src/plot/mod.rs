@@ -24,7 +24,7 @@ mod palette;
 pub mod timeline;
 
 pub use axis::AxisFormat;
-pub use curves::{max_seq_chart, write_chart, Chart, Series};
+pub use curves::{max_seq_chart, write_chart, Chart, Series, SeriesStyle};
 pub use palette::{category_color, method_color};
 pub use timeline::{write_timeline, write_timeline_with, Span, TimelineOptions};
 

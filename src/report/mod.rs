@@ -3,8 +3,8 @@
 //! computes a number.
 //!
 //! Depends on `analytic`, `atomic`, `backend`, `calibrate`, `config`, `evaluate`, `fitting`,
-//! `memory`, `nccl_tests`, `plan`, `plot`, `schedule`, `search`, `shard`, `sim`, `sweep`,
-//! `validate` and `error`; never on `cli`.
+//! `memory`, `nccl_tests`, `plan`, `plot`, `runs`, `schedule`, `search`, `shard`, `sim`,
+//! `sweep`, `validate` and `error`; never on `cli`.
 
 mod calibrate;
 mod claims;
@@ -13,6 +13,7 @@ mod columns;
 mod memory;
 mod overlap;
 mod plan;
+mod runs;
 mod simulate;
 mod sweep;
 mod sweep_plots;
@@ -28,6 +29,10 @@ pub use columns::{csv, csv_header, csv_row, json_rows, table, Cell, Column, Json
 pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json, memory_table};
 pub use overlap::{overlap_json, overlap_table};
 pub use plan::{plan_csv, plan_json, plan_table, ranked_columns, rejected_columns};
+pub use runs::{
+    paper_short, runs_chart, runs_json, runs_markdown, runs_summary, runs_table, write_runs,
+    PLOT_STEM as RUNS_PLOT_STEM,
+};
 pub use simulate::{
     axes_text, fits_line, simulate_json, simulate_table, write_timeline, write_trace,
 };

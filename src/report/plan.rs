@@ -270,7 +270,7 @@ pub fn plan_table(p: &Plan) -> String {
     }
     if !p.ranked.is_empty() {
         out.push_str(&columns::table(&ranked_columns(), &p.ranked));
-        out.push('\n');
+        out.push_str(&format!("{}\n\n", crate::evaluate::mfu_convention()));
     }
     if p.rejected_total == 0 {
         out.push_str("rejected: none\n");

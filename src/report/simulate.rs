@@ -69,6 +69,8 @@ struct SimulateJson<'a> {
     simulated_memory_high_water_bytes: Option<u128>,
     tokens_per_s: f64,
     mfu: f64,
+    /// What the MFU counts (`evaluate::FlopConvention::TOOL`).
+    mfu_convention: String,
     analytic: AnalyticJson,
     tasks: Option<u64>,
     events: Option<u64>,
@@ -137,6 +139,7 @@ pub fn simulate_json(e: &Evaluation) -> String {
         simulated_memory_high_water_bytes: run.map(|r| r.result.max_memory_high_water_bytes()),
         tokens_per_s: m.tokens_per_s,
         mfu: m.mfu,
+        mfu_convention: crate::evaluate::mfu_convention(),
         analytic: AnalyticJson {
             step_time_s: a.step_time_s,
             peak_bytes: a.peak_bytes,
@@ -251,7 +254,7 @@ pub fn simulate_table(e: &Evaluation) -> String {
         String::new()
     };
     format!(
-        "{} on {} — {}, {}, s = {}, b = {} × {} micro-batches, {} links\n{}\n{}{}{}\n{}",
+        "{} on {} — {}, {}, s = {}, b = {} × {} micro-batches, {} links\n{}\n{}{}{}\n{}{}\n",
         w.method,
         w.hardware.name,
         w.model.name,
@@ -264,7 +267,8 @@ pub fn simulate_table(e: &Evaluation) -> String {
         t.render(),
         stages,
         fits_line(s),
-        counts
+        counts,
+        crate::evaluate::mfu_convention()
     )
 }
 

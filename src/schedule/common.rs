@@ -160,6 +160,7 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
         embedding_bwd,
         layer_grad_sync_bytes,
         grad_sync_op,
+        grad_sync_every_micro_batch: zero >= ZeroStage::Zero2,
         grad_sync_over_p: replicated,
         zero3_gather_bytes,
         layer_param_gather_bytes,

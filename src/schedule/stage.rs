@@ -286,6 +286,13 @@ pub struct StepPlan {
     /// Collective used for that synchronisation: all-reduce, or reduce-scatter when the
     /// optimizer state is sharded (ZeRO ≥ 1, Megatron's distributed optimizer).
     pub grad_sync_op: CollectiveOp,
+    /// Whether every micro-batch's gradients are synchronised as its backward ends, not only
+    /// the last one's: under ZeRO ≥ 2 a device keeps only its shard of the gradients (the
+    /// memory inventory holds no full gradient buffer), so each micro-batch's gradients are
+    /// reduce-scattered into the shards as they are produced — as DeepSpeed's ZeRO-2 and
+    /// PyTorch FSDP without `no_sync` run gradient accumulation. With ZeRO 0 and 1 gradients
+    /// accumulate locally and are synchronised after the last micro-batch.
+    pub grad_sync_every_micro_batch: bool,
     /// Whether the synchronisation (and ZeRO-3 gathering) spans the p devices too (methods that
     /// replicate weights across them) or only the data-parallel replicas of each rank.
     pub grad_sync_over_p: bool,

@@ -57,6 +57,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["config", "evaluate", "memory", "shard", "sim", "error"],
     ),
     (
+        "runs",
+        &["config", "cost", "evaluate", "schedule", "sim", "error"],
+    ),
+    (
         "report",
         &[
             "analytic",
@@ -70,6 +74,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "nccl_tests",
             "plan",
             "plot",
+            "runs",
             "schedule",
             "search",
             "shard",

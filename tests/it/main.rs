@@ -24,6 +24,7 @@ mod pipeline;
 mod plan;
 mod plot;
 mod properties;
+mod runs;
 mod scaling;
 mod schedules;
 mod shard;
