@@ -5,7 +5,8 @@
 //! layout table is checked against it):
 //!
 //! - [`error`]: the crate's one error type and exit codes;
-//! - [`atomic`]: output files written atomically, and their JSON form;
+//! - [`inputs`]: the files this process has read, so that no output replaces one;
+//! - [`atomic`]: output files written atomically (never over an input), and their JSON form;
 //! - [`config`]: model and hardware files, command-line quantities, the [`config::Workload`]
 //!   and its validated form, the methods' partition rules, one METP unit's description;
 //! - [`memory`]: per-device tensor inventories of every method, the METP unit inventory moment
@@ -47,6 +48,7 @@ pub mod cost;
 pub mod error;
 pub mod evaluate;
 pub mod fitting;
+pub mod inputs;
 pub mod memory;
 pub mod nccl_tests;
 pub mod plan;

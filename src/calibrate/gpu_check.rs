@@ -25,9 +25,36 @@ pub fn held_out_errors(report: &Value) -> Result<Vec<KindErrors>> {
     let by_kind = report.get("by_kind").ok_or_else(|| Error::Calibration {
         message: "not a `kernels --compare --format json` report: no 'by_kind'".into(),
     })?;
-    serde_json::from_value(by_kind.clone()).map_err(|e| Error::Calibration {
-        message: format!("'by_kind' of a `kernels --compare` report: {e}"),
-    })
+    let kinds: Vec<KindErrors> =
+        serde_json::from_value(by_kind.clone()).map_err(|e| Error::Calibration {
+            message: format!("'by_kind' of a `kernels --compare` report: {e}"),
+        })?;
+    // A file read from disk: every row one `kernels --compare` can write.
+    for (i, k) in kinds.iter().enumerate() {
+        let bad = |why: String| Error::Calibration {
+            message: format!("by_kind[{i}] ({}): {why}", k.kind.name()),
+        };
+        if k.samples == 0 {
+            return Err(bad("0 samples: a kind without samples has no errors".into()));
+        }
+        let share = |v: f64| v.is_finite() && v >= 0.0;
+        if !share(k.median_abs_error) || !share(k.max_abs_error) {
+            return Err(bad(format!(
+                "|error| {} / {} is not a non-negative share",
+                k.median_abs_error, k.max_abs_error
+            )));
+        }
+        if k.median_abs_error > k.max_abs_error {
+            return Err(bad(format!(
+                "median |error| {} above the largest {}",
+                k.median_abs_error, k.max_abs_error
+            )));
+        }
+        if kinds[..i].iter().any(|o| o.kind == k.kind) {
+            return Err(bad("listed twice".into()));
+        }
+    }
+    Ok(kinds)
 }
 
 /// One unit, predicted and measured.
@@ -65,8 +92,35 @@ fn unit_name(unit: &Value, method: &Value, shape: &Value) -> String {
 }
 
 /// Units of a `calibrate --format json` report (`units[]`) or of a `run --format json`
-/// output; `None` for anything else.
-pub fn unit_rows(v: &Value) -> Option<Vec<UnitRow>> {
+/// output, each with positive, finite times and a non-negative error (`Err`: the first row
+/// that is not); `Ok(None)` for anything else.
+pub fn unit_rows(v: &Value) -> Result<Option<Vec<UnitRow>>> {
+    let Some(rows) = unit_rows_unchecked(v) else {
+        return Ok(None);
+    };
+    for r in &rows {
+        let time = |t: f64| t.is_finite() && t > 0.0;
+        if !time(r.predicted_s) || !time(r.measured_s) {
+            return Err(Error::Calibration {
+                message: format!(
+                    "{}: predicted {} s, measured {} s: not positive times",
+                    r.name, r.predicted_s, r.measured_s
+                ),
+            });
+        }
+        if !(r.max_rel_error.is_finite() && r.max_rel_error >= 0.0) {
+            return Err(Error::Calibration {
+                message: format!(
+                    "{}: max_rel_error {} is not an error",
+                    r.name, r.max_rel_error
+                ),
+            });
+        }
+    }
+    Ok(Some(rows))
+}
+
+fn unit_rows_unchecked(v: &Value) -> Option<Vec<UnitRow>> {
     let f = |o: &Value, k: &str| o.get(k).and_then(Value::as_f64);
     let u = |o: &Value, k: &str| o.get(k).and_then(Value::as_u64);
     if let Some(units) = v.get("units").and_then(Value::as_array) {
@@ -138,6 +192,15 @@ mod tests {
         assert_eq!(held_out_errors(&v).unwrap(), priced.by_kind);
         assert!(!priced.by_kind.is_empty());
         assert!(held_out_errors(&serde_json::json!({"kernels": []})).is_err());
+        // A negative median, or a kind with no samples, is not a row `kernels` writes.
+        for (field, value) in [
+            ("median_abs_error", serde_json::json!(-0.3)),
+            ("samples", serde_json::json!(0)),
+        ] {
+            let mut t = v.clone();
+            t["by_kind"][0][field] = value;
+            assert!(held_out_errors(&t).is_err(), "{field}");
+        }
     }
 
     #[test]
@@ -147,9 +210,12 @@ mod tests {
             "predicted_time_s": 2.0, "measured_time_s": 1.0, "measured_peak_bytes": 7,
             "predicted_peak_bytes": null, "max_rel_error": 0.001
         });
-        let r = unit_rows(&run).unwrap();
+        let r = unit_rows(&run).unwrap().unwrap();
         assert_eq!(r[0].inventory_bytes, None);
         assert!(r[0].name.starts_with("tp mlp p=2 s=8"));
-        assert!(unit_rows(&serde_json::json!({"x": 1})).is_none());
+        assert!(unit_rows(&serde_json::json!({"x": 1})).unwrap().is_none());
+        let mut bad = run.clone();
+        bad["measured_time_s"] = serde_json::json!(-1.0);
+        assert!(unit_rows(&bad).is_err());
     }
 }

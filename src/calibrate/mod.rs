@@ -207,6 +207,12 @@ pub fn calibrate(
             spec.shape.s,
             spec.shape.h
         );
+        // A unit whose f64 reference would not fit on the host (or take hours) is skipped,
+        // and the notes say so: the measurements and the fit stand without it.
+        if let Err(e) = crate::backend::unit::cost::check_host_cost(spec) {
+            notes.push(format!("unit skipped: {e}"));
+            continue;
+        }
         let popts = PredictOptions {
             compute_scale: backend.compute_scale(spec.shape.p, backend.devices()),
             transfer_scale: backend.transfer_scale(spec.shape.p),
@@ -262,6 +268,9 @@ pub fn fit_file(
     profile::ensure_writable(out, force)?;
     let m = KernelMeasurements::read(measurements)?;
     let base = crate::config::load_hardware(base_name)?;
+    // The profile written must replace neither input (--out = --base or = --fit).
+    crate::atomic::check_not_input(out)?;
+    m.check_against(&base, measurements)?;
     let label = format!(
         "fitted by metp-sim calibrate --fit {} --base {}",
         measurements.display(),

@@ -112,6 +112,8 @@ pub fn run_unit(
         return Err(Error::arg("--runs", "must be positive"));
     }
     backend.support().check(backend.name(), spec)?;
+    // Before anything runs: the f64 reference (and the CPU runtime) on the host.
+    crate::backend::unit::cost::check_host_cost(spec)?;
     let p = spec.shape.p;
     let mut notes = vec![
         "predicted_peak_bytes is the memory inventory's figure for this unit (memory::unit: the \

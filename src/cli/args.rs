@@ -192,17 +192,6 @@ pub struct CommonArgs {
     /// Data-parallel replicas (ZeRO shards across them).
     #[arg(long, default_value = "1")]
     pub dp: String,
-    /// Pipeline stages (1F1B; layers split as evenly as possible, embedding on the first
-    /// stage, head and loss on the last).
-    #[arg(long, default_value = "1")]
-    pub pp: String,
-    /// Virtual stages per pipeline stage (Megatron's interleaved 1F1B; needs the micro-batches
-    /// per replica to be a multiple of --pp).
-    #[arg(long, default_value = "1")]
-    pub pp_interleave: String,
-    /// Context-parallel degree for tp-sp (Megatron CP: ring attention across cp groups of p).
-    #[arg(long, default_value = "1")]
-    pub cp: String,
     /// Use fused (FlashAttention-style) attention kernels: the profile's default fused
     /// implementation (default).
     #[arg(long, overrides_with = "no_flash")]
@@ -273,21 +262,13 @@ impl CommonArgs {
         Ok(o)
     }
 
-    /// The outer axes from `--pp`, `--pp-interleave` and `--cp`.
-    pub fn outer(&self) -> Result<OuterAxes> {
-        Ok(OuterAxes {
-            pp: parse_count("--pp", &self.pp)?,
-            interleave: parse_count("--pp-interleave", &self.pp_interleave)?,
-            cp: parse_count("--cp", &self.cp)?,
-        })
-    }
-
     /// Loads a hardware profile by name or path and applies `--scale`.
     pub fn hardware(&self, name: &str) -> Result<Hardware> {
         load_scaled(name, &self.scale)
     }
 
-    /// Loads the files and builds a workload template (method, p and seq filled by the caller).
+    /// Loads the files and builds a workload template (method, p and seq filled by the caller;
+    /// no pipeline or context parallelism: the commands that take them set [`OuterArgs`]'s).
     pub fn workload(&self, method: MethodId, p: u64, seq: u64) -> Result<Workload> {
         let model = load_model(&self.model)?;
         let mut hardware = self.hardware(&self.hw)?;
@@ -302,11 +283,40 @@ impl CommonArgs {
             method,
             p,
             dp: parse_count("--dp", &self.dp)?,
-            outer: self.outer()?,
+            outer: OuterAxes::default(),
             seq,
             micro_batch: parse_count("--micro-batch", &self.micro_batch)?,
             micro_batches: 1,
             options,
+        })
+    }
+}
+
+/// Pipeline stages and context parallelism: flattened into the commands that can run them
+/// (memory, maxseq, simulate, sweep), not into `overlap`, whose study is METP on one layer —
+/// a command lists only the flags it can use.
+#[derive(Debug, Args)]
+pub struct OuterArgs {
+    /// Pipeline stages (1F1B; layers split as evenly as possible, embedding on the first
+    /// stage, head and loss on the last).
+    #[arg(long, default_value = "1")]
+    pub pp: String,
+    /// Virtual stages per pipeline stage (Megatron's interleaved 1F1B; needs the micro-batches
+    /// per replica to be a multiple of --pp).
+    #[arg(long, default_value = "1")]
+    pub pp_interleave: String,
+    /// Context-parallel degree for tp-sp (Megatron CP: ring attention across cp groups of p).
+    #[arg(long, default_value = "1")]
+    pub cp: String,
+}
+
+impl OuterArgs {
+    /// The outer axes from `--pp`, `--pp-interleave` and `--cp`.
+    pub fn axes(&self) -> Result<OuterAxes> {
+        Ok(OuterAxes {
+            pp: parse_count("--pp", &self.pp)?,
+            interleave: parse_count("--pp-interleave", &self.pp_interleave)?,
+            cp: parse_count("--cp", &self.cp)?,
         })
     }
 }

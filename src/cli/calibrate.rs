@@ -76,6 +76,14 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
         });
     }
     check_devices("--devices", a.devices)?;
+    if a.backend == BackendArg::Cpu {
+        // The CPU backend measures its units' own kernels, sized by --devices: a unit whose
+        // f64 reference would not fit on the host (or take hours) means measurements that
+        // would not either — refused before the backend starts or anything is measured.
+        for u in &calibrate::default_units(a.devices, a.quick) {
+            crate::backend::unit::cost::check_host_cost(u)?;
+        }
+    }
     let runs = a.runs.map(check_runs).transpose()?;
     let budget_s =
         match (a.backend, a.budget_s) {
@@ -126,6 +134,7 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
         }
         BackendArg::Cuda => calibrate::grid::measurement_plan(a.devices, a.quick),
     };
+
     let opts = Options {
         quick: a.quick,
         out,
@@ -140,6 +149,8 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
             .transpose()?,
         budget_s,
     };
+    // The profile written must not replace --base (read above).
+    crate::atomic::check_not_input(&opts.out)?;
     // A GPU calibration always logs its progress (with the elapsed time): its log is the
     // record of a short, rare run on a GPU machine.
     let verbose = std::io::stderr().is_terminal() || a.backend == BackendArg::Cuda;

@@ -68,10 +68,12 @@ pub fn run(a: GpuCheckArgs) -> Result<String> {
             fit,
             held_out,
         } => {
-            // Both outputs checked before either is written.
+            let m = KernelMeasurements::read(&input)?;
+            // Both outputs checked before either is written: neither the input (read above:
+            // `atomic::check_output_file` knows it) nor each other.
             crate::atomic::check_output_file(&fit)?;
             crate::atomic::check_output_file(&held_out)?;
-            let m = KernelMeasurements::read(&input)?;
+            crate::atomic::check_distinct_outputs(&[("--fit", &fit), ("--held-out", &held_out)])?;
             let (f, h) = gpu_check::split(&m, every)?;
             crate::atomic::write_atomic(&fit, f.to_json().as_bytes())?;
             crate::atomic::write_atomic(&held_out, h.to_json().as_bytes())?;
@@ -96,6 +98,8 @@ pub fn run(a: GpuCheckArgs) -> Result<String> {
                 .iter()
                 .map(|p| KernelMeasurements::read(p))
                 .collect::<Result<Vec<_>>>()?;
+            // Not one of the inputs (read above).
+            crate::atomic::check_output_file(&out)?;
             let m = KernelMeasurements::merge(&files)?;
             crate::atomic::write_atomic(&out, m.to_json().as_bytes())?;
             Ok(format!(
@@ -129,8 +133,9 @@ pub fn run(a: GpuCheckArgs) -> Result<String> {
             for p in &units {
                 match read_json(p) {
                     Ok(v) => match gpu_check::unit_rows(&v) {
-                        Some(r) => rows.extend(r),
-                        None => notes.push(format!("{}: no unit results in it", p.display())),
+                        Ok(Some(r)) => rows.extend(r),
+                        Ok(None) => notes.push(format!("{}: no unit results in it", p.display())),
+                        Err(e) => notes.push(format!("{}: {e}", p.display())),
                     },
                     Err(e) => notes.push(format!("unit results unavailable: {e}")),
                 }

@@ -10,7 +10,7 @@ use super::link::OutFormat;
 use crate::config::limits::MAX_MEASUREMENT_SESSIONS;
 use crate::config::{load_hardware, parse_attention_kernel};
 use crate::error::{Error, Result};
-use crate::fitting::price::{check_implementations, price_at_clocks, read_input};
+use crate::fitting::price::{check_implementations, check_measured, price_at_clocks, read_input};
 use crate::fitting::sessions::SESSION_FACTOR_RANGE;
 use crate::report::{kernels_table, to_json};
 use crate::schedule::KernelShape;
@@ -89,6 +89,7 @@ pub fn run(a: KernelsArgs) -> Result<String> {
         }
     }
     check_implementations(&hw, &items, &a.input)?;
+    check_measured(&hw, &items, &a.input)?;
     let p = price_at_clocks(&hw, &items, timing, a.compare, &clocks);
     Ok(match a.format {
         OutFormat::Json if a.compare => to_json(&p),

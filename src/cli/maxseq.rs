@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::args::CommonArgs;
+use super::args::{CommonArgs, OuterArgs};
 use crate::config::{parse_list, MethodId};
 use crate::error::Result;
 use crate::report::{self, Format};
@@ -18,12 +18,16 @@ pub struct MaxseqArgs {
     p: String,
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    outer: OuterArgs,
 }
 
 pub fn run(a: MaxseqArgs) -> Result<String> {
     let methods = MethodId::parse_list("--methods", &a.methods)?;
     let degrees = parse_list("--p", &a.p)?;
-    let template = a.common.workload(methods[0], degrees[0], 1)?;
+    let outer = a.outer.axes()?;
+    let mut template = a.common.workload(methods[0], degrees[0], 1)?;
+    template.outer = outer;
     let rows = search::max_seq_grid(&template, &methods, &degrees);
     Ok(match a.common.format.into() {
         Format::Table => report::maxseq_table(&template, &rows),

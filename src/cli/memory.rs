@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::args::{single_degree, CommonArgs};
+use super::args::{single_degree, CommonArgs, OuterArgs};
 use crate::config::{parse_count, MethodId};
 use crate::error::Result;
 use crate::report::{self, Format};
@@ -24,14 +24,23 @@ pub struct MemoryArgs {
     global_batch: Option<String>,
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    outer: OuterArgs,
 }
 
 pub fn run(a: MemoryArgs) -> Result<String> {
     let method = MethodId::parse("--method", &a.method)?;
     let p = single_degree(&a.p)?;
     let seq = parse_count("--seq", &a.seq)?;
-    let w = super::simulate::workload(&a.common, method, p, seq, a.global_batch.as_deref())?
-        .validate()?;
+    let w = super::simulate::workload(
+        &a.common,
+        &a.outer,
+        method,
+        p,
+        seq,
+        a.global_batch.as_deref(),
+    )?
+    .validate()?;
     let inv = crate::memory::inventory(&w);
     Ok(match a.common.format.into() {
         Format::Table => report::memory_table(&w, &inv),

@@ -88,6 +88,8 @@ enum Command {
 pub fn main() -> i32 {
     // An interrupted run removes its temporaries and releases its output folders.
     crate::atomic::install_interrupt_cleanup();
+    // No output of this command may replace one of its inputs (`inputs`).
+    crate::inputs::track();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -125,29 +125,76 @@ fn format_name(f: FormatArg) -> &'static str {
     }
 }
 
-/// The plan joined from its parts (`metp-sim merge`), rendered as the unsharded command would.
-pub fn render_merged(parts: Vec<PlanShard>) -> Result<String> {
-    let format = match parts[0].format.as_str() {
-        "json" => FormatArg::Json,
-        "csv" => FormatArg::Csv,
-        "table" => FormatArg::Table,
-        other => {
-            return Err(Error::Merge {
-                message: format!("unknown plan format '{other}' in the shard files"),
-            })
+/// The plan joined from its parts (`metp-sim merge`; envelopes checked as one set, in part
+/// order), rendered as the unsharded command would. Each part is checked as it is read: the
+/// study it embeds through the checks of the files and flags it came from, the fingerprint
+/// against that study, the same study and rendering as part 0, and its results
+/// (`plan::check_part`); one part's text is held at a time.
+pub fn render_merged(files: &[(PathBuf, shard::Envelope)]) -> Result<String> {
+    let mut first: Option<PlanShard> = None;
+    let mut parts = Vec::with_capacity(files.len());
+    for (path, envelope) in files {
+        let shard: PlanShard = shard::read_data(path, envelope)?;
+        match &first {
+            None => {
+                plan::check_spec(&shard.spec, path, "data.spec")?;
+                if !["json", "csv", "table"].contains(&shard.format.as_str()) {
+                    return Err(Error::InvalidField {
+                        path: path.clone(),
+                        field: "data.format".into(),
+                        message: format!("'{}' is not json, csv or table", shard.format),
+                    });
+                }
+            }
+            Some(f)
+                if shard.spec != f.spec
+                    || shard.format != f.format
+                    || shard.max_rejected != f.max_rejected =>
+            {
+                return Err(Error::Merge {
+                    message: format!(
+                        "{}: holds another plan or rendering than part 0",
+                        path.display()
+                    ),
+                })
+            }
+            Some(_) => {}
         }
-    };
-    let max_rejected = parts[0].max_rejected;
-    let mut parts = parts.into_iter();
-    let Some(first) = parts.next() else {
+        envelope.check_study(path, &crate::atomic::to_json(&shard.spec))?;
+        plan::check_part(&shard.spec, envelope.shard, &shard.part, path, "data.part")?;
+        let PlanShard {
+            spec,
+            format,
+            max_rejected,
+            part,
+        } = shard;
+        parts.push(part);
+        if first.is_none() {
+            first = Some(PlanShard {
+                spec,
+                format,
+                max_rejected,
+                part: PlanPart {
+                    evaluated: 0,
+                    equivalent_skipped: 0,
+                    feasible: 0,
+                    pool: Vec::new(),
+                    rejected: Vec::new(),
+                    simulated: Vec::new(),
+                },
+            });
+        }
+    }
+    let Some(first) = first else {
         return Err(Error::arg("merge", "no shard files given"));
     };
-    let spec = first.spec;
-    let all = std::iter::once(first.part)
-        .chain(parts.map(|p| p.part))
-        .collect();
-    let mut p = plan::merge(&spec, all)?;
-    Ok(render(&mut p, format, max_rejected))
+    let format = match first.format.as_str() {
+        "json" => FormatArg::Json,
+        "csv" => FormatArg::Csv,
+        _ => FormatArg::Table,
+    };
+    let mut p = plan::merge(&first.spec, parts)?;
+    Ok(render(&mut p, format, first.max_rejected))
 }
 
 fn spec(a: &PlanArgs) -> Result<PlanSpec> {

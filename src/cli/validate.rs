@@ -47,7 +47,19 @@ pub fn run(a: ValidateArgs) -> Result<String> {
     }
     let profiles = match &a.hw {
         Some(text) => {
-            let hw = names("--hw", text)?
+            let listed = names("--hw", text)?;
+            let most = crate::config::limits::MAX_VALIDATE_PROFILES;
+            if listed.len() > most {
+                return Err(crate::error::Error::arg(
+                    "--hw",
+                    format!(
+                        "{} profiles; the claims are checked on at most {most} at once (each \
+                         runs the C3 and C4 studies)",
+                        listed.len()
+                    ),
+                ));
+            }
+            let hw = listed
                 .into_iter()
                 .map(|h| load_scaled(h, &a.scale))
                 .collect::<Result<Vec<_>>>()?;
@@ -69,11 +81,7 @@ pub fn run(a: ValidateArgs) -> Result<String> {
         if hw_names.is_empty() {
             PathBuf::from("reports/claims")
         } else {
-            let slug = hw_names
-                .iter()
-                .map(|n| report::file_slug(n))
-                .collect::<Vec<_>>()
-                .join("-");
+            let slug = report::joined_slug(hw_names.iter().map(String::as_str));
             PathBuf::from("reports").join(format!("claims-{slug}"))
         }
     });

@@ -356,6 +356,17 @@ impl Hardware {
             check_text(t, MAX_TEXT_CHARS).map_err(|m| bad("kernels.placeholder", m))?;
         }
         for (pass, a) in k.attention_passes() {
+            // Every priced call looks its head dimension up in this list.
+            if a.tiles.len() > super::limits::MAX_PROFILE_LIST {
+                return Err(bad(
+                    &format!("{pass}.tiles"),
+                    format!(
+                        "{} entries, more than {} (one per head dimension)",
+                        a.tiles.len(),
+                        super::limits::MAX_PROFILE_LIST
+                    ),
+                ));
+            }
             let mut dims: Vec<u64> = a.tiles.iter().map(|t| t.head_dim).collect();
             dims.sort_unstable();
             if dims.iter().any(|&d| d == 0 || d > 1 << 20) || dims.windows(2).any(|w| w[0] == w[1])
@@ -440,7 +451,31 @@ impl Hardware {
                 ))
             }
             (IntraNodeKind::Mesh, Some(f)) => {
-                positive("intra_node.link_bytes_per_s_per_direction", f)?
+                positive("intra_node.link_bytes_per_s_per_direction", f)?;
+                // One link carries at most what the GPU sends in all, and the GPU sends at most
+                // what its links to the other GPUs of the node carry together.
+                let total = self.intra_node.bytes_per_s_per_direction.value;
+                let peers = self.gpus_per_node.saturating_sub(1) as f64;
+                if f.value > total * (1.0 + 1e-9) {
+                    return Err(bad(
+                        "intra_node.link_bytes_per_s_per_direction.value",
+                        format!(
+                            "{:e} B/s on one GPU-to-GPU link is more than the GPU's total of \
+                             {total:e} B/s (intra_node.bytes_per_s_per_direction)",
+                            f.value
+                        ),
+                    ));
+                }
+                if peers >= 1.0 && total > f.value * peers * (1.0 + 1e-9) {
+                    return Err(bad(
+                        "intra_node.bytes_per_s_per_direction.value",
+                        format!(
+                            "{total:e} B/s is more than the {peers} links to the node's other \
+                             GPUs carry together ({peers} × {:e} B/s)",
+                            f.value
+                        ),
+                    ));
+                }
             }
             (kind, Some(_)) => {
                 return Err(bad(
@@ -471,7 +506,20 @@ impl Hardware {
                 ));
             }
         }
+        // Every collective of a step walks this table.
+        if self.collectives.len() > super::limits::MAX_PROFILE_LIST {
+            return Err(bad(
+                "collectives",
+                format!(
+                    "{} rules, more than {}",
+                    self.collectives.len(),
+                    super::limits::MAX_PROFILE_LIST
+                ),
+            ));
+        }
         for (i, r) in self.collectives.iter().enumerate() {
+            super::limits::check_text(&r.source, super::limits::MAX_TEXT_CHARS)
+                .map_err(|m| bad(&format!("collectives[{i}].source"), m))?;
             if r.algorithm == Algorithm::Tree
                 && r.op != super::CollectiveKind::Any
                 && !tree_runs(r.op)

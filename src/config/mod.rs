@@ -2,7 +2,7 @@
 //!
 //! Reads `models/*.json` and `hardware-profiles/*.json` (strict schemas, every number checked,
 //! errors name the file and field), parses command-line quantities such as `4k` and `4k..512k`,
-//! and assembles a validated [`Workload`]. Depends only on `error`; never on `memory`,
+//! and assembles a validated [`Workload`]. Depends only on `error` and `inputs` (every file read is noted there); never on `memory`,
 //! `schedule` or `sim`: nothing here knows about memory, schedules or the simulator.
 //!
 //! One concept per file; the files use each other in one direction (`tests/it/layering.rs`):

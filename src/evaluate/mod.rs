@@ -51,6 +51,7 @@
 
 mod extrapolate;
 mod metrics;
+mod reported;
 
 pub use crate::schedule::Devices;
 pub use extrapolate::{
@@ -59,6 +60,7 @@ pub use extrapolate::{
 pub use metrics::{
     mfu_convention, model_flops, step_flops, AttentionFlops, FlopConvention, Metrics,
 };
+pub use reported::{check_reported, check_reported_memory, Reported, REPORTED_TOLERANCE};
 
 use crate::analytic;
 use crate::config::ValidWorkload;

@@ -51,8 +51,10 @@ use super::fit_params::{figure_mut, groups, Scale};
 use super::measurements::{KernelMeasurements, Sample, Timing};
 use super::price::{kind_errors, KindErrors};
 use super::sessions::{
-    session_factors, session_words, SessionClocks, SessionFactor, SESSION_FACTOR_RANGE,
+    session_factors, session_search_fits, session_words, SessionClocks, SessionFactor,
+    SESSION_FACTOR_RANGE,
 };
+use crate::config::limits::MAX_FIT_SEARCH_WORK;
 use crate::config::{Figure, Hardware};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
@@ -367,6 +369,53 @@ fn residual_share(c: &[f64], others: &[&Vec<f64>]) -> f64 {
     (b - a * coef).norm() / norm
 }
 
+/// The samples a kind's parameter search runs on: all of them while the search's work —
+/// samples × the full fits it runs (1, plus the session clocks' trials) — stays within
+/// [`MAX_FIT_SEARCH_WORK`]; else an even share, every session keeping its part (at least one),
+/// each taken evenly across its sizes. Deterministic.
+pub(super) fn search_samples(ss: &[Sample]) -> Vec<Sample> {
+    let fits = 1 + session_search_fits(ss);
+    let keep = (MAX_FIT_SEARCH_WORK / fits).max(1);
+    if ss.len() <= keep {
+        return ss.to_vec();
+    }
+    let size = |s: &Sample| s.shape.flops().max(s.shape.bytes());
+    let mut sessions: Vec<u32> = ss.iter().map(|s| s.session).collect();
+    sessions.sort_unstable();
+    sessions.dedup();
+    let mut out = Vec::with_capacity(keep);
+    for k in sessions {
+        let mut mine: Vec<&Sample> = ss.iter().filter(|s| s.session == k).collect();
+        mine.sort_by(|a, b| {
+            size(a)
+                .total_cmp(&size(b))
+                .then(a.measured_s.total_cmp(&b.measured_s))
+        });
+        let share = (keep * mine.len() / ss.len()).clamp(1, mine.len());
+        out.extend((0..share).map(|i| {
+            let at = if share == 1 {
+                0
+            } else {
+                i * (mine.len() - 1) / (share - 1)
+            };
+            *mine[at]
+        }));
+    }
+    out
+}
+
+/// ", searched on N of its M samples (…)" for a source when the search ran on a share.
+fn search_words(used: usize, all: usize) -> String {
+    if used == all {
+        String::new()
+    } else {
+        format!(
+            " (the search on {used} of them, an even share across sessions and sizes: the fit's \
+             work bound, config::limits::MAX_FIT_SEARCH_WORK; errors over all {all})"
+        )
+    }
+}
+
 /// Fits `base`'s kernel model (and, where the file has them, link and slowdown) to `m`.
 /// `origin(what)` makes each changed figure's source.
 pub fn fit_profile(
@@ -418,11 +467,14 @@ pub fn fit_profile(
         };
     }
     for (kinds, group) in groups(timing, base) {
-        let ss: Vec<Sample> = samples
+        let all: Vec<Sample> = samples
             .iter()
             .filter(|s| kinds.contains(&s.shape.kind()))
             .copied()
             .collect();
+        // The work is estimated before the search starts and bounded (`search_samples`).
+        let ss = search_samples(&all);
+        let searched = search_words(ss.len(), all.len());
         // Terms the base leaves out (0) stay out.
         let active: Vec<(String, Scale)> = group
             .iter()
@@ -446,12 +498,12 @@ pub fn fit_profile(
         } else {
             fit_group(&mut hw, timing, &ss, &active, &factors)
         };
-        let of_sessions = session_words(&ss, &factors);
+        let of_sessions = format!("{}{searched}", session_words(&all, &factors));
         for (k, &f) in factors.iter().enumerate() {
             let session = k as u32 + 1;
             sessions.push(SessionFactor {
                 session,
-                gemm_samples: ss.iter().filter(|s| s.session == session).count(),
+                gemm_samples: all.iter().filter(|s| s.session == session).count(),
                 rate_factor: f,
                 at_edge: [SESSION_FACTOR_RANGE.0, SESSION_FACTOR_RANGE.1]
                     .iter()
@@ -477,7 +529,7 @@ pub fn fit_profile(
                     fig.source = origin(&format!(
                         "least squares on log(predicted / measured) over {} {names} \
                          samples{of_sessions}",
-                        ss.len()
+                        all.len()
                     ))
                 }
                 Status::Joint => {
@@ -486,7 +538,7 @@ pub fn fit_profile(
                          only their combined effect: each of these terms of the time scaled by \
                          one common factor from its base value {:.4e} ({})",
                         joint.join(", "),
-                        ss.len(),
+                        all.len(),
                         base_fig.value,
                         base_fig.source
                     ))
@@ -516,9 +568,9 @@ pub fn fit_profile(
                             .to_string(),
                     };
                     fig.source = origin(&format!(
-                        "NOT determined by the data ({} {names} samples, least squares on \
-                         log(predicted / measured)): {how} (base value {:.4e}: {})",
-                        ss.len(),
+                        "NOT determined by the data ({} {names} samples{searched}, least \
+                         squares on log(predicted / measured)): {how} (base value {:.4e}: {})",
+                        all.len(),
                         base_fig.value,
                         base_fig.source
                     ))
@@ -574,4 +626,44 @@ pub fn fit_profile(
         slowdown_fraction,
         sessions,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::KernelShape;
+
+    fn gemm(n: u64, session: u32) -> Sample {
+        Sample {
+            shape: KernelShape::gemm(n, n, n),
+            measured_s: n as f64 * 1e-9,
+            session,
+        }
+    }
+
+    /// A kind larger than the fit's work bound is searched on an even share — every session
+    /// keeping a part, the smallest and largest sizes in it — the same share every time; a
+    /// file under the bound on every sample.
+    #[test]
+    fn a_large_kind_is_searched_on_an_even_share() {
+        let small: Vec<Sample> = (1..=50).map(|n| gemm(64 * n, 0)).collect();
+        assert_eq!(search_samples(&small), small);
+        let big: Vec<Sample> = (1..=90_000).map(|n| gemm(n, 0)).collect();
+        let share = search_samples(&big);
+        assert!(share.len() <= MAX_FIT_SEARCH_WORK, "{}", share.len());
+        assert_eq!(share[0], big[0]);
+        assert_eq!(share.last(), big.last());
+        assert_eq!(share, search_samples(&big));
+        // Sixteen sessions: every clock search refits the group, so the share is smaller, and
+        // every session keeps at least one GEMM.
+        let sessions: Vec<Sample> = (0..16 * 200)
+            .map(|i| gemm(64 + i as u64, i as u32 % 16))
+            .collect();
+        let share = search_samples(&sessions);
+        let fits = 1 + session_search_fits(&sessions);
+        assert!(share.len() * fits <= MAX_FIT_SEARCH_WORK.max(16 * fits));
+        for k in 0..16 {
+            assert!(share.iter().any(|s| s.session == k), "session {k}");
+        }
+    }
 }

@@ -10,6 +10,9 @@ use crate::config::limits::{MAX_PROFILE_LATENCY_S, PROFILE_RATE_RANGE};
 use crate::config::{Figure, Hardware};
 use crate::error::{Error, Result};
 
+/// Most messages the link's search runs on (each of its up to 20,000 trials prices every one).
+const SEARCH_MESSAGES: usize = 4096;
+
 /// The intra-node link from the file's messages. Point-to-point messages alone: the
 /// least-squares line `t = α + bytes/B` ([`fit::link`]). With collectives: least squares on the
 /// log error of every message, each collective priced as the ring steps the simulator runs
@@ -72,17 +75,34 @@ pub(super) fn fit_link(
                     .clamp(rate_lo, rate_hi),
             )
         };
-        let loss = |x: &[f64]| -> f64 {
+        let loss_over = |x: &[f64], msgs: &[(f64, f64, f64)]| -> f64 {
             let (a, b) = clamp(x);
             msgs.iter()
                 .map(|&(steps, chunk, t)| (steps * (a + chunk / b) / t).ln().powi(2))
                 .sum()
         };
+        // The search's work is bounded before it starts: at most SEARCH_MESSAGES messages,
+        // evenly across their sizes (every one of a file of real size); r² over all of them.
+        let searched: Vec<(f64, f64, f64)> = if msgs.len() <= SEARCH_MESSAGES {
+            msgs.clone()
+        } else {
+            let mut sorted = msgs.clone();
+            sorted.sort_by(|p, q| {
+                (p.0 * p.1)
+                    .total_cmp(&(q.0 * q.1))
+                    .then(p.2.total_cmp(&q.2))
+            });
+            (0..SEARCH_MESSAGES)
+                .map(|i| sorted[i * (sorted.len() - 1) / (SEARCH_MESSAGES - 1)])
+                .collect()
+        };
+        let loss = |x: &[f64]| loss_over(x, &searched);
         let x0 = [
             hw.intra_node.p2p_latency_s.value.max(1e-7).ln(),
             hw.intra_node.bytes_per_s_per_direction.value.ln(),
         ];
-        let (x, ss_res) = nelder_mead(&loss, &x0, 0.3, 1e-20, 20_000);
+        let (x, _) = nelder_mead(&loss, &x0, 0.3, 1e-20, 20_000);
+        let ss_res = loss_over(&x, &msgs);
         // r² of the log times.
         let logs: Vec<f64> = msgs.iter().map(|m| m.2.ln()).collect();
         let mean = logs.iter().sum::<f64>() / logs.len() as f64;
@@ -100,10 +120,18 @@ pub(super) fn fit_link(
         };
         let how = format!(
             "least squares on log(predicted / measured) over {} point-to-point messages and {} \
-             collectives, each collective priced as the simulator's ring steps (all-reduce: \
+             collectives{}, each collective priced as the simulator's ring steps (all-reduce: \
              2(n−1)·(α + M/(nB)))",
             m.p2p.len(),
-            m.collectives.len()
+            m.collectives.len(),
+            if searched.len() < msgs.len() {
+                format!(
+                    " (the search on {} of them, evenly across their sizes: the fit's work bound)",
+                    searched.len()
+                )
+            } else {
+                String::new()
+            }
         );
         (l, how)
     };

@@ -313,99 +313,144 @@ impl KernelMeasurements {
         Ok(m)
     }
 
-    /// Checks every entry; names the first bad one.
+    /// Checks every entry against what a GPU run can produce (`super::bounds`: shapes, times,
+    /// rates, one shape timed twice, messages and collectives, texts); names the first bad
+    /// one, as the file names it (`gemm[3].s`).
     pub fn validate(&self, path: &Path) -> Result<()> {
-        let bad = |field: String, message: &str| Error::InvalidField {
+        use super::bounds::{self, check_words};
+        use crate::config::limits::{MAX_MEASUREMENT_SESSIONS, MAX_NAME_CHARS, MAX_TEXT_CHARS};
+        let refused = |(field, message): bounds::Refusal| Error::InvalidField {
             path: path.to_path_buf(),
             field,
-            message: message.to_string(),
+            message,
         };
-        let time_ok = |t: f64| t.is_finite() && t > 0.0;
-        // Sizes beyond any real call are refused, so that no product the model forms overflows.
-        const MAX: u64 = 1 << 40;
+        let refuse = |field: String, message: String| Err(refused((field, message)));
+        for (field, text, max) in [
+            ("what", &self.what, MAX_TEXT_CHARS),
+            ("date", &self.date, MAX_NAME_CHARS),
+            ("device", &self.device, MAX_NAME_CHARS),
+            ("software", &self.software, MAX_NAME_CHARS),
+        ] {
+            check_words(field, text, max).map_err(refused)?;
+        }
+        if let Some(n) = self.sm_count.filter(|&n| n == 0 || n > 1_000_000) {
+            return refuse("sm_count".into(), format!("{n}; from 1 to 10^6"));
+        }
         for (i, g) in self.gemm.iter().enumerate() {
-            if g.m == 0 || g.n == 0 || g.k == 0 || g.m.max(g.n).max(g.k) > MAX {
-                return Err(bad(
-                    format!("gemm[{i}]"),
-                    "m, n and k must be positive and at most 2^40",
-                ));
-            }
-            if !time_ok(g.s) {
-                return Err(bad(format!("gemm[{i}].s"), "must be a positive time"));
-            }
-            if g.session.unwrap_or(0) >= crate::config::limits::MAX_MEASUREMENT_SESSIONS {
-                return Err(bad(
+            if g.session.unwrap_or(0) >= MAX_MEASUREMENT_SESSIONS {
+                return refuse(
                     format!("gemm[{i}].session"),
-                    &format!(
-                        "must be below {} (the sessions a file may join)",
-                        crate::config::limits::MAX_MEASUREMENT_SESSIONS
+                    format!(
+                        "must be below {MAX_MEASUREMENT_SESSIONS} (the sessions a file may join)"
                     ),
-                ));
+                );
+            }
+            if g.flops.is_some_and(|f| !(f.is_finite() && f >= 0.0)) {
+                return refuse(format!("gemm[{i}].flops"), "not a FLOP count".into());
             }
         }
         for (i, a) in self.attention.iter().enumerate() {
-            let dims = [
-                a.b,
-                a.heads,
-                a.q(),
-                a.kv(),
-                a.d(),
-                a.kv_heads.unwrap_or(a.heads),
-            ];
-            if dims.iter().any(|&x| x == 0 || x > MAX) {
-                return Err(bad(
-                    format!("attention[{i}]"),
-                    "b, heads, kv_heads, head_dim and the token counts (s, or q_tokens and \
-                     kv_tokens) must be positive and at most 2^40",
-                ));
-            }
-            if !time_ok(a.fwd_s) || a.bwd_s.is_some_and(|t| !time_ok(t)) {
-                return Err(bad(
-                    format!("attention[{i}]"),
-                    "fwd_s and bwd_s must be positive times",
-                ));
+            if a.fwd_flops.is_some_and(|f| !(f.is_finite() && f >= 0.0)) {
+                return refuse(
+                    format!("attention[{i}].fwd_flops"),
+                    "not a FLOP count".into(),
+                );
             }
         }
         for (i, c) in self.copy.iter().enumerate() {
-            if c.bytes == 0 || c.bytes > MAX {
-                return Err(bad(
+            // Before `samples()` doubles it (a copy moves its buffer twice).
+            if c.bytes == 0 || c.bytes as f64 > crate::config::limits::MAX_KERNEL_BYTES {
+                return refuse(
                     format!("copy[{i}].bytes"),
-                    "must be positive and at most 2^40",
-                ));
-            }
-            if c.copy_s.is_some_and(|t| !time_ok(t)) || c.mul_s.is_some_and(|t| !time_ok(t)) {
-                return Err(bad(
-                    format!("copy[{i}]"),
-                    "copy_s and mul_s must be positive times",
-                ));
+                    format!("{}; from 1 to 2^40", c.bytes),
+                );
             }
         }
-        if self.eager_op_s.is_some_and(|t| !time_ok(t)) {
-            return Err(bad("eager_op_s".into(), "must be a positive time"));
+        // The slowdown experiment times its GEMM its own way (and beside traffic, slower on
+        // purpose): not a repeat of the GEMM grid's.
+        bounds::check_kernels(&self.timed_kernels(), |entry| {
+            !entry.starts_with("overlap[")
+        })
+        .map_err(refused)?;
+        if let Some(t) = self.eager_op_s {
+            bounds::check_host_op(t).map_err(|why| refused(("eager_op_s".into(), why)))?;
         }
         for (i, p) in self.p2p.iter().enumerate() {
-            if p.bytes == 0 || !time_ok(p.s) {
-                return Err(bad(format!("p2p[{i}]"), "bytes and s must be positive"));
+            let entry = format!("p2p[{i}]");
+            if let Some(v) = &p.via {
+                check_words(&format!("{entry}.via"), v, MAX_NAME_CHARS).map_err(refused)?;
             }
-            p2p_ranks_ok(p).map_err(|m| bad(format!("p2p[{i}].ranks"), &m))?;
+            bounds::check_message(&entry, p.from, p.to, p.bytes, p.s).map_err(refused)?;
+            p2p_ranks_ok(p).map_err(|why| refused((format!("{entry}.ranks"), why)))?;
         }
         for (i, c) in self.collectives.iter().enumerate() {
-            if c.ranks < 2 || c.bytes == 0 || !time_ok(c.s) {
-                return Err(bad(
-                    format!("collectives[{i}]"),
-                    "ranks must be at least 2, bytes and s positive",
-                ));
-            }
+            let entry = format!("collectives[{i}]");
+            bounds::check_collective(&entry, &c.op, c.ranks, c.bytes, c.s, c.bus_bytes_per_s)
+                .map_err(refused)?;
         }
         for (i, o) in self.overlap.iter().enumerate() {
-            if !time_ok(o.alone_s) || !time_ok(o.with_traffic_s) {
-                return Err(bad(
-                    format!("overlap[{i}]"),
-                    "alone_s and with_traffic_s must be positive times",
-                ));
+            if let Some(v) = &o.via {
+                check_words(&format!("overlap[{i}].via"), v, MAX_NAME_CHARS).map_err(refused)?;
+            }
+            if o.traffic_bytes == 0
+                || o.traffic_bytes as f64 > crate::config::limits::MAX_KERNEL_BYTES
+            {
+                return refuse(
+                    format!("overlap[{i}].traffic_bytes"),
+                    format!("{}; from 1 to 2^40", o.traffic_bytes),
+                );
             }
         }
         Ok(())
+    }
+
+    /// Checks every timed kernel against the profile `hw` the file is fitted onto
+    /// (`super::bounds::check_against`: no faster than its GPU).
+    pub fn check_against(&self, hw: &crate::config::Hardware, path: &Path) -> Result<()> {
+        super::bounds::check_kernels_against(hw, &self.timed_kernels()).map_err(
+            |(field, message)| Error::InvalidField {
+                path: path.to_path_buf(),
+                field,
+                message,
+            },
+        )
+    }
+
+    /// Every timed kernel of the file — (entry, shape, seconds), in file order, each entry
+    /// named as the file names it (`attention[2].bwd_s`): [`KernelMeasurements::samples`] and
+    /// the slowdown experiment's GEMMs.
+    pub fn timed_kernels(&self) -> Vec<(String, KernelShape, f64)> {
+        let mut names = Vec::new();
+        names.extend((0..self.gemm.len()).map(|i| format!("gemm[{i}].s")));
+        for (i, a) in self.attention.iter().enumerate() {
+            names.push(format!("attention[{i}].fwd_s"));
+            if a.bwd_s.is_some() {
+                names.push(format!("attention[{i}].bwd_s"));
+            }
+        }
+        for (i, c) in self.copy.iter().enumerate() {
+            for (field, present) in [("copy_s", c.copy_s.is_some()), ("mul_s", c.mul_s.is_some())] {
+                if present {
+                    names.push(format!("copy[{i}].{field}"));
+                }
+            }
+        }
+        // `samples()` lists them in this order.
+        let mut v: Vec<(String, KernelShape, f64)> = names
+            .into_iter()
+            .zip(self.samples())
+            .map(|(n, s)| (n, s.shape, s.measured_s))
+            .collect();
+        for (i, o) in self.overlap.iter().enumerate() {
+            let shape = KernelShape::gemm(o.m, o.n, o.k);
+            v.push((format!("overlap[{i}].alone_s"), shape, o.alone_s));
+            v.push((
+                format!("overlap[{i}].with_traffic_s"),
+                shape,
+                o.with_traffic_s,
+            ));
+        }
+        v
     }
 
     /// A file with no entries yet: what, date, device and software as given, times `isolated`
@@ -676,15 +721,16 @@ mod tests {
         m.validate(Path::new("m.json")).unwrap();
         let back: KernelMeasurements = serde_json::from_str(&m.to_json()).unwrap();
         assert_eq!(back, m);
-        for (bad, says) in [
-            (step(0, 1, Some(1)), "between 2 and"),
-            (step(0, 8, Some(8)), "from rank 0 to rank 8"),
-            (step(3, 3, Some(8)), "from rank 3 to rank 3"),
-            (step(0, 1, Some(u32::MAX)), "between 2 and"),
+        for (bad, field, says) in [
+            (step(0, 1, Some(1)), "p2p[1].ranks", "between 2 and"),
+            (step(0, 8, Some(8)), "p2p[1].ranks", "from rank 0 to rank 8"),
+            // A message to itself is refused before its ring is looked at.
+            (step(3, 3, Some(8)), "p2p[1]", "to itself"),
+            (step(0, 1, Some(u32::MAX)), "p2p[1].ranks", "between 2 and"),
         ] {
             m.p2p = vec![step(0, 1, Some(8)), bad];
             let e = m.validate(Path::new("m.json")).unwrap_err().to_string();
-            assert!(e.contains("p2p[1].ranks") && e.contains(says), "{e}");
+            assert!(e.contains(field) && e.contains(says), "{e}");
         }
     }
 

@@ -4,6 +4,9 @@
 //! `kernels` (price, `--compare`) share.
 //!
 //! - [`measurements`]: the measurement file (the shared H200 format, extended);
+//! - [`bounds`]: what no GPU run can produce, refused in the measurement files and kernel lists
+//!   read from disk (shapes, times, rates against any profile and against the one fitted onto
+//!   or priced with, repeats, links);
 //! - [`kernel_fit`]: the fit of the kernel model to a file ([`kernel_fit::fit_profile`]), its
 //!   parameter groups and scales (`fit_params.rs`) and the link's fit (`link_fit.rs`);
 //! - [`sessions`]: a clock factor per measurement session (GEMMs of later sessions);
@@ -16,6 +19,7 @@
 //! median), `config`, `cost` (the kernel model it fits), `schedule` (kernel shapes) and `error`;
 //! never on `calibrate`, `report` or `cli`: a fit reads a file, it measures nothing.
 
+pub mod bounds;
 pub mod fit;
 mod fit_params;
 pub mod kernel_fit;

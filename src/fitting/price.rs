@@ -325,18 +325,22 @@ pub fn shape_object(shape: &KernelShape) -> Map<String, Value> {
 /// Reads a kernel list or a measurement file; returns the items and how their measured times
 /// were taken.
 pub fn read_input(path: &Path) -> Result<(Vec<Item>, Timing)> {
-    let v: Value = crate::config::read_json(path)?;
+    // Read once (a pipe gives its bytes once), parsed as whichever it is.
+    let text = crate::config::read_text(path)?;
+    let v: Value = crate::config::parse_json(path, &text)?;
     match v {
-        Value::Array(items) => Ok((
-            items
+        Value::Array(items) => {
+            let items: Vec<Item> = items
                 .iter()
                 .enumerate()
                 .map(|(i, x)| item(path, i, x))
-                .collect::<Result<_>>()?,
-            Timing::Isolated,
-        )),
+                .collect::<Result<_>>()?;
+            check_list(path, &items)?;
+            Ok((items, Timing::Isolated))
+        }
         Value::Object(_) => {
-            let m = KernelMeasurements::read(path)?;
+            let m: KernelMeasurements = crate::config::parse_json(path, &text)?;
+            m.validate(path)?;
             let items = m
                 .samples()
                 .into_iter()
@@ -452,6 +456,52 @@ fn unfused_s(cost: &CostModel, a: &Attention, timing: Timing) -> (f64, f64, f64)
         Timing::Device => device,
     };
     (device, predicted, step)
+}
+
+/// A kernel list's entries within the bounds a measurement file's are held to
+/// (`super::bounds`): shapes, measured times and rates, and one shape (of one implementation)
+/// timed twice within the stated spread.
+fn check_list(path: &Path, items: &[Item]) -> Result<()> {
+    let mut timed: Vec<(Option<AttentionKernel>, (String, KernelShape, f64))> = Vec::new();
+    for (i, it) in items.iter().enumerate() {
+        super::bounds::check_shape(&it.shape).map_err(|why| bad(path, format!("[{i}]"), &why))?;
+        if let Some(t) = it.measured_s {
+            super::bounds::check_time(t)
+                .and_then(|()| super::bounds::check_rate(&it.shape, t))
+                .map_err(|why| bad(path, format!("[{i}]"), &why))?;
+            timed.push((it.attention, (format!("[{i}]"), it.shape, t)));
+        }
+    }
+    let mut implementations: Vec<Option<AttentionKernel>> = timed.iter().map(|t| t.0).collect();
+    implementations.sort_unstable();
+    implementations.dedup();
+    for k in implementations {
+        let mine: Vec<_> = timed
+            .iter()
+            .filter(|t| t.0 == k)
+            .map(|t| t.1.clone())
+            .collect();
+        super::bounds::check_repeats(&mine).map_err(|(field, why)| bad(path, field, &why))?;
+    }
+    Ok(())
+}
+
+/// Every measured time of `items` within `hw`'s peak (`super::bounds::check_against`): an
+/// entry faster than the GPU is refused before anything is priced.
+pub fn check_measured(hw: &Hardware, items: &[Item], path: &Path) -> Result<()> {
+    for (i, it) in items.iter().enumerate() {
+        if let Some(t) = it.measured_s {
+            super::bounds::check_against(hw, &it.shape, t).map_err(|why| {
+                let op = it
+                    .object
+                    .get("op")
+                    .and_then(Value::as_str)
+                    .unwrap_or("kernel");
+                bad(path, format!("entry {i} ({op})"), &why)
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// Refuses an item naming an implementation `hw` lacks: `[i].implementation` and what the

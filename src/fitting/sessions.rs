@@ -113,6 +113,20 @@ pub(super) fn session_factors(ss: &[Sample], cost: impl Fn(&[f64]) -> f64) -> Ve
     factors
 }
 
+/// How many full fits of the group [`session_factors`] runs on `ss` (0 for one session): the
+/// work estimate of a fit before it starts (`kernel_fit::search_samples`).
+pub(super) fn session_search_fits(ss: &[Sample]) -> usize {
+    let n = ss.iter().map(|s| s.session).max().map_or(0, |k| k as usize);
+    if n == 0 || !ss.iter().any(|s| s.session == 0) {
+        return 0;
+    }
+    let later = (1..=n)
+        .filter(|&k| ss.iter().any(|s| s.session as usize == k))
+        .count();
+    let passes = if n == 1 { 1 } else { 2 };
+    passes * later * (SESSION_SEARCH_STEPS + 2)
+}
+
 /// ", of N measurement sessions (…)" for a source, or nothing for one session.
 pub(super) fn session_words(ss: &[Sample], factors: &[f64]) -> String {
     if factors.is_empty() {

@@ -37,12 +37,14 @@
 //! `report` or `cli`.
 
 mod candidate;
+mod check;
 mod rank;
 mod rejection;
 mod spec;
 
 pub use crate::evaluate::{SimDepth, EXTRAPOLATION_LAYERS};
 pub use candidate::{enumerate, recompute_name, Candidate};
+pub use check::{check_part, check_spec};
 pub use rank::{
     merge, plan, plan_part, plan_part_with, plan_with, Plan, PlanPart, PlanProgress, Ranked,
     Simulated,
@@ -136,6 +138,7 @@ mod tests {
             ("mod.rs", include_str!("mod.rs")),
             ("spec.rs", include_str!("spec.rs")),
             ("candidate.rs", include_str!("candidate.rs")),
+            ("check.rs", include_str!("check.rs")),
             ("rejection.rs", include_str!("rejection.rs")),
             ("rank.rs", include_str!("rank.rs")),
         ] {

@@ -282,12 +282,12 @@ pub enum PlanProgress {
 }
 
 /// How many of the analytically best a plan simulates.
-fn pool_size(spec: &PlanSpec) -> usize {
+pub(super) fn pool_size(spec: &PlanSpec) -> usize {
     spec.sim_candidates.unwrap_or(3 * spec.top).max(spec.top)
 }
 
 /// The hardware every candidate runs on: the profile with ceil(N / GPUs per node) nodes.
-fn plan_hardware(spec: &PlanSpec) -> Hardware {
+pub(super) fn plan_hardware(spec: &PlanSpec) -> Hardware {
     let mut hw = spec.hardware.clone();
     hw.nodes = spec.nodes();
     hw

@@ -362,7 +362,13 @@ pub fn gpu_check_table(kinds: &[KindErrors], units: &[UnitRow], notes: &[String]
             k.samples.to_string(),
             format!("{:.1}%", 100.0 * k.median_abs_error),
             format!("{:.1}%", 100.0 * k.max_abs_error),
-            if ok { "met" } else { "NOT met" }.into(),
+            // A goal is met by samples, never by their absence.
+            match (k.samples, ok) {
+                (0, _) => "no samples",
+                (_, true) => "met",
+                (_, false) => "NOT met",
+            }
+            .into(),
         ]);
     }
     if kinds.is_empty() {

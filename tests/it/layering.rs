@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 
 const ALLOWED: &[(&str, &[&str])] = &[
     ("error", &[]),
-    ("atomic", &["error"]),
-    ("config", &["error"]),
+    ("inputs", &[]),
+    ("atomic", &["error", "inputs"]),
+    ("config", &["error", "inputs"]),
     ("memory", &["config", "error"]),
     ("search", &["config", "memory", "error"]),
     ("schedule", &["config", "memory", "error"]),

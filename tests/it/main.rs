@@ -45,7 +45,14 @@ fn skipped(why: impl std::fmt::Display) {
 /// core (the CUDA emulator's build and its thread-per-CUDA-thread run), so that neither runs
 /// beside the other on a 2-core machine: the emulator slows the measured compute by a factor
 /// the timing tests cannot tell from the link they check.
-fn cpu_exclusive() -> std::sync::MutexGuard<'static, ()> {
-    static CPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    CPU.lock().unwrap_or_else(|e| e.into_inner())
+fn cpu_exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
+    CPU.write().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Held (shared) by the tests that run the binary in a process of its own (the hostile corpus):
+/// many of them at once, never beside a test that holds [`cpu_exclusive`].
+fn cpu_shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    CPU.read().unwrap_or_else(|e| e.into_inner())
+}
+
+static CPU: std::sync::RwLock<()> = std::sync::RwLock::new(());

@@ -3,7 +3,8 @@
 //! f64 reference, tracked bytes against the unit inventory, time, per-device details), and what
 //! both runtimes share to produce it — the units' algorithms and global inputs ([`attention`],
 //! [`mlp`]), the f64 reference ([`reference`](mod@reference)), the deterministic generator
-//! ([`rng`]) and the parts of a virtual device ([`device`]).
+//! ([`rng`]) and the parts of a virtual device ([`device`]); what a run takes on the host,
+//! checked before it starts ([`cost`]).
 //!
 //! The programs that run the units live with their backend: `backend::cpu::units` (threads on
 //! the CPU) and `backend::cuda` (the CUDA units, feature `cuda`). Depends on `config` (the
@@ -11,6 +12,7 @@
 //! `calibrate` or on the model layers (`cost`, `sim`).
 
 pub mod attention;
+pub mod cost;
 pub mod device;
 pub mod mlp;
 pub mod reference;
