@@ -16,6 +16,12 @@
 #   4. runs the GPU tests (tests/it/gpu.rs), each in its own process;
 #   5a. runs `python3 scripts/gpu-kernels.py` (PyTorch's cuBLAS and FlashAttention kernels at
 #      METP's shapes: the kernel model's held-out data) when torch imports and the script exists;
+#      with --gpus N (N >= 2) instead `torchrun --nproc_per_node N scripts/gpu-dist.py`: NCCL
+#      ring steps at METP's message sizes, all-gather / reduce-scatter at TP-SP's sizes, and the
+#      kernels of every GPU (rank 0: the same set as gpu-kernels.py) into dist-measurements.json,
+#      dist-gemm-per-gpu.json and nccl-tests-style logs; `calibrate --fit` then fits a profile
+#      (links included) from it: profile-dist.json, and `calibrate --fit-links` the link
+#      figures from the logs: profile-dist-links.json;
 #   5. calibrates: `calibrate --backend cuda` measures the kernel grid into
 #      <profile>.measurements.json, writes a profile, runs METP and TP, attention and MLP, forward
 #      and backward, at LLaMA-2 7B/13B layer sizes, within a time budget sized to what is left;
@@ -38,6 +44,15 @@
 # CUDA measurements, fit part), then the table and the packing. Outputs go to $OUT if set, else
 # reports/gpu/<gpu>-<date>/units/.
 #
+# GPU_CHECK_ONLY=dist (at most 150 s for torchrun plus the fits, METP_SIM_BIN for them;
+# --gpus N, N >= 2): steps 1-3, the torchrun measurement and its fits, nothing else.
+#
+# Usage: scripts/gpu-check.sh [--gpus N]. --gpus N (default 1) uses the first N GPUs: with
+# N >= 2 the torchrun measurement runs (step 5a) and the units and `calibrate` run on N devices
+# when N is 2, 4 or 8 (one per GPU, the Rust NCCL path); it stops at once when fewer than N GPUs
+# are listed. Without --gpus the units use the GPUs when there are 2, 4 or 8, else 4 virtual
+# devices on GPU 0, as before.
+#
 # GPU_CHECK_HARD_S (default 285) sets the hard stop. Outputs go to $OUT if set, else
 # reports/gpu/<gpu>-<date>/. Exit status: 0 when every step
 # that ran passed, 1 otherwise (summary.txt says which).
@@ -53,6 +68,26 @@ die() {
     exit 1
 }
 left() { echo $((HARD - (SECONDS - START))); }
+
+usage() { echo "usage: scripts/gpu-check.sh [--gpus N]   (see the comment at its top)" >&2; exit 2; }
+WANT=1
+while (($#)); do
+    case "$1" in
+    --gpus)
+        [[ "${2:-}" =~ ^[1-9][0-9]?$ ]] || { echo "gpu-check: --gpus needs a GPU count from 1 to 99, got '${2:-}'" >&2; usage; }
+        WANT=$2
+        shift 2
+        ;;
+    --gpus=*)
+        v=${1#--gpus=}
+        [[ "$v" =~ ^[1-9][0-9]?$ ]] || { echo "gpu-check: --gpus needs a GPU count from 1 to 99, got '$v'" >&2; usage; }
+        WANT=$v
+        shift
+        ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "gpu-check: unknown argument '$1'" >&2; usage ;;
+    esac
+done
 
 # ---- 1. A GPU, or stop here -------------------------------------------------------------
 SUMMARY=/dev/null
@@ -70,19 +105,27 @@ SLUG=$(tr '[:upper:] ' '[:lower:]-' <<<"${GPUNAME:-gpu}" | tr -cd 'a-z0-9-')
 ONLY="${GPU_CHECK_ONLY:-}"
 case "$ONLY" in
 "") OUT="${OUT:-reports/gpu/${SLUG}-$(date -u +%Y-%m-%d)}" ;;
-units) OUT="${OUT:-reports/gpu/${SLUG}-$(date -u +%Y-%m-%d)/units}" ;;
+units | dist) OUT="${OUT:-reports/gpu/${SLUG}-$(date -u +%Y-%m-%d)/$ONLY}" ;;
 *)
-    echo "gpu-check: FAILED: GPU_CHECK_ONLY='$ONLY': the only mode is 'units' (unset: the whole check)" >&2
+    echo "gpu-check: FAILED: GPU_CHECK_ONLY='$ONLY': the modes are 'units' and 'dist' (unset: the whole check)" >&2
     exit 2
     ;;
 esac
+if ((WANT > NGPU)); then
+    echo "gpu-check: FAILED: --gpus $WANT, but nvidia-smi lists $NGPU GPU(s)" >&2
+    exit 1
+fi
+if [ "$ONLY" = dist ] && ((WANT < 2)); then
+    echo "gpu-check: FAILED: GPU_CHECK_ONLY=dist measures between GPUs: give --gpus N with N >= 2" >&2
+    exit 2
+fi
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
 echo "$GPUS" >"$OUT/nvidia-smi-L.txt"
 nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || true
-say "found $NGPU GPU(s): $(head -n 1 <<<"$GPUS")"
+say "found $NGPU GPU(s): $(head -n 1 <<<"$GPUS"); using $WANT (--gpus)"
 
 FAILED=0
 # step NAME LIMIT_S CMD... : runs CMD with a time limit (never past the hard stop), output to
@@ -126,6 +169,9 @@ optional() {
 }
 
 # ---- 2. Libraries (CUDA 12 or 13) ----------------------------------------------------------
+# torch brings its own CUDA libraries (its wheels' RUNPATH): torchrun gets the loader path as
+# it was, so that the links below do not swap another libnccl or libcublas under it.
+ORIG_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
 LIBTMP=$(mktemp -d)
 trap 'rm -rf "$LIBTMP"' EXIT
 DIRS=()
@@ -187,11 +233,11 @@ done
 # ---- 3. Binaries ----------------------------------------------------------------------------
 BIN="${METP_SIM_BIN:-}"
 TESTBIN="${METP_SIM_TEST_BIN:-}"
-if [ "$ONLY" = units ] && [ -z "$BIN" ]; then
+if [ -n "$ONLY" ] && [ -z "$BIN" ]; then
     command -v cargo >/dev/null 2>&1 || die "no cargo, and METP_SIM_BIN not given"
     step build 240 cargo build --release --features cuda || die "build failed (see build.log)"
     BIN=target/release/metp-sim
-elif [ "$ONLY" != units ] && { [ -z "$BIN" ] || [ -z "$TESTBIN" ]; }; then
+elif [ -z "$ONLY" ] && { [ -z "$BIN" ] || [ -z "$TESTBIN" ]; }; then
     command -v cargo >/dev/null 2>&1 || die "no cargo, and METP_SIM_BIN / METP_SIM_TEST_BIN not both given"
     step build 240 cargo build --release --features cuda || die "build failed (see build.log)"
     BIN=target/release/metp-sim
@@ -200,8 +246,11 @@ elif [ "$ONLY" != units ] && { [ -z "$BIN" ] || [ -z "$TESTBIN" ]; }; then
 fi
 [ -x "$BIN" ] || die "$BIN is not an executable"
 "$BIN" --version >>"$SUMMARY" 2>&1
-# Virtual devices of the units: the GPUs when there are 2, 4 or 8 (NCCL), else 4 on GPU 0.
-case "$NGPU" in 2 | 4 | 8) DEVICES=$NGPU ;; *) DEVICES=4 ;; esac
+# Virtual devices of the units: the GPUs (--gpus N, else all) when there are 2, 4 or 8 (NCCL),
+# else 4 on GPU 0.
+USE=$NGPU
+((WANT > 1)) && USE=$WANT
+case "$USE" in 2 | 4 | 8) DEVICES=$USE ;; *) DEVICES=4 ;; esac
 
 # packs every output into gpu-check.tgz (GPU_CHECK_PACK=1: a harness that brings back only a
 # few files gets everything there, beside summary.txt and table.txt)
@@ -227,6 +276,58 @@ finish() {
     pack
     exit "$FAILED"
 }
+
+# ---- The torchrun measurement (--gpus N, N >= 2) ---------------------------------------------
+# dist LIMIT_S: torchrun + scripts/gpu-dist.py on the first $WANT GPUs, then its fit.
+HAVE_TORCH=0
+if python3 -c 'import torch, torch.distributed.run' >/dev/null 2>&1; then HAVE_TORCH=1; fi
+dist() {
+    local limit=$1
+    if ((!HAVE_TORCH)); then
+        say "dist: FAILED: python3 cannot import torch (torch.distributed): nothing measured between GPUs with torchrun"
+        FAILED=1
+        return 1
+    fi
+    # What starting $WANT processes, importing torch and NCCL's setup take comes off the budget.
+    local budget=$((limit - 30))
+    if ((budget < 20)); then
+        say "dist: skipped (only ${limit}s left for it)"
+        FAILED=1
+        return 1
+    fi
+    step dist "$limit" env OMP_NUM_THREADS=1 LD_LIBRARY_PATH="$ORIG_LD_LIBRARY_PATH" \
+        python3 -m torch.distributed.run --standalone \
+        --nproc_per_node "$WANT" scripts/gpu-dist.py --out "$OUT" --budget-s "$budget" \
+        --raw "$OUT/dist-raw.json"
+    [ -s "$OUT/dist-summary.txt" ] && cat "$OUT/dist-summary.txt" >>"$SUMMARY"
+    if [ -s "$OUT/dist-measurements.json" ]; then
+        SAVED_FAILED=$FAILED
+        optional fit-dist 25 "$BIN" calibrate --fit "$OUT/dist-measurements.json" --base hgx-h200 \
+            --out "$OUT/profile-dist.json" --force
+    else
+        say "fit-dist: skipped (no dist-measurements.json)"
+    fi
+    # The same collectives as nccl-tests logs: the link figures --fit-links fits from them.
+    local logs=()
+    for op in sendrecv all_gather reduce_scatter; do
+        [ -s "$OUT/nccl-tests-$op.log" ] && logs+=("$OUT/nccl-tests-$op.log")
+    done
+    if ((${#logs[@]})); then
+        SAVED_FAILED=$FAILED
+        optional fit-links 20 "$BIN" calibrate --fit-links "${logs[@]}" --base hgx-h200 \
+            --out "$OUT/profile-dist-links.json" --force
+    fi
+}
+
+# ---- GPU_CHECK_ONLY=dist: the torchrun measurement and its fit, nothing else ------------------
+if [ "$ONLY" = dist ]; then
+    DL=$(($(left) - 40))
+    ((DL > 150)) && DL=150
+    dist "$DL"
+    say "done in $((SECONDS - START))s; results in $OUT"
+    pack
+    exit "$FAILED"
+fi
 
 # ---- GPU_CHECK_ONLY=units: the units with a committed profile, the table, nothing else --------
 if [ "$ONLY" = units ]; then
@@ -259,15 +360,17 @@ say "test binary: $TESTBIN ($PROBE)"
 
 # ---- 4. GPU tests ---------------------------------------------------------------------------
 # Each test in its own process (a sticky CUDA error in one cannot fail the others), at most 90 s
-# together.
-TESTS_END=$((SECONDS + 90))
+# together (60 s with --gpus N, N >= 2: the torchrun measurement needs its time too).
+TESTS_S=90
+((WANT > 1)) && TESTS_S=60
+TESTS_END=$((SECONDS + TESTS_S))
 TESTS=$("$TESTBIN" gpu_ --list 2>/dev/null | sed -n 's/^\(gpu::gpu_[a-z0-9_]*\): test$/\1/p')
 [ -n "$TESTS" ] || say "gpu-tests: FAILED: the test binary lists no gpu_ test"
 for t in $TESTS; do
     lim=$((TESTS_END - SECONDS))
     ((lim > 45)) && lim=45
     if ((lim < 5)); then
-        say "${t#gpu::}: skipped (the tests' 90 s are spent)"
+        say "${t#gpu::}: skipped (the tests' ${TESTS_S} s are spent)"
         FAILED=1
         continue
     fi
@@ -279,10 +382,13 @@ grep -hE "^(test |cuda:|skipped|bf16|attention|256 MiB|host|NCCL|.*error [0-9]| 
 grep -q "skipped: no usable GPU" "$OUT/gpu-tests.log" &&
     say "gpu-tests: WARNING: tests skipped: the backend found no usable GPU (see gpu-tests.log)"
 
-HAVE_TORCH=0
-if [ -f scripts/gpu-kernels.py ] && python3 -c 'import torch' >/dev/null 2>&1; then HAVE_TORCH=1; fi
 # ---- 5a. PyTorch's kernels (first: the kernel model's held-out shapes) ----------------------
-if ((HAVE_TORCH)); then
+# With --gpus N (N >= 2): torchrun over N GPUs, rank 0 measuring the same kernels.
+if ((WANT > 1)); then
+    PT=$(($(left) / 3))
+    ((PT > 80)) && PT=80
+    dist "$PT"
+elif ((HAVE_TORCH)) && [ -f scripts/gpu-kernels.py ]; then
     PT=$(($(left) / 4))
     ((PT > 60)) && PT=60
     if ((PT >= 20)); then
@@ -310,9 +416,9 @@ else
     step calibrate $((BUDGET + 25)) sh -c "\"$BIN\" calibrate --backend cuda --devices $DEVICES --runs 2 --force \
         --budget-s $BUDGET --out \"$PROFILE\" --format json >\"$OUT/calibrate.json\""
 fi
-# The measurement file: beside the profile, or any written by this run.
+# The measurement file: beside the profile, or any written by this run (not torchrun's).
 if [ ! -s "$MEAS" ]; then
-    MEAS=$(find "$OUT" -maxdepth 1 -name '*measurement*.json' -newer "$OUT/libs.txt" 2>/dev/null | head -n 1)
+    MEAS=$(find "$OUT" -maxdepth 1 -name '*measurement*.json' ! -name 'dist-*' -newer "$OUT/libs.txt" 2>/dev/null | head -n 1)
 fi
 
 # ---- 6. Held-out split, refit, comparison --------------------------------------------------

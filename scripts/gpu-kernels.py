@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measure the kernels a training step issues, with PyTorch, on one GPU.
 
-Writes a kernel-measurement file in metp-sim's format (src/calibrate/measurements.rs, the format
+Writes a kernel-measurement file in metp-sim's format (src/fitting/measurements.rs, the format
 of ../shared/gpu-data/h200-2026-11-30.json, extended with q_tokens/kv_tokens/head_dim), so that
 `metp-sim kernels --hw PROFILE --input FILE --compare` can check a profile's kernel model on
 shapes it was not fitted on, and `metp-sim calibrate --fit FILE --base PROFILE` can refit it.
@@ -23,6 +23,9 @@ is (forward + backward) minus forward. Calls are skipped, never truncated, when 
 would be exceeded; the file says how many were skipped.
 
 Usage: gpu-kernels.py --out FILE [--budget-s 75] [--smoke]   (--smoke: tiny sizes, CPU allowed)
+
+scripts/gpu-dist.py (torchrun, several GPUs) measures with this file's `measure` on every rank.
+The shape lists import without torch (the distributed script's plan is tested without it).
 """
 
 import argparse
@@ -32,7 +35,10 @@ import statistics
 import sys
 import time
 
-import torch
+try:
+    import torch
+except ImportError:  # the shape lists and the plan work without torch; measuring does not
+    torch = None
 
 MODELS = {
     # name: (hidden, heads, kv_heads, ffn, swiglu)
@@ -83,13 +89,14 @@ class Timer:
         return statistics.median(self.one(fn) for _ in range(reps))
 
 
-def gemm_shapes(smoke):
-    """(m, n, k) of METP's GEMMs, forward and backward, then squares."""
+def gemm_shapes(smoke, ps=None):
+    """(m, n, k) of METP's GEMMs, forward and backward, then squares (`ps`: the degrees, default
+    1, 2, 4, 8)."""
     shapes = []
     if smoke:
         cs, ps, models = [64, 128], [2], {"tiny": (256, 4, 4, 512, True)}
     else:
-        cs, ps, models = [512, 2048, 8192, 32768], [1, 2, 4, 8], MODELS
+        cs, ps, models = [512, 2048, 8192, 32768], ps or [1, 2, 4, 8], MODELS
     for name, (h, a, kv, f, swiglu) in models.items():
         for p in ps:
             if name == "llama2-70b" and p < 4:
@@ -141,21 +148,14 @@ def attention_calls(smoke):
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--budget-s", type=float, default=75.0)
-    ap.add_argument("--smoke", action="store_true", help="tiny sizes; runs on a CPU too")
-    args = ap.parse_args()
-
-    cuda = torch.cuda.is_available()
-    if not cuda and not args.smoke:
-        print("gpu-kernels: no CUDA device visible to PyTorch (use --smoke on a CPU)", file=sys.stderr)
-        return 1
-    dev = torch.device("cuda" if cuda else "cpu")
-    t = Timer(dev, args.budget_s)
+def measure(dev, budget_s, smoke, parts=("attention", "gemm", "copy"), ps=None, t=None):
+    """The measurement file's fields (a dict) for the kernels of `parts` on `dev` within
+    `budget_s` seconds (`ps`: the degrees of the GEMM shapes). The timer `t` (a `Timer`) may be
+    passed to share a budget; the count of skipped calls is `t.skipped`."""
+    cuda = dev.type == "cuda"
+    t = t or Timer(dev, budget_s)
     dtype = torch.bfloat16
-    props = torch.cuda.get_device_properties(0) if cuda else None
+    props = torch.cuda.get_device_properties(dev) if cuda else None
     peak_guess = 8e14 if cuda else 5e10  # FLOP/s, only to size repetitions and the budget
     bw_guess = 4e12 if cuda else 1e10
 
@@ -175,7 +175,7 @@ def main():
     out = {
         "what": "",
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
-        "device": torch.cuda.get_device_name(0) if cuda else "cpu (smoke test)",
+        "device": torch.cuda.get_device_name(dev) if cuda else "cpu (smoke test)",
         "software": f"torch {torch.__version__}",
         "gemm": [],
         "attention": [],
@@ -190,8 +190,8 @@ def main():
     import torch.nn.functional as F
 
     backend = SDPBackend.FLASH_ATTENTION
-    cap_flops = 5e10 if args.smoke else 3e12
-    for (b, heads, q, kv, d, causal) in attention_calls(args.smoke):
+    cap_flops = 5e10 if smoke else 3e12
+    for (b, heads, q, kv, d, causal) in (attention_calls(smoke) if "attention" in parts else []):
         flops = 4.0 * b * heads * q * kv * d * (0.5 if causal else 1.0)
         if flops > cap_flops:
             continue
@@ -234,7 +234,7 @@ def main():
         finally:
             Q = K = V = dO = None
 
-    for (m, n, k) in gemm_shapes(args.smoke):
+    for (m, n, k) in (gemm_shapes(smoke, ps) if "gemm" in parts else []):
         flops = 2.0 * m * n * k
         A = torch.randn(m, k, device=dev, dtype=dtype)
         B = torch.randn(k, n, device=dev, dtype=dtype)
@@ -244,8 +244,10 @@ def main():
         if s is not None:
             out["gemm"].append({"m": m, "n": n, "k": k, "flops": flops, "s": s})
 
-    sizes = [1 << 16, 1 << 20, 1 << 24, 1 << 28] if args.smoke else \
+    sizes = [1 << 16, 1 << 20, 1 << 24, 1 << 28] if smoke else \
         [1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28, 1 << 30, 1 << 32]
+    if "copy" not in parts:
+        sizes = []
     for nbytes in sizes:
         src = torch.empty(nbytes // 2, device=dev, dtype=dtype).normal_()
         dst = torch.empty_like(src)
@@ -272,9 +274,30 @@ def main():
         "Each time is the median of up to 10 calls timed one by one with CUDA events after 3 "
         "warm-ups, launch included. Attention 'bwd_s' is (forward + backward) minus forward; "
         "'fwd_flops' counts 4*b*heads*q*kv*d, halved when causal. "
-        f"{t.skipped} measurement(s) skipped to stay within the {args.budget_s:.0f} s budget; "
+        f"{t.skipped} measurement(s) skipped to stay within the {budget_s:.0f} s budget; "
         f"calls above {cap_flops:.0e} forward FLOPs not attempted."
     )
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--budget-s", type=float, default=75.0)
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes; runs on a CPU too")
+    args = ap.parse_args()
+
+    if torch is None:
+        print("gpu-kernels: python3 cannot import torch", file=sys.stderr)
+        return 1
+    cuda = torch.cuda.is_available()
+    if not cuda and not args.smoke:
+        print("gpu-kernels: no CUDA device visible to PyTorch (use --smoke on a CPU)", file=sys.stderr)
+        return 1
+    dev = torch.device("cuda" if cuda else "cpu")
+    t = Timer(dev, args.budget_s)
+    out = measure(dev, args.budget_s, args.smoke, t=t)
+    eager_op_s = out["eager_op_s"]
     tmp = args.out + ".tmp"
     with open(tmp, "w") as fh:
         json.dump(out, fh, indent=1)

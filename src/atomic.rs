@@ -3,8 +3,10 @@
 //! into place; output paths are checked before any work; temporaries are removed on SIGINT and
 //! SIGTERM ([`install_interrupt_cleanup`]); and a command that writes a folder holds a lock on
 //! it and writes a manifest last ([`OutputFolder`]). Also the JSON form every output uses.
-//! Used by every module that writes outputs (reports, plots, calibrated profiles). Depends
-//! only on `error`.
+//! No output replaces a file the command read ([`crate::inputs`]): the check is part of the
+//! output-path check before the work and of every write. Used by every module that writes
+//! outputs (reports, plots, calibrated profiles). Depends only on `error` and `inputs`; never
+//! on `config` or the modules that write through it.
 
 mod folder;
 
@@ -69,13 +71,112 @@ pub fn install_interrupt_cleanup() {
 /// part of the way to it that exists is a file ("not a directory" rather than the system's
 /// "File exists" from creating the folders later).
 pub fn check_output_file(path: &Path) -> Result<()> {
+    let path = &link_target(path)?;
     if path.is_dir() {
         return Err(Error::Output {
             path: path.to_path_buf(),
             message: "is a directory; give a file name".into(),
         });
     }
+    // A file is written beside its target and renamed over it: over a device or a pipe (or a
+    // link to one, /dev/stdout) that would replace the device's name with a file.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(Error::Output {
+            path: path.to_path_buf(),
+            message: "is not a regular file (a device or a pipe); give a file name".into(),
+        });
+    }
+    check_not_input(path)?;
     check_parents(path)
+}
+
+/// Where writing `path` lands: `path` itself, or — when it is a symbolic link — the file the
+/// link names (followed link by link, up to 40), so that the file is replaced, never the link:
+/// renaming over a link would replace the link (`/dev/stdout` with a regular file).
+pub fn link_target(path: &Path) -> Result<PathBuf> {
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        // /dev/stdout, /dev/fd/N: a descriptor of this process, not a file to replace.
+        if at.starts_with("/proc") || at.starts_with("/dev/fd") {
+            return Err(Error::Output {
+                path: path.to_path_buf(),
+                message: "is a file descriptor of this process (/dev/stdout, /dev/fd/N), not a \
+                          file; give a file name"
+                    .into(),
+            });
+        }
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&at).map_err(|source| Error::Io {
+                    path: at.clone(),
+                    source,
+                })?;
+                at = match at.parent() {
+                    Some(dir) if to.is_relative() => dir.join(to),
+                    _ => to,
+                };
+            }
+            _ => return Ok(at),
+        }
+    }
+    Err(Error::Output {
+        path: path.to_path_buf(),
+        message: "too many levels of symbolic links".into(),
+    })
+}
+
+/// Refuses an output that is a file this command read (the same path, a link to it, or the
+/// same inode): writing it would destroy the input.
+pub fn check_not_input(path: &Path) -> Result<()> {
+    match crate::inputs::input_at(path) {
+        Some(input) => Err(Error::Output {
+            path: path.to_path_buf(),
+            message: if input == path {
+                "is one of this command's inputs; writing it would destroy it — choose another \
+                 output"
+                    .into()
+            } else {
+                format!(
+                    "is the same file as the input {}; writing it would destroy it — choose \
+                     another output",
+                    input.display()
+                )
+            },
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Where `path` would be written: its folder's canonical path joined with its name (the file
+/// itself need not exist).
+fn target(path: &Path) -> Option<PathBuf> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    Some(std::fs::canonicalize(dir).ok()?.join(path.file_name()?))
+}
+
+/// Refuses two outputs of one command on the same file (`(flag, path)` pairs): the second
+/// would replace the first.
+pub fn check_distinct_outputs(outputs: &[(&str, &Path)]) -> Result<()> {
+    for (i, (flag, path)) in outputs.iter().enumerate() {
+        for (other_flag, other) in &outputs[..i] {
+            let same = path == other
+                || crate::inputs::same_file(path, other)
+                || target(path).is_some_and(|t| Some(t) == target(other));
+            if same {
+                return Err(Error::arg(
+                    flag,
+                    format!(
+                        "{} is also {other_flag}: one would replace the other",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks, before any work, that `dir` can be an output folder: it is a folder or does not
@@ -111,11 +212,14 @@ fn check_parents(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Writes `contents` to `path` through a temporary file in the same folder and a rename, so a
-/// failed or interrupted run never leaves a half-written file (the temporary is removed on
+/// Writes `contents` to `path` (to the file it names, if it is a symbolic link) through a
+/// temporary file in the same folder and a rename, so a failed or interrupted run never leaves
+/// a half-written file (the temporary is removed on
 /// failure and, with [`install_interrupt_cleanup`], on SIGINT or SIGTERM).
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     check_output_file(path)?;
+    // Through a link, the file it names is replaced (`link_target`).
+    let path = &link_target(path)?;
     let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
@@ -132,7 +236,13 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     let tmp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
     register_temporary(&tmp);
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        // A new file, never through whatever is at that name (a link left there would send
+        // the bytes to its target).
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         f.write_all(contents)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)

@@ -5,7 +5,8 @@
 //! layout table is checked against it):
 //!
 //! - [`error`]: the crate's one error type and exit codes;
-//! - [`atomic`]: output files written atomically, and their JSON form;
+//! - [`inputs`]: the files this process has read, so that no output replaces one;
+//! - [`atomic`]: output files written atomically (never over an input), and their JSON form;
 //! - [`config`]: model and hardware files, command-line quantities, the [`config::Workload`]
 //!   and its validated form, the methods' partition rules, one METP unit's description;
 //! - [`memory`]: per-device tensor inventories of every method, the METP unit inventory moment
@@ -17,13 +18,21 @@
 //! - [`sim`]: the discrete-event simulator;
 //! - [`evaluate`]: one workload evaluated once — inventory, plan, estimate, simulation and
 //!   metrics (tokens/s, MFU, overlap, fits);
-//! - [`exec`]: METP's and TP's units executed on virtual CPU devices, against an f64 reference;
-//! - [`calibrate`]: backends (CPU, mock, CUDA), measuring, fitting and writing hardware
-//!   profiles, predicted against measured unit times;
+//! - [`backend`]: the machines units run on and calibrations measure — the `Backend` trait and
+//!   its CPU, CUDA (feature `cuda`) and mock implementations side by side, a unit run on any of
+//!   them, a unit's predicted time;
+//! - [`fitting`]: the kernel measurement file, the one fit of a profile's kernel model to it,
+//!   kernels priced against measured times;
+//! - [`calibrate`]: measuring a backend through a plan, fitting and writing hardware profiles,
+//!   units predicted against measured;
+//! - [`nccl_tests`]: nccl-tests' table predicted on a profile, published logs read and
+//!   compared, link figures fitted to them;
 //! - [`shard`]: `--shard K/N`, the file each part of a split study writes, and the checks
 //!   before `merge` joins the parts;
 //! - [`sweep`], [`validate`], [`plan`]: every method × degree × length; the published claims
 //!   C1–C4; the configurations that fit N GPUs;
+//! - [`runs`]: published training runs (`runs/*.json`) predicted and compared with what their
+//!   papers measured;
 //! - [`plot`]: SVG/PNG charts and timelines;
 //! - [`report`]: tables, CSV and JSON from columns declared once per result, Markdown;
 //! - [`cli`]: the thin command-line layer (clap), which nothing depends on.
@@ -31,17 +40,21 @@
 
 pub mod analytic;
 pub mod atomic;
+pub mod backend;
 pub mod calibrate;
 pub mod cli;
 pub mod config;
 pub mod cost;
 pub mod error;
 pub mod evaluate;
-pub mod exec;
+pub mod fitting;
+pub mod inputs;
 pub mod memory;
+pub mod nccl_tests;
 pub mod plan;
 pub mod plot;
 pub mod report;
+pub mod runs;
 pub mod schedule;
 pub mod search;
 pub mod shard;

@@ -4,7 +4,8 @@
 //! Peak memory is monotone non-decreasing in s (every tensor's bytes are products of non-negative
 //! powers of s), so feasibility is a monotone predicate: bracket by doubling, then bisect on
 //! multiples of the granule. Input: a template [`Workload`] (its `seq` is ignored); output: a
-//! [`MaxSeq`] row. Depends on `memory`, `config`, `error`.
+//! [`MaxSeq`] row. Depends on `memory`, `config`, `error`; never on
+//! `schedule` or `sim` (what fits is a question of memory alone).
 
 use serde::{Deserialize, Serialize};
 
@@ -29,7 +30,8 @@ pub struct MaxSeq {
     pub peak_bytes: Option<u128>,
     /// Device memory.
     pub capacity_bytes: u128,
-    /// Why `max_seq` is `None` (invalid degree, or even the shortest length does not fit).
+    /// Why `max_seq` is `None` (invalid degree, or even the shortest length does not fit), or
+    /// what else than memory bounds it (a model's sliding attention window).
     pub reason: Option<String>,
 }
 
@@ -81,12 +83,14 @@ pub fn max_seq(template: &Workload, method: MethodId, p: u64) -> MaxSeq {
         );
     }
     let lo_peak = shortest.peak_bytes;
+    let window = v.model.sliding_window.filter(|&x| x < SEQ_LIMIT);
     let mut peak_at = |s: u64| -> Result<u128, String> {
         v.set_seq(s).map_err(|e| e.to_string())?;
         Ok(memory::inventory(&v).peak_bytes)
     };
-    // Invariant: lo·k fits; hi·k does not (or exceeds the limit).
-    let limit = SEQ_LIMIT / k;
+    // Invariant: lo·k fits; hi·k does not (or exceeds the limit). A sliding attention window
+    // bounds the lengths this tool models exactly (`Workload::validate`).
+    let limit = window.unwrap_or(SEQ_LIMIT) / k;
     let (mut lo, mut lo_peak, mut hi) = (1u64, lo_peak, 2u64);
     loop {
         if hi > limit {
@@ -112,7 +116,13 @@ pub fn max_seq(template: &Workload, method: MethodId, p: u64) -> MaxSeq {
             _ => hi = mid,
         }
     }
-    row(Some(lo * k), k, Some(lo_peak), None)
+    let capped = window.filter(|_| lo == limit).map(|x| {
+        format!(
+            "the model's sliding attention window of {x} tokens bounds the length: metp-sim \
+                 models full attention, exact only up to the window"
+        )
+    });
+    row(Some(lo * k), k, Some(lo_peak), capped)
 }
 
 /// `max_seq` for every method × degree, in the order given.

@@ -217,9 +217,9 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// A shard's data not parsed yet: the file's whole text, to be parsed as the study's own type
-/// once the set is checked ([`parse_data`]).
-pub type Unparsed = String;
+/// A shard file's envelope ([`read`]): everything but the data, which is read later, part by
+/// part ([`read_data`]), so that a merge never holds more than one part's text.
+pub type Envelope = ShardFile<()>;
 
 /// Skips any JSON value (the data, while the envelope is read).
 struct Skip;
@@ -230,41 +230,205 @@ impl<'de> Deserialize<'de> for Skip {
     }
 }
 
-/// Reads one shard file (at most [`limits::MAX_SHARD_FILE_BYTES`]): its envelope, with the
-/// file's text as the data.
-pub fn read(path: &Path) -> Result<ShardFile<Unparsed>> {
-    let text = read_text_capped(path, limits::MAX_SHARD_FILE_BYTES)?;
-    let file: ShardFile<Skip> = parse_json(path, &text)?;
-    if file.tool != "metp-sim" {
-        return Err(Error::Parse {
-            path: path.to_path_buf(),
-            message: format!("not a metp-sim shard file (tool '{}')", file.tool),
+/// The size of every file in `paths`, checked before any is read: each a regular file of at most
+/// [`limits::MAX_SHARD_FILE_BYTES`], all together at most [`limits::MAX_MERGE_BYTES`].
+pub fn check_sizes(paths: &[PathBuf]) -> Result<()> {
+    let mut total: u64 = 0;
+    for path in paths {
+        let meta = std::fs::metadata(path).map_err(|source| Error::Io {
+            path: path.clone(),
+            source,
+        })?;
+        // Read twice (the envelope, then the data): a file a part wrote, not a pipe or device.
+        if !meta.is_file() {
+            return Err(Error::Parse {
+                path: path.clone(),
+                message: "not a regular file (a shard file is what one part of a study wrote)"
+                    .into(),
+            });
+        }
+        let len = meta.len();
+        if len > limits::MAX_SHARD_FILE_BYTES {
+            return Err(Error::Parse {
+                path: path.clone(),
+                message: format!(
+                    "{len} bytes, larger than {} MiB, the most a shard file may hold \
+                     (config::limits); not read",
+                    limits::MAX_SHARD_FILE_BYTES >> 20
+                ),
+            });
+        }
+        total = total.saturating_add(len);
+    }
+    if total > limits::MAX_MERGE_BYTES {
+        return Err(Error::TooLarge {
+            message: format!(
+                "the {} shard files hold {total} bytes in all, more than the {} MiB one merge \
+                 reads (config::limits); split the study into fewer parts",
+                paths.len(),
+                limits::MAX_MERGE_BYTES >> 20
+            ),
         });
     }
-    Ok(ShardFile {
+    Ok(())
+}
+
+/// Reads one shard file's envelope (the file at most [`limits::MAX_SHARD_FILE_BYTES`], its
+/// size checked before it is read) and checks it ([`ShardFile::check_envelope`]).
+pub fn read(path: &Path) -> Result<Envelope> {
+    let text = read_text_capped(path, limits::MAX_SHARD_FILE_BYTES)?;
+    let file: ShardFile<Skip> = parse_json(path, &text)?;
+    let envelope = ShardFile {
         tool: file.tool,
         version: file.version,
         kind: file.kind,
         shard: file.shard,
         fingerprint: file.fingerprint,
         command: file.command,
-        data: text,
-    })
+        data: (),
+    };
+    envelope.check_envelope(path)?;
+    Ok(envelope)
 }
 
-/// The data of a shard read by [`read`], as the study's type.
-pub fn parse_data<T: serde::de::DeserializeOwned>(
-    path: &Path,
-    file: &ShardFile<Unparsed>,
-) -> Result<T> {
-    parse_json::<ShardFile<T>>(path, &file.data).map(|f| f.data)
+/// The data of a shard whose envelope [`read`] gave, as the study's type: the file is read
+/// again (within the same bound) and must still carry that envelope — a file replaced
+/// between the two reads is refused, not mixed.
+pub fn read_data<T: serde::de::DeserializeOwned>(path: &Path, envelope: &Envelope) -> Result<T> {
+    let text = read_text_capped(path, limits::MAX_SHARD_FILE_BYTES)?;
+    let file: ShardFile<T> = parse_json(path, &text)?;
+    drop(text);
+    let again = ShardFile {
+        tool: file.tool,
+        version: file.version,
+        kind: file.kind,
+        shard: file.shard,
+        fingerprint: file.fingerprint,
+        command: file.command,
+        data: (),
+    };
+    if &again != envelope {
+        return Err(Error::Parse {
+            path: path.to_path_buf(),
+            message: "changed while merge was reading it (another run is writing it?)".into(),
+        });
+    }
+    Ok(file.data)
 }
+
+impl<T> ShardFile<T> {
+    /// The envelope's own consistency, before anything is joined: this tool and this version
+    /// (results may change between versions: a part of another version is refused, not
+    /// mixed), part K of N with K < N ≤ [`limits::MAX_SHARDS`], a fingerprint of 16 hex
+    /// digits, and the unsharded command line of this kind of study as text (no control
+    /// characters, no `--shard`). Each refusal is one line naming the file and the field.
+    pub fn check_envelope(&self, path: &Path) -> Result<()> {
+        let bad = |field: &str, message: String| Error::InvalidField {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            message,
+        };
+        if self.tool != "metp-sim" {
+            return Err(Error::Parse {
+                path: path.to_path_buf(),
+                message: format!("not a metp-sim shard file (tool '{}')", self.tool),
+            });
+        }
+        let mine = env!("CARGO_PKG_VERSION");
+        if self.version != mine {
+            return Err(bad(
+                "version",
+                format!(
+                    "written by metp-sim {:?}, but this is {mine}: results may differ between \
+                     versions; run every part with this one",
+                    self.version
+                ),
+            ));
+        }
+        if self.shard.count == 0 || self.shard.count > limits::MAX_SHARDS {
+            return Err(bad(
+                "shard.count",
+                format!(
+                    "{} parts; a study splits into 1 to {}",
+                    self.shard.count,
+                    limits::MAX_SHARDS
+                ),
+            ));
+        }
+        if self.shard.index >= self.shard.count {
+            return Err(bad(
+                "shard.index",
+                format!(
+                    "part {} of {}: parts are numbered 0 to {}",
+                    self.shard.index,
+                    self.shard.count,
+                    self.shard.count - 1
+                ),
+            ));
+        }
+        if self.fingerprint.len() != 16 || !self.fingerprint.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            return Err(bad(
+                "fingerprint",
+                format!("{:?} is not 16 hex digits", self.fingerprint),
+            ));
+        }
+        if self.command.first() != Some(&self.kind) {
+            return Err(bad(
+                "command",
+                format!(
+                    "does not start with the study's kind '{}' (a {} shard's command line)",
+                    self.kind, self.kind
+                ),
+            ));
+        }
+        if self.command.len() > MAX_COMMAND_WORDS {
+            return Err(bad(
+                "command",
+                format!(
+                    "{} words, more than {MAX_COMMAND_WORDS}",
+                    self.command.len()
+                ),
+            ));
+        }
+        for (i, word) in self.command.iter().enumerate() {
+            limits::check_text(word, limits::MAX_TEXT_CHARS)
+                .map_err(|m| bad(&format!("command[{i}]"), m))?;
+            if word == "--shard" || word.starts_with("--shard=") {
+                return Err(bad(
+                    &format!("command[{i}]"),
+                    "the unsharded command line holds no --shard".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that the fingerprint is the one of the study the data holds (`study`, its
+    /// canonical JSON): a spec edited after the part ran is refused.
+    pub fn check_study(&self, path: &Path, study: &str) -> Result<()> {
+        let want = fingerprint(&self.kind, study);
+        if self.fingerprint != want {
+            return Err(Error::InvalidField {
+                path: path.to_path_buf(),
+                field: "fingerprint".into(),
+                message: format!(
+                    "{} is not the fingerprint of the study the file holds ({want}): the file \
+                     was edited after its part ran",
+                    self.fingerprint
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Most words of the command line a shard records.
+const MAX_COMMAND_WORDS: usize = 4096;
 
 /// Checks that `files` are the parts of one study, each exactly once (module docs), and returns
 /// them in part order.
-pub fn check_set(
-    mut files: Vec<(PathBuf, ShardFile<Unparsed>)>,
-) -> Result<Vec<(PathBuf, ShardFile<Unparsed>)>> {
+pub fn check_set(mut files: Vec<(PathBuf, Envelope)>) -> Result<Vec<(PathBuf, Envelope)>> {
     let Some((first_path, first)) = files.first() else {
         return Err(Error::arg("merge", "no shard files given"));
     };
@@ -424,11 +588,11 @@ mod tests {
         );
     }
 
-    fn part(index: u64, count: u64, study: &str) -> (PathBuf, ShardFile<Unparsed>) {
+    fn part(index: u64, count: u64, study: &str) -> (PathBuf, Envelope) {
         let s = Shard { index, count };
         (
             PathBuf::from(s.file_name("sweep")),
-            ShardFile::new("sweep", s, study, vec!["sweep".into()], String::new()),
+            ShardFile::new("sweep", s, study, vec!["sweep".into()], ()),
         )
     }
 

@@ -17,7 +17,7 @@
 //!   behind the previous group's body when two buffers allow it, and weight-gradient returns
 //!   queue behind the bodies.
 //!
-//! Depends on `config`, `cost` and `schedule`'s plan types; never on `sim`.
+//! Depends on `config`, `cost`, `schedule`'s plan types and `error`; never on `sim`.
 
 mod overlap;
 mod pipeline;
@@ -25,7 +25,22 @@ mod pipeline;
 pub use overlap::{solve_thresholds, thresholds, SolvedThresholds, Thresholds};
 
 use crate::config::{ValidWorkload, Workload};
-use crate::cost::{CostModel, PathFigures};
+use crate::cost::CostModel;
+
+/// α and rate of a message between ring neighbours of a group.
+#[derive(Debug, Clone, Copy)]
+struct PathFigures {
+    latency_s: f64,
+    flow_bytes_per_s: f64,
+}
+
+fn path_of(cost: &CostModel, devices: &[u32]) -> PathFigures {
+    let (latency_s, flow_bytes_per_s) = cost.group_p2p(devices);
+    PathFigures {
+        latency_s,
+        flow_bytes_per_s,
+    }
+}
 use crate::schedule::{
     Axis, CollectiveOp, Exchange, Kernel, Outer, PhaseBlock, Ring, Stage, StepPlan, StepTimes,
 };
@@ -94,6 +109,9 @@ pub(crate) struct Pricer<'a> {
     cp: u64,
     cp_path: PathFigures,
     sigma: f64,
+    /// Collective times already priced (a step prices the same collective once per layer).
+    collectives:
+        std::cell::RefCell<std::collections::HashMap<crate::cost::collective::CollectiveKey, f64>>,
 }
 
 impl<'a> Pricer<'a> {
@@ -106,11 +124,12 @@ impl<'a> Pricer<'a> {
         Pricer {
             cost,
             p: w.p,
-            path: cost.group_path(&group),
+            path: path_of(&cost, &group),
             group,
             cp,
-            cp_path: cost.group_path(&cp_group),
+            cp_path: path_of(&cost, &cp_group),
             sigma: cost.overlap_slowdown(),
+            collectives: Default::default(),
         }
     }
 
@@ -143,7 +162,13 @@ impl<'a> Pricer<'a> {
 
     /// A collective over `devices` with the algorithm the profile picks.
     fn collective(&self, op: CollectiveOp, devices: &[u32], bytes: u64) -> f64 {
-        self.cost.collective_s(op, devices, bytes)
+        let key = (op, devices.to_vec(), bytes);
+        if let Some(&t) = self.collectives.borrow().get(&key) {
+            return t;
+        }
+        let t = self.cost.collective_s(op, devices, bytes);
+        self.collectives.borrow_mut().insert(key, t);
+        t
     }
 
     fn stages(&self, stages: &[Stage]) -> PartTimes {
@@ -443,6 +468,18 @@ fn parts(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer) -> pipeline::Parts {
     } else {
         0.0
     };
+    // A sharded optimizer state's all-gather of each stage's updated weights after its step.
+    let param_gather: Vec<f64> = plan
+        .param_gather_bytes
+        .iter()
+        .map(|&bytes| {
+            if bytes > 0 {
+                pr.collective(CollectiveOp::AllGather, &sync_group, bytes)
+            } else {
+                0.0
+            }
+        })
+        .collect();
     // Phases end when all their work has (lowering joins them), so each is priced on its own.
     let blocks = |bs: &[PhaseBlock]| {
         let mut t = PartTimes::default();
@@ -456,6 +493,7 @@ fn parts(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer) -> pipeline::Parts {
         emb_b,
         gather,
         sync,
+        param_gather,
         fwd_layer: blocks(&plan.layer_fwd),
         bwd_layer: blocks(&plan.layer_bwd),
         head: pr.stages(&plan.head.stages),
@@ -471,12 +509,12 @@ pub fn step_lower_bound(w: &ValidWorkload, plan: &StepPlan) -> f64 {
     }
     let pr = Pricer::new(w);
     let parts = parts(w, plan, &pr);
-    pipeline::lower_bound(w, plan, &pr, parts)
+    pipeline::lower_bound(w, plan, &pr, &parts)
 }
 
 /// A fingerprint of the prices `price` composes (their bits): two configurations of one
 /// pipeline layout with equal fingerprints have the same closed-form step.
-pub fn parts_fingerprint(w: &ValidWorkload, plan: &StepPlan) -> [u64; 18] {
+pub fn parts_fingerprint(w: &ValidWorkload, plan: &StepPlan) -> Vec<u64> {
     let pr = Pricer::new(w);
     let p = parts(w, plan, &pr);
     let t = |x: PartTimes| {
@@ -489,7 +527,8 @@ pub fn parts_fingerprint(w: &ValidWorkload, plan: &StepPlan) -> [u64; 18] {
     };
     let (f, b, h) = (t(p.fwd_layer), t(p.bwd_layer), t(p.head));
     let opt: f64 = plan.optimizer.iter().map(|k| pr.kernels(k)).sum();
-    [
+    let mut bits = vec![
+        u64::from(plan.grad_sync_every_micro_batch),
         p.emb_f.to_bits(),
         p.emb_b.to_bits(),
         p.gather.to_bits(),
@@ -508,7 +547,9 @@ pub fn parts_fingerprint(w: &ValidWorkload, plan: &StepPlan) -> [u64; 18] {
         h[1],
         h[2],
         h[3],
-    ]
+    ];
+    bits.extend(p.param_gather.iter().map(|g| g.to_bits()));
+    bits
 }
 
 /// [`price`], walking a pipeline's 1F1B orders to the end up to `max_walk_ops` ops (beyond,
@@ -521,11 +562,13 @@ fn price_walking(w: &ValidWorkload, plan: &StepPlan, max_walk_ops: u64) -> StepT
         emb_b,
         gather,
         sync,
+        param_gather,
         fwd_layer,
         bwd_layer,
         head,
     } = parts(w, plan, &pr);
-    if w.outer.pp > 1 {
+    if w.outer.pp > 1 || (plan.grad_sync_every_micro_batch && sync > 0.0 && plan.micro_batches > 1)
+    {
         return pipeline::price(
             w,
             plan,
@@ -536,6 +579,7 @@ fn price_walking(w: &ValidWorkload, plan: &StepPlan, max_walk_ops: u64) -> StepT
                 emb_b,
                 gather,
                 sync,
+                param_gather,
                 fwd_layer,
                 bwd_layer,
                 head,
@@ -621,6 +665,7 @@ fn price_walking(w: &ValidWorkload, plan: &StepPlan, max_walk_ops: u64) -> StepT
     }
     let opt = pr.kernels(plan.optimizer.first().map_or(&[][..], Vec::as_slice));
     step += PartTimes::computing(opt);
+    step += PartTimes::waiting_on_comm(param_gather.first().copied().unwrap_or(0.0));
     StepTimes {
         step_time_s: step.wall,
         compute_s: step.compute,

@@ -55,7 +55,7 @@ pub fn thresholds(w: &Workload) -> Thresholds {
     let class = cost.group_class(&devices);
     let (b_rate, alpha) = match class {
         crate::cost::LinkClass::Local => (hw.intra_node.bytes_per_s_per_direction.value, 0.0),
-        c => (cost.link_bytes_per_s(c), cost.p2p_latency_s(c)),
+        c => (cost.p2p_bytes_per_s(c), cost.p2p_latency_s(c)),
     };
     let m = &w.model;
     let (b, h, f, p) = (
@@ -106,8 +106,8 @@ mod tests {
         };
         let t = thresholds(&w);
         // F = 312 TFLOP/s × 0.838 (the profile's GEMM fit to published A100 GEMMs) ≈ 261
-        // TFLOP/s; B ≈ 196 GB/s (its link fit to the measured NCCL all-reduce curve): F/B ≈
-        // 1,340 tokens — DESIGN §1's "about 1,000" with 250 TFLOP/s and 240 GB/s.
+        // TFLOP/s; B = 195 GB/s (NCCL's send/recv rate on 8 A100s, the profile's
+        // collective_library.p2p_bytes_per_s): F/B ≈ 1,340 tokens — DESIGN §1's "about 1,000" with 250 TFLOP/s and 240 GB/s.
         assert!((1200.0..1500.0).contains(&t.f_over_b), "{}", t.f_over_b);
         // At the threshold a step's compute equals its transfer: 4·b·c²·(h/G)/F = α + 4·b·c·w/B
         // (MHA: w = h/G = 640 for h = 5120, p = G = 8). The latency adds α·F/(4·b·h/G) ≈ 300
@@ -156,7 +156,7 @@ pub fn solve_thresholds(w: &Workload) -> SolvedThresholds {
     let class = cost.group_class(&devices);
     let msg = |bytes: f64| match class {
         crate::cost::LinkClass::Local => 0.0,
-        c => cost.p2p_latency_s(c) + bytes / cost.link_bytes_per_s(c),
+        c => cost.p2p_latency_s(c) + bytes / cost.p2p_bytes_per_s(c),
     };
     let (b, h, d) = (w.micro_batch as f64, m.hidden as f64, m.head_dim() as f64);
     let g = w.options.metp.head_groups.unwrap_or(w.p) as f64;

@@ -9,10 +9,14 @@
 //! - Forward: the embedding on the first virtual stage, then its layers (ZeRO-3 gather and the
 //!   layer's forward each), the head and loss on the last. Backward: the layers in reverse,
 //!   then the embedding's backward on the first virtual stage.
-//! - A chunk's last micro-batch synchronises each layer's gradients as its backward ends, one
-//!   collective after the other on the asynchronous stream, slowing compute by σ while that
-//!   traffic flows, as the unpipelined step does; tied embeddings are then all-reduced between
-//!   the first and the last stage, and each stage runs its optimizer.
+//! - A chunk's last micro-batch (every micro-batch under ZeRO ≥ 2) synchronises each layer's
+//!   gradients as its backward ends, one collective after the other on the asynchronous
+//!   stream, slowing compute by σ while that traffic flows — backwards and, when it spills
+//!   over, the forwards after them; tied embeddings are then all-reduced between the first
+//!   and the last stage, and each stage runs its optimizer (and, with a sharded optimizer
+//!   state below ZeRO-3, then all-gathers its updated weights). Without a pipeline a step
+//!   whose every micro-batch synchronises is walked here too (one stage, forward then
+//!   backward per micro-batch), so the queue carries over from one micro-batch to the next.
 //! - Exposed communication: the layers' own, the part of a wait for a neighbour's message
 //!   during which that message is in flight (the rest of a wait is the bubble), and the
 //!   synchronisation left after the last backward. The critical stage is the one that
@@ -23,12 +27,14 @@ use crate::config::{pipeline_op, Coord, ValidWorkload};
 use crate::schedule::{CollectiveOp, Mailboxes, StepPlan, StepTimes};
 
 /// The prices the unpipelined step is made of.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(super) struct Parts {
     pub emb_f: f64,
     pub emb_b: f64,
     pub gather: f64,
     pub sync: f64,
+    /// Per stage: the all-gather of its updated weights after its optimizer step.
+    pub param_gather: Vec<f64>,
     pub fwd_layer: PartTimes,
     pub bwd_layer: PartTimes,
     pub head: PartTimes,
@@ -73,10 +79,10 @@ pub(super) fn price(
     // Enough micro-batches for every stage's warm-up and cool-down and a few steady rounds.
     let m1 = (4 * pp * v).div_ceil(period) * period;
     if ops <= max_walk_ops || m <= m1 + period {
-        return walk(w, plan, pr, parts, m as u32);
+        return walk(w, plan, pr, &parts, m as u32);
     }
-    let a = walk(w, plan, pr, parts, m1 as u32);
-    let b = walk(w, plan, pr, parts, (m1 + period) as u32);
+    let a = walk(w, plan, pr, &parts, m1 as u32);
+    let b = walk(w, plan, pr, &parts, (m1 + period) as u32);
     let k = (m - m1) as f64 / period as f64;
     let f = |x: f64, y: f64| (x + k * (y - x)).max(0.0);
     StepTimes {
@@ -89,9 +95,10 @@ pub(super) fn price(
 
 /// A lower bound on [`price`]'s step: per stage, its ops back to back — each forward and
 /// backward of each chunk once per micro-batch, without waiting for messages, for gradient
-/// synchronisations or slowed by them — then its optimizer; the longest stage. (The walk's
+/// synchronisations or slowed by them — then its optimizer and the all-gather of its updated
+/// weights; the longest stage. (The walk's
 /// stage clock only ever adds to these, and the step ends after every stage's optimizer.)
-pub(super) fn lower_bound(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts) -> f64 {
+pub(super) fn lower_bound(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts) -> f64 {
     let pp = w.outer.pp as u32;
     let last_u = w.outer.pp * w.outer.interleave - 1;
     let m = w.micro_batches as f64;
@@ -116,14 +123,15 @@ pub(super) fn lower_bound(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts
                 .get(s as usize)
                 .map_or(&[][..], Vec::as_slice),
         );
-        longest = longest.max(t + opt);
+        let param_gather = parts.param_gather.get(s as usize).copied().unwrap_or(0.0);
+        longest = longest.max(t + opt + param_gather);
     }
     // Floating sums in another order than the walk's: a hair below, so the bound stays one.
     longest * (1.0 - 1e-12)
 }
 
 /// The walk of every stage's 1F1B order with `m` micro-batches per replica.
-fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts, m: u32) -> StepTimes {
+fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) -> StepTimes {
     let pp = w.outer.pp as u32;
     let v = w.outer.interleave;
     let last_u = pp as u64 * v - 1;
@@ -148,10 +156,11 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts, m: u32) -
         emb_b,
         gather,
         sync,
+        param_gather,
         fwd_layer,
         bwd_layer,
         head,
-    } = parts;
+    } = parts.clone();
     let busy_ratio = if bwd_layer.wall > 0.0 {
         bwd_layer.busy / bwd_layer.wall
     } else {
@@ -213,13 +222,24 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts, m: u32) -
                         }
                         d
                     });
+                    // Gradient synchronisations still flowing (ZeRO ≥ 2 syncs every
+                    // micro-batch) slow this forward's compute by σ while they overlap it.
+                    let hidden: f64 = c
+                        .syncs
+                        .iter()
+                        .map(|&(a, b)| overlap(a, b, t, t + d.wall))
+                        .sum();
+                    let ratio = if d.wall > 0.0 { d.busy / d.wall } else { 0.0 };
+                    let ext = sigma * hidden.min(d.wall) * ratio;
                     c.compute += d.compute;
-                    c.busy += d.busy;
+                    c.busy += d.busy + ext;
                     c.comm += d.comm;
                     c.exposed += d.wall - d.busy;
-                    t += d.wall;
+                    c.slowed += ext;
+                    t += d.wall + ext;
                 } else {
-                    let last_mb = op.micro_batch + 1 == m && sync > 0.0;
+                    let last_mb =
+                        (op.micro_batch + 1 == m || plan.grad_sync_every_micro_batch) && sync > 0.0;
                     for _ in 0..n {
                         let c0 = t + gather;
                         let c1 = c0 + bwd_layer.wall;
@@ -300,9 +320,12 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Parts, m: u32) -
     let mut step = 0.0f64;
     for (s, c) in clocks.iter_mut().enumerate() {
         let opt = pr.kernels(plan.optimizer.get(s).map_or(&[][..], Vec::as_slice));
+        let gather = param_gather.get(s).copied().unwrap_or(0.0);
         c.compute += opt;
         c.busy += opt;
-        step = step.max(ends[s] + opt);
+        c.comm += gather;
+        c.exposed += gather;
+        step = step.max(ends[s] + opt + gather);
     }
     let critical = clocks
         .iter()

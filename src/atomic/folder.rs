@@ -10,6 +10,13 @@
 //!   the run wrote and its size; `failed` when the run stops with an error, `interrupted` on
 //!   SIGINT/SIGTERM (`super::install_interrupt_cleanup`). No process id or time in it: the same
 //!   command gives the same manifest.
+//! - **Stale files**: a run into a folder an earlier run wrote removes, when it finishes, the
+//!   files the earlier manifest lists and this run did not write again (a sweep over other
+//!   degrees leaves no old plots behind). Until then — and in a `running`, `failed` or
+//!   `interrupted` manifest — `files` lists every file metp-sim may have left in the folder,
+//!   the earlier run's and this one's so far, so that the next run can remove them. Only
+//!   plain relative paths inside the folder are ever removed, never a folder, never one of the
+//!   command's inputs: the manifest is a file read from disk like any other.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -36,7 +43,8 @@ pub struct Manifest {
     /// `running`, `complete`, `failed` or `interrupted`.
     pub status: &'static str,
     /// Files written by this run (relative to the folder) with their sizes, in the order
-    /// written; only in a `complete` manifest.
+    /// written, in a `complete` manifest; in any other, every file an earlier run or this one
+    /// may have left in the folder (module docs).
     pub files: Vec<ManifestFile>,
 }
 
@@ -74,7 +82,68 @@ pub(super) fn interrupt_all() {
 pub struct OutputFolder {
     dir: PathBuf,
     manifest: Manifest,
+    /// Files an earlier run's manifest listed (relative, checked), removed at
+    /// [`OutputFolder::finish`] unless this run wrote them again.
+    previous: Vec<PathBuf>,
     finished: bool,
+}
+
+/// The largest manifest read back (an earlier run's): a manifest lists a few hundred files.
+const MAX_MANIFEST_BYTES: u64 = 8 << 20;
+
+/// The files an earlier run's manifest in `dir` lists: plain relative paths (no root, no `..`)
+/// only, the manifest and the lock left out. A missing, unreadable or foreign manifest lists
+/// none.
+fn previous_files(dir: &Path) -> Vec<PathBuf> {
+    use std::io::Read;
+    let path = dir.join(MANIFEST_NAME);
+    // A regular file only (following a link): opening a named pipe would wait for a writer.
+    if !std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+        return Vec::new();
+    }
+    let Ok(file) = std::fs::File::open(&path) else {
+        return Vec::new();
+    };
+    let mut text = Vec::new();
+    if file
+        .take(MAX_MANIFEST_BYTES + 1)
+        .read_to_end(&mut text)
+        .is_err()
+        || text.len() as u64 > MAX_MANIFEST_BYTES
+    {
+        return Vec::new();
+    }
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    if v["tool"] != "metp-sim" {
+        return Vec::new();
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    for f in v["files"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+        let Some(rel) = f["path"].as_str() else {
+            continue;
+        };
+        let rel = PathBuf::from(rel);
+        let plain = rel.components().count() > 0
+            && rel
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        let ours = rel == Path::new(MANIFEST_NAME) || rel == Path::new(LOCK_NAME);
+        if plain && !ours && !out.contains(&rel) {
+            out.push(rel);
+        }
+    }
+    out
+}
+
+fn listed(dir: &Path, rel: &Path) -> ManifestFile {
+    ManifestFile {
+        path: rel.to_string_lossy().into_owned(),
+        bytes: std::fs::metadata(dir.join(rel))
+            .map(|m| m.len())
+            .unwrap_or(0),
+    }
 }
 
 impl OutputFolder {
@@ -94,6 +163,7 @@ impl OutputFolder {
             source,
         })?;
         take_lock(dir)?;
+        let previous = previous_files(dir);
         let manifest = Manifest {
             tool: "metp-sim",
             version: env!("CARGO_PKG_VERSION"),
@@ -101,17 +171,30 @@ impl OutputFolder {
             status: "running",
             files: Vec::new(),
         };
-        open_folders().push((dir.to_path_buf(), manifest.clone()));
         let folder = OutputFolder {
             dir: dir.to_path_buf(),
             manifest,
+            previous,
             finished: false,
         };
-        write_atomic(
-            &dir.join(MANIFEST_NAME),
-            to_json(&folder.manifest).as_bytes(),
-        )?;
+        let running = folder.unfinished("running");
+        open_folders().push((dir.to_path_buf(), running.clone()));
+        write_atomic(&dir.join(MANIFEST_NAME), to_json(&running).as_bytes())?;
         Ok(folder)
+    }
+
+    /// The manifest of an unfinished run with `status`: every file an earlier run or this one
+    /// may have left in the folder (module docs).
+    fn unfinished(&self, status: &'static str) -> Manifest {
+        let mut m = self.manifest.clone();
+        m.status = status;
+        for rel in &self.previous {
+            let path = rel.to_string_lossy();
+            if !m.files.iter().any(|f| f.path == path) && self.dir.join(rel).exists() {
+                m.files.push(listed(&self.dir, rel));
+            }
+        }
+        m
     }
 
     /// The folder.
@@ -127,10 +210,30 @@ impl OutputFolder {
             path: rel.to_string_lossy().into_owned(),
             bytes,
         });
+        let file = listed(&self.dir, rel);
+        if let Some((_, m)) = open_folders().iter_mut().find(|(d, _)| d == &self.dir) {
+            match m.files.iter_mut().find(|f| f.path == file.path) {
+                Some(f) => *f = file,
+                None => m.files.push(file),
+            }
+        }
     }
 
-    /// Writes the `complete` manifest — last — and releases the lock.
+    /// Removes the files an earlier run left that this one did not write again, writes the
+    /// `complete` manifest — last — and releases the lock.
     pub fn finish(mut self) -> Result<()> {
+        let dir = self.dir.clone();
+        for rel in std::mem::take(&mut self.previous) {
+            let path = rel.to_string_lossy();
+            if self.manifest.files.iter().any(|f| f.path == path) {
+                continue;
+            }
+            let full = dir.join(&rel);
+            let is_file = std::fs::symlink_metadata(&full).is_ok_and(|m| !m.is_dir());
+            if is_file && crate::inputs::input_at(&full).is_none() {
+                let _ = std::fs::remove_file(&full);
+            }
+        }
         self.manifest.status = "complete";
         let written = write_atomic(
             &self.dir.join(MANIFEST_NAME),
@@ -144,12 +247,8 @@ impl OutputFolder {
 impl Drop for OutputFolder {
     fn drop(&mut self) {
         if !self.finished {
-            self.manifest.status = "failed";
-            self.manifest.files.clear();
-            let _ = write_atomic(
-                &self.dir.join(MANIFEST_NAME),
-                to_json(&self.manifest).as_bytes(),
-            );
+            let failed = self.unfinished("failed");
+            let _ = write_atomic(&self.dir.join(MANIFEST_NAME), to_json(&failed).as_bytes());
         }
         open_folders().retain(|(d, _)| d != &self.dir);
         let _ = std::fs::remove_file(self.dir.join(LOCK_NAME));
@@ -162,6 +261,18 @@ fn alive(pid: u32) -> bool {
         return true;
     }
     Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The process id a lock file holds (its first bytes only: a lock is a line).
+fn read_pid(lock: &Path) -> Option<u32> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(lock)
+        .ok()?
+        .take(64)
+        .read_to_string(&mut text)
+        .ok()?;
+    text.trim().parse().ok()
 }
 
 fn take_lock(dir: &Path) -> Result<()> {
@@ -180,9 +291,18 @@ fn take_lock(dir: &Path) -> Result<()> {
                     .map_err(|source| Error::Io { path: lock, source });
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let owner: Option<u32> = std::fs::read_to_string(&lock)
-                    .ok()
-                    .and_then(|t| t.trim().parse().ok());
+                // Ours is a small regular file holding a process id; anything else (a pipe,
+                // which would block a read, a folder, a link elsewhere) is not a lock of ours.
+                if !std::fs::symlink_metadata(&lock).is_ok_and(|m| m.is_file()) {
+                    return Err(Error::Busy {
+                        path: dir.to_path_buf(),
+                        message: format!(
+                            "{LOCK_NAME} is there but is not a lock file metp-sim wrote (not a \
+                             regular file); remove it or choose another --out"
+                        ),
+                    });
+                }
+                let owner: Option<u32> = read_pid(&lock);
                 match owner {
                     Some(pid) if pid != me && alive(pid) => {
                         return Err(Error::Busy {

@@ -13,7 +13,8 @@
 
 use std::time::Instant;
 
-use super::backend::{AttnCall, Pass};
+use crate::backend::repeat::{repetitions, warmups};
+use crate::backend::{AttnCall, Pass};
 use crate::error::{Error, Result};
 
 /// Rates the guard assumes for a kind before it has measured one of its calls.
@@ -52,25 +53,6 @@ pub const SHARES: [(&str, f64); 4] = [
     ("attention", 0.41),
     ("links", 0.15),
 ];
-
-/// Timed repetitions of a call that takes `call_s`: enough for ~30 ms of calls (10 ms quick),
-/// at least 3, at most 25.
-pub fn repetitions(call_s: f64, quick: bool) -> usize {
-    let target = if quick { 0.01 } else { 0.03 };
-    if !(call_s.is_finite() && call_s > 0.0) {
-        return 3;
-    }
-    ((target / call_s).ceil() as usize).clamp(3, 25)
-}
-
-/// Untimed warm-up calls before the repetitions: 2 for calls under 1 ms, else 1.
-pub fn warmups(call_s: f64) -> usize {
-    if call_s < 1e-3 {
-        2
-    } else {
-        1
-    }
-}
 
 impl Budget {
     /// Seconds one measurement of a call taking `call_s` costs: warm-ups and repetitions, each
@@ -165,16 +147,6 @@ impl Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn calib_repetitions_shrink_for_long_calls() {
-        assert_eq!(repetitions(1e-5, false), 25);
-        assert_eq!(repetitions(2e-3, false), 15);
-        assert_eq!(repetitions(0.5, false), 3);
-        assert_eq!(repetitions(f64::NAN, false), 3);
-        assert_eq!(warmups(1e-4), 2);
-        assert_eq!(warmups(1e-2), 1);
-    }
 
     #[test]
     fn calib_without_a_budget_nothing_is_skipped_and_a_failure_is_an_error() {

@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::backend::Backend;
-use super::fit::median;
-use super::predict::{predict, PredictOptions, Prediction};
+use crate::backend::predict::{predict, PredictOptions, Prediction};
+use crate::backend::repeat::median;
+use crate::backend::unit::device::{Phase, StepTime};
+use crate::backend::unit::{GpuMemory, RunReport, RunSpec};
+use crate::backend::Backend;
 use crate::config::Hardware;
 use crate::error::Result;
-use crate::exec::device::{Phase, StepTime};
-use crate::exec::{GpuMemory, RunReport, RunSpec};
 
 /// One ring (phase) of a unit: predicted and measured sums over its steps on the critical
 /// device.
@@ -57,8 +57,10 @@ pub struct UnitComparison {
     pub max_rel_error: f64,
     /// Relative error of each output and gradient.
     pub errors: BTreeMap<String, f64>,
-    /// Measured high-water mark.
+    /// Measured high-water mark (the backend's measure: `RunReport::measured_peak_bytes`).
     pub measured_peak_bytes: u64,
+    /// High-water mark of the tracked buffers (`RunReport::tracked_peak_bytes`).
+    pub tracked_peak_bytes: u64,
     /// The memory inventory's peak for this unit (METP; `memory::unit`).
     pub inventory_peak_bytes: Option<u64>,
     /// Runs timed.
@@ -180,6 +182,7 @@ pub fn compare_report(
         max_rel_error: r.max_rel_error,
         errors: r.errors.clone(),
         measured_peak_bytes: r.measured_peak_bytes,
+        tracked_peak_bytes: r.tracked_peak_bytes,
         inventory_peak_bytes: r.inventory_peak_bytes,
         runs: run_times_s.len(),
         measured_time_s,

@@ -1,21 +1,21 @@
 //! What to measure ([`Plan`]) and measuring it on a [`Backend`] ([`measure`]) into the kernel
-//! measurement file format ([`KernelMeasurements`]), which [`super::kernel_fit::fit_profile`]
+//! measurement file format ([`KernelMeasurements`]), which `fitting::kernel_fit::fit_profile`
 //! fits — the same path for every backend and for a file measured elsewhere. The CPU's plan is
-//! [`Plan::for_units`]; the CUDA backend's, `cuda::grid::measurement_plan`, adds messages
+//! [`Plan::for_units`]; the CUDA backend's, [`super::grid::measurement_plan`], adds messages
 //! between every pair of GPUs, collectives and a time budget ([`super::budget`]).
 
 use serde::Serialize;
 
-use super::backend::{AttnCall, Backend, GemmShape, Pass};
 use super::budget::{Budget, Guard};
-use super::measurements::{
+use crate::backend::predict::{unit_work, Work};
+use crate::backend::unit::device::Link;
+use crate::backend::unit::{ExecMethod, RunSpec, Shape, Unit, WeightExchange};
+use crate::backend::{AttnCall, Backend, GemmShape, Pass};
+use crate::error::Result;
+use crate::fitting::measurements::{
     AttentionSample, CollectiveSample, CopySample, GemmSample, KernelMeasurements, OverlapSample,
     P2pSample,
 };
-use super::predict::{unit_work, Work};
-use crate::error::Result;
-use crate::exec::device::Link;
-use crate::exec::{ExecMethod, RunSpec, Shape, Unit};
 
 /// The measurements of one calibration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -68,6 +68,49 @@ pub fn default_units(p: usize, quick: bool) -> Vec<RunSpec> {
 }
 
 impl Plan {
+    /// The mock backend's plan (`backend::mock`): one that determines every fitted parameter
+    /// of its truth's kernel model (`MockBackend::truth_profile`): GEMMs of one to many tiles
+    /// and short to long k, attention calls with 1 to 64 blocks of 8 to 128 pairs,
+    /// memory-bound kernels over three decades; plus one METP attention and one MLP unit.
+    pub fn for_mock() -> Plan {
+        let shape = Shape {
+            b: 1,
+            s: 64,
+            h: 32,
+            a: 4,
+            f: 128,
+            p: 2,
+        };
+        let mut att = RunSpec::new(Unit::Attention, ExecMethod::Metp, shape);
+        att.metp.weight_exchange = WeightExchange::Broadcast;
+        Plan {
+            gemms: vec![
+                GemmShape::new(8, 8, 8),
+                GemmShape::new(32, 32, 32),
+                GemmShape::new(128, 128, 128),
+                GemmShape::new(128, 128, 8),
+                GemmShape::new(8, 16, 512),
+                GemmShape::new(64, 256, 32),
+            ],
+            attention: vec![
+                AttnCall::block(1, 16, 1, 8),
+                AttnCall::block(1, 64, 1, 8),
+                AttnCall::block(2, 32, 4, 8),
+                AttnCall::block(1, 128, 2, 16),
+                AttnCall::block(4, 8, 8, 8),
+            ],
+            elementwise_bytes: vec![4096, 65536, 1 << 20],
+            copy_bytes: vec![1 << 12, 1 << 20],
+            transfer_bytes: vec![1024, 16384, 1 << 20],
+            pair_bytes: Vec::new(),
+            collective_bytes: Vec::new(),
+            collective_ranks: Vec::new(),
+            slowdown: (GemmShape::new(32, 32, 32), 4096, 3),
+            units: vec![att, RunSpec::new(Unit::Mlp, ExecMethod::Metp, shape)],
+            budget: None,
+        }
+    }
+
     /// A plan measuring a generic ladder of sizes plus every kernel of `units` (so that the
     /// profile's tables hold the units' exact sizes). `link`: the throttle, which bounds the
     /// message sizes so that each takes at most ~20 ms (quick) or ~100 ms.
@@ -410,6 +453,7 @@ fn measure_links(
                     bytes,
                     s,
                     via,
+                    ranks: None,
                 });
             }
             Err(e) => g.failed(&what, e)?,
@@ -437,6 +481,7 @@ fn measure_links(
                                 bytes,
                                 s,
                                 via: p2p_via.clone(),
+                                ranks: None,
                             });
                         }
                         Ok(None) => {}
@@ -446,7 +491,7 @@ fn measure_links(
             }
         }
         for &ranks in &plan.collective_ranks {
-            for op in super::busbw::OPS {
+            for op in crate::backend::busbw::OPS {
                 for &bytes in &plan.collective_bytes {
                     let what = format!("{op} of {bytes} bytes over {ranks} devices");
                     if !g.fits(&what, |b| message_s(b, 2 * bytes)) {
@@ -460,7 +505,7 @@ fn measure_links(
                                 ranks: ranks as u32,
                                 bytes,
                                 s,
-                                bus_bytes_per_s: Some(super::busbw::bus_bytes_per_s(
+                                bus_bytes_per_s: Some(crate::backend::busbw::bus_bytes_per_s(
                                     op, ranks, bytes, s,
                                 )?),
                             });
@@ -509,12 +554,12 @@ fn measure_links(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::calibrate::mock::MockBackend;
+    use crate::backend::mock::MockBackend;
 
     fn budgeted(mut plan: Plan, seconds: f64) -> Plan {
         plan.budget = Some(Budget {
             seconds,
-            prior: crate::calibrate::cuda::grid::PRIOR,
+            prior: crate::calibrate::grid::PRIOR,
             quick: true,
         });
         plan

@@ -1,58 +1,35 @@
-//! Calibration: measure a machine's kernels and links, fit the kernel model of a hardware
-//! profile, run METP's units for real and report predicted against measured (DESIGN §3, §6
-//! `metp-sim calibrate`).
+//! Calibration: drive a backend through a plan of measurements, fit a hardware profile's kernel
+//! model to what it measured, run METP's units for real and compare them with their prediction
+//! (DESIGN §3, §6 `metp-sim calibrate`, `metp-sim run`). It measures, fits (through `fitting`)
+//! and compares; the machines it measures are `backend`'s.
 //!
-//! One path for every backend: a backend measures into a [`KernelMeasurements`] file (written
-//! beside the profile), and [`kernel_fit::fit_profile`] turns that file and a base profile into
-//! the fitted profile; `metp-sim calibrate --fit FILE --base PROFILE` runs only the fit, on a
-//! file measured anywhere (the shared H200 file, the CUDA backend's).
+//! One path for every backend: a backend measures into a kernel measurement file (written
+//! beside the profile), and `fitting::kernel_fit::fit_profile` turns that file and a base
+//! profile into the fitted profile; `metp-sim calibrate --fit FILE --base PROFILE` runs only the
+//! fit, on a file measured anywhere (the shared H200 file, the CUDA backend's).
 //!
-//! - [`backend`]: the [`Backend`] trait — GEMM, attention call of any shape, element-wise
-//!   kernel, copy, point-to-point message, compute slowdown under a transfer, whole units;
-//! - [`cpu`]: the CPU backend (always built), on the virtual devices of `crate::exec`, whose
-//!   links are the exec channels, optionally throttled;
-//! - [`mock`]: exact synthetic numbers, for tests of the fitting;
-//! - [`cuda`]: cuBLAS/NVRTC/NCCL behind the cargo feature `cuda` (a stub that returns a clear
-//!   error otherwise); its measurement plan and units (`cuda::grid`) and the GPU check's split
-//!   and inputs (`cuda::check`) are built always;
-//! - [`measure`]: the plan of measurements and measuring it into the file format;
+//! - [`measure`](mod@measure): the plan of measurements ([`Plan`]) and measuring it into the file format;
+//! - [`grid`]: the CUDA backend's plan (messages between every GPU pair, collectives, a budget);
 //! - [`budget`]: the time guard a budgeted plan is measured under;
-//! - [`busbw`]: nccl-tests' collective sizes and bus bandwidth;
-//! - [`measurements`]: kernel and link measurements as a file (the shared H200 format, extended);
-//! - [`kernel_fit`]: the fit of the kernel model (and links, slowdown) to a measurement file;
-//! - [`fit`]: least-squares tools (link line, slowdown, the simplex search, Levenberg–Marquardt);
-//! - [`price`]: a list of kernels priced with a profile, against measured times (`kernels`);
 //! - [`profile`]: a backend's base profile (a source on every figure), written atomically;
-//! - [`predict`]: a unit's time from a profile, ring step by ring step, following the program
-//!   of the runtime that runs it (`predict::Runtime`: the CPU runtime's or the CUDA units');
+//! - [`compare`]: predicted against measured, per unit, ring and step;
+//! - [`unit_run`]: one unit run and compared with its prediction (`metp-sim run`);
 //! - [`repredict`]: a committed CUDA unit run (or `calibrate`'s units) predicted again from a
 //!   profile, on a CPU;
-//! - [`compare`]: predicted against measured, per unit, ring and step;
 //! - [`threshold`]: the overlap-threshold experiment (exposed communication below c* = F/B);
-//! - [`unit_run`]: one unit run and compared with its prediction (`metp-sim run`).
+//! - [`gpu_check`]: the GPU check's held-out split, its merged files and its table's inputs.
 //!
 //! Calibration writes data that the cost model reads; nothing in `cost`, `analytic` or
-//! `schedule` calls this module. Depends on `config`, `cost`, `exec`, `schedule` (kernel
-//! shapes), `atomic`; never on `report` or the studies above it.
+//! `schedule` calls this module. Depends on `atomic`, `backend`, `config`, `fitting` and
+//! `error`; never on `report` or the studies above it (`sweep`, `validate`, `plan`).
 
-pub mod backend;
 pub mod budget;
-pub mod busbw;
 pub mod compare;
-pub mod cpu;
-pub mod cuda;
-pub mod fit;
-mod fit_params;
-pub mod kernel_fit;
-mod link_fit;
+pub mod gpu_check;
+pub mod grid;
 pub mod measure;
-pub mod measurements;
-pub mod mock;
-pub mod predict;
-pub mod price;
 pub mod profile;
 pub mod repredict;
-pub mod sessions;
 pub mod threshold;
 pub mod unit_run;
 
@@ -60,13 +37,15 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-pub use backend::{AttnCall, Backend, GemmShape, Pass, SlowdownSample, Timing};
 pub use compare::{compare_unit, UnitComparison};
-pub use kernel_fit::{fit_profile, FitReport};
 pub use measure::{default_units, measure, MeasureRun, Plan};
-pub use measurements::KernelMeasurements;
-pub use predict::{predict, PredictOptions, Prediction};
 pub use profile::Meta;
+
+use crate::backend::cpu;
+use crate::backend::predict::{predict, PredictOptions};
+use crate::backend::Backend;
+use crate::fitting::kernel_fit::{fit_profile, FitReport};
+use crate::fitting::measurements::KernelMeasurements;
 
 use crate::config::Hardware;
 use crate::error::Result;
@@ -211,6 +190,12 @@ pub fn calibrate(
             spec.shape.s,
             spec.shape.h
         );
+        // A unit whose f64 reference would not fit on the host (or take hours) is skipped,
+        // and the notes say so: the measurements and the fit stand without it.
+        if let Err(e) = crate::backend::unit::cost::check_host_cost(spec) {
+            notes.push(format!("unit skipped: {e}"));
+            continue;
+        }
         let popts = PredictOptions {
             compute_scale: backend.compute_scale(spec.shape.p, backend.devices()),
             transfer_scale: backend.transfer_scale(spec.shape.p),
@@ -266,6 +251,9 @@ pub fn fit_file(
     profile::ensure_writable(out, force)?;
     let m = KernelMeasurements::read(measurements)?;
     let base = crate::config::load_hardware(base_name)?;
+    // The profile written must replace neither input (--out = --base or = --fit).
+    crate::atomic::check_not_input(out)?;
+    m.check_against(&base, measurements)?;
     let label = format!(
         "fitted by metp-sim calibrate --fit {} --base {}",
         measurements.display(),

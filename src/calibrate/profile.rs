@@ -3,13 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::measurements::KernelMeasurements;
+use crate::backend::unit::device::Link;
 use crate::config::{
     AttentionModel, Figure, GemmModel, Gpu, Hardware, HostModel, InterNode, InterNodeKind,
     IntraNode, IntraNodeKind, KernelModel, MemoryModel, Reserved,
 };
 use crate::error::{Error, Result};
-use crate::exec::device::Link;
+use crate::fitting::measurements::KernelMeasurements;
 
 /// Who calibrated what, where and when: goes into every `source`.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +88,8 @@ fn cpu_kernels(fig: &dyn Fn(f64, &str) -> Figure) -> KernelModel {
         },
         attention_fwd: attention(0.3),
         attention_bwd: attention(0.3),
+        attention: None,
+        placeholder: None,
     }
 }
 
@@ -282,6 +284,7 @@ pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
             "placeholder until the fit of the overlap samples",
         ),
         collectives: Vec::new(),
+        collective_library: None,
     })
 }
 

@@ -8,11 +8,12 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::predict::{predict, PredictOptions, Runtime};
+use crate::backend::predict::{predict, PredictOptions};
+use crate::backend::unit::device::Phase;
+use crate::backend::unit::RunSpec;
+use crate::backend::Runtime;
 use crate::config::{ExecMethod, Hardware, Unit, UnitShape, WeightExchange};
 use crate::error::{Error, Result};
-use crate::exec::device::Phase;
-use crate::exec::RunSpec;
 
 /// One ring of a re-predicted run: predicted and measured sums over its steps.
 #[derive(Debug, Clone, PartialEq, Serialize)]

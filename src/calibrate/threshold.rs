@@ -11,11 +11,12 @@
 
 use serde::Serialize;
 
-use super::backend::{AttnCall, Backend, Pass};
-use super::cpu::CpuBackend;
+use crate::backend::cpu::units::run_unit;
+use crate::backend::cpu::CpuBackend;
+use crate::backend::unit::device::{Link, Phase};
+use crate::backend::unit::{ExecMethod, RunSpec, Shape, Unit};
+use crate::backend::{AttnCall, Backend, Pass};
 use crate::error::Result;
-use crate::exec::device::{Link, Phase};
-use crate::exec::{run_unit, ExecMethod, RunSpec, Shape, Unit};
 
 /// One local sequence length of the sweep.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::compare::{compare_unit, PhaseComparison, StepComparison};
-use super::cpu::{cores, load_average};
 use super::{measure_profile, Backend, Plan, PredictOptions};
+use crate::backend::cpu::{cores, load_average};
+use crate::backend::unit::device::Link;
+use crate::backend::unit::{GpuMemory, RunSpec};
 use crate::config::{ExecMethod, Hardware, Unit, UnitShape, WeightExchange};
 use crate::error::{Error, Result};
-use crate::exec::device::Link;
-use crate::exec::{GpuMemory, RunSpec};
 
 /// Where the prediction's hardware profile comes from.
 #[derive(Debug, Clone)]
@@ -54,8 +54,12 @@ pub struct UnitRun {
     pub max_rel_error: f64,
     /// Relative error per output and gradient.
     pub errors: BTreeMap<String, f64>,
-    /// Largest measured high-water mark over the devices.
+    /// Largest measured high-water mark over the devices (CPU: the runtime's tracked
+    /// allocations; CUDA: the driver's count, each device's memory pool's high-water mark).
     pub measured_peak_bytes: u64,
+    /// Largest high-water mark of the tracked buffers over the devices (the tally the unit
+    /// inventory predicts byte for byte; equal to `measured_peak_bytes` on the CPU).
+    pub tracked_peak_bytes: u64,
     /// The unit inventory's peak (`memory::unit`); `None` for TP.
     pub predicted_peak_bytes: Option<u64>,
     /// Measured time (median run).
@@ -108,6 +112,8 @@ pub fn run_unit(
         return Err(Error::arg("--runs", "must be positive"));
     }
     backend.support().check(backend.name(), spec)?;
+    // Before anything runs: the f64 reference (and the CPU runtime) on the host.
+    crate::backend::unit::cost::check_host_cost(spec)?;
     let p = spec.shape.p;
     let mut notes = vec![
         "predicted_peak_bytes is the memory inventory's figure for this unit (memory::unit: the \
@@ -181,6 +187,7 @@ pub fn run_unit(
         max_rel_error: cmp.max_rel_error,
         errors: cmp.errors.clone(),
         measured_peak_bytes: cmp.measured_peak_bytes,
+        tracked_peak_bytes: cmp.tracked_peak_bytes,
         predicted_peak_bytes: cmp.inventory_peak_bytes,
         measured_time_s: cmp.measured_time_s,
         predicted_time_s: cmp.predicted.time_s,

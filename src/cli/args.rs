@@ -3,8 +3,9 @@
 use clap::{Args, ValueEnum};
 
 use crate::config::{
-    apply_scales, load_hardware, load_model, parse_count, parse_list, parse_scales, Hardware,
-    MethodId, MetpOptions, Options, OuterAxes, Recompute, WeightExchange, Workload, ZeroStage,
+    apply_scales, load_hardware, load_model, parse_attention_kernel, parse_count, parse_list,
+    parse_scales, AttentionKernel, GradDtype, Hardware, MethodId, MetpOptions, OptimizerState,
+    Options, OuterAxes, Recompute, WeightExchange, Workload, ZeroStage,
 };
 use crate::error::{Error, Result};
 use crate::report::{self, Format};
@@ -59,6 +60,64 @@ pub enum ZeroArg {
     Z2,
     #[value(name = "3")]
     Z3,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum GradDtypeArg {
+    Fp32,
+    Bf16,
+}
+
+impl From<GradDtypeArg> for GradDtype {
+    fn from(g: GradDtypeArg) -> GradDtype {
+        match g {
+            GradDtypeArg::Fp32 => GradDtype::Fp32,
+            GradDtypeArg::Bf16 => GradDtype::Bf16,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OptimizerStateArg {
+    Replicated,
+    Sharded,
+}
+
+impl From<OptimizerStateArg> for OptimizerState {
+    fn from(o: OptimizerStateArg) -> OptimizerState {
+        match o {
+            OptimizerStateArg::Replicated => OptimizerState::Replicated,
+            OptimizerStateArg::Sharded => OptimizerState::Sharded,
+        }
+    }
+}
+
+/// The training state's precision and placement (`config::precision`), defined once for every
+/// command that takes a workload.
+#[derive(Debug, Args)]
+pub struct StateArgs {
+    /// Dtype of the main gradients: fp32 (Megatron's default: 18 bytes per parameter,
+    /// gradients reduced in fp32) or bf16 (16 bytes per parameter, reduced in bf16).
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub grad_dtype: GradDtypeArg,
+    /// Optimizer state (fp32 master weights, Adam moments): replicated on every rank holding
+    /// the same weights, or sharded over them (Megatron's distributed optimizer = ZeRO-1:
+    /// gradients reduce-scattered, updated weights all-gathered). Default: as --zero says.
+    #[arg(long, value_enum)]
+    pub optimizer_state: Option<OptimizerStateArg>,
+}
+
+impl StateArgs {
+    /// Sets `options`' gradient dtype and optimizer state; a placement that contradicts an
+    /// explicit `--zero` is a usage error.
+    pub fn apply(&self, options: &mut Options) -> Result<()> {
+        options.grad_dtype = self.grad_dtype.into();
+        options.optimizer_state = self.optimizer_state.map(Into::into);
+        match Workload::optimizer_state_conflict(options) {
+            Some(m) => Err(Error::arg("--optimizer-state", m)),
+            None => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -133,23 +192,17 @@ pub struct CommonArgs {
     /// Data-parallel replicas (ZeRO shards across them).
     #[arg(long, default_value = "1")]
     pub dp: String,
-    /// Pipeline stages (1F1B; layers split as evenly as possible, embedding on the first
-    /// stage, head and loss on the last).
-    #[arg(long, default_value = "1")]
-    pub pp: String,
-    /// Virtual stages per pipeline stage (Megatron's interleaved 1F1B; needs the micro-batches
-    /// per replica to be a multiple of --pp).
-    #[arg(long, default_value = "1")]
-    pub pp_interleave: String,
-    /// Context-parallel degree for tp-sp (Megatron CP: ring attention across cp groups of p).
-    #[arg(long, default_value = "1")]
-    pub cp: String,
-    /// Use fused (FlashAttention-style) attention kernels (default).
+    /// Use fused (FlashAttention-style) attention kernels: the profile's default fused
+    /// implementation (default).
     #[arg(long, overrides_with = "no_flash")]
     pub flash: bool,
-    /// Materialise attention scores (unfused attention).
+    /// Materialise attention scores (unfused attention; the same as --attention-kernel unfused).
     #[arg(long, overrides_with = "flash")]
     pub no_flash: bool,
+    /// Attention implementation from the profile's kernel model (sdpa-fa2, fa2, fa3, fa4,
+    /// cudnn, ck, triton, unfused; `metp-sim list` shows each profile's, default first).
+    #[arg(long, value_name = "NAME")]
+    pub attention_kernel: Option<String>,
     /// Activation recomputation.
     #[arg(long, value_enum, default_value = "none")]
     pub recompute: RecomputeArg,
@@ -172,15 +225,20 @@ pub struct CommonArgs {
     pub no_vocab_parallel: bool,
     #[command(flatten)]
     pub metp: MetpArgs,
+    #[command(flatten)]
+    pub state: StateArgs,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: FormatArg,
 }
 
 impl CommonArgs {
-    pub fn options(&self) -> Options {
-        Options {
-            flash: !self.no_flash,
+    pub fn options(&self) -> Result<Options> {
+        let attention =
+            attention_choice(self.attention_kernel.as_deref(), self.flash, self.no_flash)?;
+        let mut o = Options {
+            flash: !self.no_flash && attention != Some(AttentionKernel::Unfused),
+            attention,
             recompute: match self.recompute {
                 RecomputeArg::None => Recompute::None,
                 RecomputeArg::Selective => Recompute::Selective,
@@ -198,16 +256,10 @@ impl CommonArgs {
             dropout: self.dropout.map(|d| matches!(d, OnOff::On)),
             vocab_parallel: !self.no_vocab_parallel,
             metp: self.metp.options(),
-        }
-    }
-
-    /// The outer axes from `--pp`, `--pp-interleave` and `--cp`.
-    pub fn outer(&self) -> Result<OuterAxes> {
-        Ok(OuterAxes {
-            pp: parse_count("--pp", &self.pp)?,
-            interleave: parse_count("--pp-interleave", &self.pp_interleave)?,
-            cp: parse_count("--cp", &self.cp)?,
-        })
+            ..Options::default()
+        };
+        self.state.apply(&mut o)?;
+        Ok(o)
     }
 
     /// Loads a hardware profile by name or path and applies `--scale`.
@@ -215,24 +267,27 @@ impl CommonArgs {
         load_scaled(name, &self.scale)
     }
 
-    /// Loads the files and builds a workload template (method, p and seq filled by the caller).
+    /// Loads the files and builds a workload template (method, p and seq filled by the caller;
+    /// no pipeline or context parallelism: the commands that take them set [`OuterArgs`]'s).
     pub fn workload(&self, method: MethodId, p: u64, seq: u64) -> Result<Workload> {
         let model = load_model(&self.model)?;
         let mut hardware = self.hardware(&self.hw)?;
         if let Some(n) = self.nodes {
             hardware.set_nodes(n)?;
         }
+        let options = self.options()?;
+        check_attention(&options, [&hardware])?;
         Ok(Workload {
             model,
             hardware,
             method,
             p,
             dp: parse_count("--dp", &self.dp)?,
-            outer: self.outer()?,
+            outer: OuterAxes::default(),
             seq,
             micro_batch: parse_count("--micro-batch", &self.micro_batch)?,
             micro_batches: 1,
-            options: self.options(),
+            options,
         })
     }
 }
@@ -271,6 +326,78 @@ pub fn apply_global_batch(w: &mut Workload, g: Option<&str>) -> Result<()> {
         ));
     }
     w.micro_batches = g / per;
+    Ok(())
+}
+
+/// Pipeline stages and context parallelism: flattened into the commands that can run them
+/// (memory, maxseq, simulate, sweep), not into `overlap`, whose study is METP on one layer —
+/// a command lists only the flags it can use.
+#[derive(Debug, Args)]
+pub struct OuterArgs {
+    /// Pipeline stages (1F1B; layers split as evenly as possible, embedding on the first
+    /// stage, head and loss on the last).
+    #[arg(long, default_value = "1")]
+    pub pp: String,
+    /// Virtual stages per pipeline stage (Megatron's interleaved 1F1B; needs the micro-batches
+    /// per replica to be a multiple of --pp).
+    #[arg(long, default_value = "1")]
+    pub pp_interleave: String,
+    /// Context-parallel degree for tp-sp (Megatron CP: ring attention across cp groups of p).
+    #[arg(long, default_value = "1")]
+    pub cp: String,
+}
+
+impl OuterArgs {
+    /// The outer axes from `--pp`, `--pp-interleave` and `--cp`.
+    pub fn axes(&self) -> Result<OuterAxes> {
+        Ok(OuterAxes {
+            pp: parse_count("--pp", &self.pp)?,
+            interleave: parse_count("--pp-interleave", &self.pp_interleave)?,
+            cp: parse_count("--cp", &self.cp)?,
+        })
+    }
+}
+
+/// `--attention-kernel NAME` with `--flash` / `--no-flash`: `--no-flash` is `unfused`, `--flash`
+/// the profile's default fused implementation; naming a fused one with `--no-flash`, or
+/// `unfused` with `--flash`, is a usage error. Whether a profile has the name is checked when
+/// the workload is validated (a usage error listing what it has).
+pub fn attention_choice(
+    name: Option<&str>,
+    flash: bool,
+    no_flash: bool,
+) -> Result<Option<AttentionKernel>> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let k = parse_attention_kernel(name)?;
+    if no_flash && k.is_fused() {
+        return Err(Error::arg(
+            "--attention-kernel",
+            format!("'{k}' is a fused implementation but --no-flash asks for unfused attention"),
+        ));
+    }
+    if flash && !k.is_fused() {
+        return Err(Error::arg(
+            "--attention-kernel",
+            "'unfused' contradicts --flash (use one of them)",
+        ));
+    }
+    Ok(Some(k))
+}
+
+/// Refuses, as a usage error listing what it has, a profile that lacks the implementation the
+/// options ask for — before any work starts (a sweep would otherwise record every point as
+/// invalid).
+pub fn check_attention<'a>(
+    options: &Options,
+    profiles: impl IntoIterator<Item = &'a Hardware>,
+) -> Result<()> {
+    for hw in profiles {
+        hw.kernels
+            .clone()
+            .select_attention(options.attention_kernel(hw), &hw.name)?;
+    }
     Ok(())
 }
 

@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::link::{check_devices, check_runs, BackendArg, LinkArgs, OutFormat};
-use crate::calibrate::cpu::CpuBackend;
+use crate::backend::cpu::CpuBackend;
+use crate::backend::Backend;
 use crate::calibrate::profile::{default_path, host_name, today};
-use crate::calibrate::{self, Backend, Options, Plan};
+use crate::calibrate::{self, Options, Plan};
 use crate::error::{Error, Result};
 use crate::report;
 
@@ -20,6 +21,11 @@ pub struct CalibrateArgs {
     /// model to; nothing is measured. Needs --base and --out.
     #[arg(long, requires_all = ["base", "out"])]
     fit: Option<PathBuf>,
+    /// Fit only: nccl-tests / rccl-tests logs (`PATH`, or `OP=PATH` when the log names no
+    /// test) to fit `--base`'s link figures to (intra-node link, NVLS, point-to-point rate,
+    /// NICs and their latencies); writes --out with sources naming the logs.
+    #[arg(long, num_args = 1.., value_name = "LOG", requires_all = ["base", "out"], conflicts_with = "fit")]
+    fit_links: Vec<String>,
     /// The profile the measurements are fitted onto (name or path). Without --fit: default
     /// the backend's own base (CPU: a virtual-device model; CUDA: hgx-h200's kernel model).
     #[arg(long)]
@@ -55,6 +61,13 @@ pub struct CalibrateArgs {
 }
 
 pub fn run(a: CalibrateArgs) -> Result<String> {
+    if let (false, Some(base), Some(out)) = (a.fit_links.is_empty(), &a.base, &a.out) {
+        let r = crate::nccl_tests::fit::fit_links(&a.fit_links, base, out, a.force)?;
+        return Ok(match a.format {
+            OutFormat::Json => report::to_json(&r),
+            OutFormat::Table => report::link_fit_table(&r),
+        });
+    }
     if let (Some(file), Some(base), Some(out)) = (&a.fit, &a.base, &a.out) {
         let r = calibrate::fit_file(file, base, out, a.force)?;
         return Ok(match a.format {
@@ -63,6 +76,14 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
         });
     }
     check_devices("--devices", a.devices)?;
+    if a.backend == BackendArg::Cpu {
+        // The CPU backend measures its units' own kernels, sized by --devices: a unit whose
+        // f64 reference would not fit on the host (or take hours) means measurements that
+        // would not either — refused before the backend starts or anything is measured.
+        for u in &calibrate::default_units(a.devices, a.quick) {
+            crate::backend::unit::cost::check_host_cost(u)?;
+        }
+    }
     let runs = a.runs.map(check_runs).transpose()?;
     let budget_s =
         match (a.backend, a.budget_s) {
@@ -104,15 +125,16 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
                     "the link throttle exists only on the cpu backend",
                 ));
             }
-            calibrate::cuda::open(a.devices, a.quick)?
+            crate::backend::cuda::open(a.devices, a.quick)?
         }
     };
     let plan = match a.backend {
         BackendArg::Cpu => {
             Plan::for_units(calibrate::default_units(a.devices, a.quick), a.quick, link)
         }
-        BackendArg::Cuda => calibrate::cuda::grid::measurement_plan(a.devices, a.quick),
+        BackendArg::Cuda => calibrate::grid::measurement_plan(a.devices, a.quick),
     };
+
     let opts = Options {
         quick: a.quick,
         out,
@@ -127,6 +149,8 @@ pub fn run(a: CalibrateArgs) -> Result<String> {
             .transpose()?,
         budget_s,
     };
+    // The profile written must not replace --base (read above).
+    crate::atomic::check_not_input(&opts.out)?;
     // A GPU calibration always logs its progress (with the elapsed time): its log is the
     // record of a short, rare run on a GPU machine.
     let verbose = std::io::stderr().is_terminal() || a.backend == BackendArg::Cuda;

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use crate::calibrate::cuda::check;
-use crate::calibrate::measurements::KernelMeasurements;
+use crate::calibrate::gpu_check;
 use crate::error::Result;
+use crate::fitting::measurements::KernelMeasurements;
 
 #[derive(Debug, Args)]
 pub struct GpuCheckArgs {
@@ -68,11 +68,13 @@ pub fn run(a: GpuCheckArgs) -> Result<String> {
             fit,
             held_out,
         } => {
-            // Both outputs checked before either is written.
+            let m = KernelMeasurements::read(&input)?;
+            // Both outputs checked before either is written: neither the input (read above:
+            // `atomic::check_output_file` knows it) nor each other.
             crate::atomic::check_output_file(&fit)?;
             crate::atomic::check_output_file(&held_out)?;
-            let m = KernelMeasurements::read(&input)?;
-            let (f, h) = check::split(&m, every)?;
+            crate::atomic::check_distinct_outputs(&[("--fit", &fit), ("--held-out", &held_out)])?;
+            let (f, h) = gpu_check::split(&m, every)?;
             crate::atomic::write_atomic(&fit, f.to_json().as_bytes())?;
             crate::atomic::write_atomic(&held_out, h.to_json().as_bytes())?;
             let count = |m: &KernelMeasurements| {
@@ -96,6 +98,8 @@ pub fn run(a: GpuCheckArgs) -> Result<String> {
                 .iter()
                 .map(|p| KernelMeasurements::read(p))
                 .collect::<Result<Vec<_>>>()?;
+            // Not one of the inputs (read above).
+            crate::atomic::check_output_file(&out)?;
             let m = KernelMeasurements::merge(&files)?;
             crate::atomic::write_atomic(&out, m.to_json().as_bytes())?;
             Ok(format!(
@@ -111,7 +115,7 @@ pub fn run(a: GpuCheckArgs) -> Result<String> {
             let mut notes = Vec::new();
             let kinds = match &compare {
                 Some(p) => match read_json(p) {
-                    Ok(v) => match check::held_out_errors(&v) {
+                    Ok(v) => match gpu_check::held_out_errors(&v) {
                         Ok(k) => k,
                         Err(e) => {
                             notes.push(format!("{}: {e}", p.display()));
@@ -128,9 +132,10 @@ pub fn run(a: GpuCheckArgs) -> Result<String> {
             let mut rows = Vec::new();
             for p in &units {
                 match read_json(p) {
-                    Ok(v) => match check::unit_rows(&v) {
-                        Some(r) => rows.extend(r),
-                        None => notes.push(format!("{}: no unit results in it", p.display())),
+                    Ok(v) => match gpu_check::unit_rows(&v) {
+                        Ok(Some(r)) => rows.extend(r),
+                        Ok(None) => notes.push(format!("{}: no unit results in it", p.display())),
+                        Err(e) => notes.push(format!("{}: {e}", p.display())),
                     },
                     Err(e) => notes.push(format!("unit results unavailable: {e}")),
                 }

@@ -1,18 +1,19 @@
 //! `metp-sim kernels --hw H --input FILE.json [--compare] [--format json|table]`: prices a list
 //! of kernels (or every kernel of a measurement file) with a profile's kernel model
-//! (`calibrate::price`).
+//! (`fitting::price`).
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::link::OutFormat;
-use crate::calibrate::price::{price_at_clocks, read_input};
-use crate::calibrate::sessions::SESSION_FACTOR_RANGE;
 use crate::config::limits::MAX_MEASUREMENT_SESSIONS;
-use crate::config::load_hardware;
+use crate::config::{load_hardware, parse_attention_kernel};
 use crate::error::{Error, Result};
+use crate::fitting::price::{check_implementations, check_measured, price_at_clocks, read_input};
+use crate::fitting::sessions::SESSION_FACTOR_RANGE;
 use crate::report::{kernels_table, to_json};
+use crate::schedule::KernelShape;
 
 #[derive(Debug, Args)]
 pub struct KernelsArgs {
@@ -34,6 +35,10 @@ pub struct KernelsArgs {
     /// `calibrate --fit` fitted it for a file joining several sessions (repeatable).
     #[arg(long = "session-clock", value_name = "K=FACTOR")]
     session_clock: Vec<String>,
+    /// Price attention entries that name no `implementation` with this one of the profile's
+    /// (default: the profile's default; `metp-sim list` shows each profile's).
+    #[arg(long, value_name = "NAME")]
+    attention_kernel: Option<String>,
 }
 
 /// `K=FACTOR` flags as factors for sessions 1…max K (1 where none is given).
@@ -71,7 +76,20 @@ fn session_clocks(flags: &[String]) -> Result<Vec<f64>> {
 pub fn run(a: KernelsArgs) -> Result<String> {
     let clocks = session_clocks(&a.session_clock)?;
     let hw = load_hardware(&a.hw)?;
-    let (items, timing) = read_input(&a.input)?;
+    let default = match &a.attention_kernel {
+        Some(name) => parse_attention_kernel(name)?,
+        None => hw.kernels.default_attention(),
+    };
+    // The profile's own figures for the default, and a usage error if it lacks it.
+    hw.kernels.clone().select_attention(default, &hw.name)?;
+    let (mut items, timing) = read_input(&a.input)?;
+    for it in &mut items {
+        if matches!(it.shape, KernelShape::Attention(_)) {
+            it.attention = it.attention.or(Some(default));
+        }
+    }
+    check_implementations(&hw, &items, &a.input)?;
+    check_measured(&hw, &items, &a.input)?;
     let p = price_at_clocks(&hw, &items, timing, a.compare, &clocks);
     Ok(match a.format {
         OutFormat::Json if a.compare => to_json(&p),

@@ -2,13 +2,18 @@
 
 use clap::{Args, ValueEnum};
 
+use crate::backend::unit::device::Link;
 use crate::config::limits::{LINK_THROTTLE, MAX_RUNS, MAX_VIRTUAL_DEVICES};
 use crate::error::{Error, Result};
-use crate::exec::device::Link;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BackendArg {
+    /// Threads on this machine's CPU, one per virtual device (no GPU needed).
     Cpu,
+    /// CUDA GPUs (a build with --features cuda). With p GPUs and NCCL, device i runs on GPU i
+    /// with NCCL send/recv between them — a path not yet run on more than one GPU (the
+    /// committed runs had one H200; scripts/gpu-check.sh --gpus N is its test); else the p
+    /// devices share GPU 0.
     Cuda,
 }
 

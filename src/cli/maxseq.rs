@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::args::{apply_global_batch, BatchArgs, CommonArgs};
+use super::args::{apply_global_batch, BatchArgs, CommonArgs, OuterArgs};
 use crate::config::{parse_list, MethodId};
 use crate::error::Result;
 use crate::report::{self, Format};
@@ -20,12 +20,16 @@ pub struct MaxseqArgs {
     batch: BatchArgs,
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    outer: OuterArgs,
 }
 
 pub fn run(a: MaxseqArgs) -> Result<String> {
     let methods = MethodId::parse_list("--methods", &a.methods)?;
     let degrees = parse_list("--p", &a.p)?;
+    let outer = a.outer.axes()?;
     let mut template = a.common.workload(methods[0], degrees[0], 1)?;
+    template.outer = outer;
     apply_global_batch(&mut template, a.batch.global_batch.as_deref())?;
     let rows = search::max_seq_grid(&template, &methods, &degrees);
     Ok(match a.common.format.into() {

@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::args::{apply_global_batch, single_degree, BatchArgs, CommonArgs};
+use super::args::{single_degree, CommonArgs, OuterArgs};
 use crate::config::{parse_count, MethodId};
 use crate::error::Result;
 use crate::report::{self, Format};
@@ -18,19 +18,29 @@ pub struct MemoryArgs {
     /// Sequence length (4k = 4096).
     #[arg(long, default_value = "32k")]
     seq: String,
-    #[command(flatten)]
-    batch: BatchArgs,
+    /// Global batch in sequences (default: one micro-batch per data-parallel replica); with a
+    /// pipeline it sets the micro-batches each stage holds in flight.
+    #[arg(long)]
+    global_batch: Option<String>,
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    outer: OuterArgs,
 }
 
 pub fn run(a: MemoryArgs) -> Result<String> {
     let method = MethodId::parse("--method", &a.method)?;
     let p = single_degree(&a.p)?;
     let seq = parse_count("--seq", &a.seq)?;
-    let mut w = a.common.workload(method, p, seq)?;
-    apply_global_batch(&mut w, a.batch.global_batch.as_deref())?;
-    let w = w.validate()?;
+    let w = super::simulate::workload(
+        &a.common,
+        &a.outer,
+        method,
+        p,
+        seq,
+        a.global_batch.as_deref(),
+    )?
+    .validate()?;
     let inv = crate::memory::inventory(&w);
     Ok(match a.common.format.into() {
         Format::Table => report::memory_table(&w, &inv),

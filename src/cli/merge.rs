@@ -1,26 +1,31 @@
 //! `metp-sim merge`: joins the shard files of a split `sweep` or `plan` into exactly what one
-//! run would have written (the same rendering calls as the unsharded command).
+//! run would have written (the same rendering calls as the unsharded command). A shard file is
+//! input like any other: sizes are checked before anything is read, every envelope before any
+//! data, and each part's data — the study it embeds and every number — before it is joined
+//! (`shard`, `sweep::check_part`, `plan::check_part`); the output folder comes from the command
+//! line, never from a file.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
 use super::{plan, sweep};
 use crate::error::{Error, Result};
-use crate::shard::{self, ShardFile};
+use crate::shard::{self, Envelope};
 
 #[derive(Debug, Args)]
 pub struct MergeArgs {
     /// Shard files (`*.shard-K-of-N.json`), or folders holding them.
     #[arg(required = true, value_name = "SHARD_FILE_OR_DIR")]
     inputs: Vec<PathBuf>,
-    /// Output folder of a sweep (default: the sweep's own --out, where its parts wrote).
+    /// Output folder of a sweep (default: the folder the shard files are in).
     #[arg(long)]
     out: Option<PathBuf>,
 }
 
 pub fn run(a: MergeArgs) -> Result<String> {
     let paths = shard::expand(&a.inputs)?;
+    shard::check_sizes(&paths)?;
     let files = paths
         .iter()
         .map(|p| shard::read(p).map(|f| (p.clone(), f)))
@@ -28,12 +33,14 @@ pub fn run(a: MergeArgs) -> Result<String> {
     let files = shard::check_set(files)?;
     match files[0].1.kind.as_str() {
         sweep::SHARD_KIND => {
-            let (command, parts) = data::<sweep::SweepShard>(files)?;
-            let first = &parts[0];
-            let out = a.out.clone().unwrap_or_else(|| first.out.clone());
-            let results = parts.iter().map(|p| p.result.clone()).collect();
+            let out = match a.out.clone() {
+                Some(out) => out,
+                None => shards_folder(&files)?,
+            };
+            crate::atomic::check_output_dir(&out)?;
+            let (command, first, results) = sweep::read_parts(&files)?;
             let result = crate::sweep::merge(&first.spec, results)?;
-            sweep::write_merged(command, first, &result, &out)
+            sweep::write_merged(command, &first, &result, &out)
         }
         plan::SHARD_KIND => {
             if a.out.is_some() {
@@ -42,8 +49,7 @@ pub fn run(a: MergeArgs) -> Result<String> {
                     "a plan is printed, not written to a folder; redirect the output instead",
                 ));
             }
-            let (_, parts) = data::<plan::PlanShard>(files)?;
-            plan::render_merged(parts)
+            plan::render_merged(&files)
         }
         other => Err(Error::Merge {
             message: format!("shards of '{other}' cannot be merged (sweep and plan can)"),
@@ -51,14 +57,29 @@ pub fn run(a: MergeArgs) -> Result<String> {
     }
 }
 
-/// The parts' data, in part order, with the unsharded command line.
-fn data<T: serde::de::DeserializeOwned>(
-    files: Vec<(PathBuf, ShardFile<shard::Unparsed>)>,
-) -> Result<(Vec<String>, Vec<T>)> {
-    let command = files[0].1.command.clone();
-    let parts = files
-        .iter()
-        .map(|(path, f)| shard::parse_data(path, f))
-        .collect::<Result<Vec<T>>>()?;
-    Ok((command, parts))
+/// The folder every shard file is in: where the parts of a sweep wrote them (their `--out`),
+/// and the default output folder of its merge.
+fn shards_folder(files: &[(PathBuf, Envelope)]) -> Result<PathBuf> {
+    let folder = |p: &Path| {
+        p.parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf()
+    };
+    let first = folder(&files[0].0);
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    for (path, _) in &files[1..] {
+        if canonical(&folder(path)) != canonical(&first) {
+            return Err(Error::arg(
+                "--out",
+                format!(
+                    "the shard files are in more than one folder ({} and {}); name the merged \
+                     sweep's folder with --out",
+                    first.display(),
+                    folder(path).display()
+                ),
+            ));
+        }
+    }
+    Ok(first)
 }

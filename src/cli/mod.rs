@@ -4,6 +4,7 @@
 
 mod args;
 mod calibrate;
+mod collectives;
 mod gpu_check;
 mod kernels;
 mod link;
@@ -67,6 +68,10 @@ enum Command {
     /// units' predicted and measured times.
     #[command(after_help = help("calibrate"))]
     Calibrate(calibrate::CalibrateArgs),
+    /// nccl-tests' table (size, count, type, time, algbw, busbw) predicted on a profile;
+    /// --compare LOG adds a published nccl-tests / rccl-tests log and flags a short curve.
+    #[command(after_help = help("collectives"))]
+    Collectives(collectives::CollectivesArgs),
     /// Price a list of kernels (or a measurement file's) with a profile's kernel model;
     /// --compare reports the error against measured times.
     #[command(after_help = help("kernels"))]
@@ -83,6 +88,8 @@ enum Command {
 pub fn main() -> i32 {
     // An interrupted run removes its temporaries and releases its output folders.
     crate::atomic::install_interrupt_cleanup();
+    // No output of this command may replace one of its inputs (`inputs`).
+    crate::inputs::track();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -111,6 +118,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Merge(a) => merge::run(a)?,
         Command::Run(a) => run::run(a)?,
         Command::Calibrate(a) => calibrate::run(a)?,
+        Command::Collectives(a) => collectives::run(a)?,
         Command::Kernels(a) => kernels::run(a)?,
         Command::GpuCheck(a) => gpu_check::run(a)?,
         Command::List => list(),
@@ -120,12 +128,22 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 fn list() -> String {
-    use crate::config::{list_names, DataKind};
-    format!(
-        "models: {}\nhardware profiles: {}\n",
-        list_names(DataKind::Model).join(", "),
-        list_names(DataKind::Hardware).join(", ")
-    )
+    use crate::config::{list_names, load_hardware, DataKind};
+    let mut out = format!("models: {}\n", list_names(DataKind::Model).join(", "));
+    out.push_str("hardware profiles (attention implementations, default first):\n");
+    for name in list_names(DataKind::Hardware) {
+        match load_hardware(&name) {
+            Ok(hw) => {
+                let k = &hw.kernels;
+                out.push_str(&format!("  {name}: {}\n", k.attention_list()));
+                if let Some(p) = k.placeholder_note(k.default_attention()) {
+                    out.push_str(&format!("    placeholder: {p}\n"));
+                }
+            }
+            Err(e) => out.push_str(&format!("  {name}: does not load: {e}\n")),
+        }
+    }
+    out
 }
 
 /// Prints to stdout, ignoring a closed pipe (`metp-sim … | head`).

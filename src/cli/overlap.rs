@@ -36,6 +36,18 @@ pub fn run(a: OverlapArgs) -> Result<String> {
         return Err(Error::arg("--p", "the overlap condition needs p ≥ 2"));
     }
     let locals = parse_seq_spec("--local-seq", &a.local_seq)?;
+    let most = crate::config::limits::MAX_OVERLAP_LENGTHS;
+    if locals.len() as u64 > most {
+        return Err(Error::arg(
+            "--local-seq",
+            format!(
+                "'{}' is {} local lengths; an overlap study simulates at most {most} (each a \
+                 traced METP layer): use a larger step",
+                a.local_seq,
+                locals.len()
+            ),
+        ));
+    }
     let mut base: Workload = a.common.workload(MethodId::Metp, p, p * locals[0])?;
     if a.ideal_kernels {
         idealise(&mut base);

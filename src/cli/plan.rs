@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use clap::Args;
 
-use super::args::{CausalOrderArg, FormatArg, OnOff};
+use super::args::{CausalOrderArg, FormatArg, OnOff, StateArgs};
 use super::progress::Progress;
 use super::simulate::LinkModelArg;
 use crate::config::{
@@ -79,6 +79,10 @@ pub struct PlanArgs {
     /// Also try unfused attention (FlashAttention off).
     #[arg(long)]
     include_no_flash: bool,
+    /// The fused attention implementation the candidates run (the profile's default unless
+    /// named; `metp-sim list` shows each profile's); unfused candidates: --include-no-flash.
+    #[arg(long, value_name = "NAME")]
+    attention_kernel: Option<String>,
     /// Causal attention.
     #[arg(long)]
     causal: bool,
@@ -91,6 +95,10 @@ pub struct PlanArgs {
     /// Link model for the simulator.
     #[arg(long, value_enum, default_value = "maxmin")]
     link_model: LinkModelArg,
+    /// Gradient dtype and optimizer-state placement (sharded keeps ZeRO stages 1–3 among the
+    /// candidates, replicated stage 0).
+    #[command(flatten)]
+    state: StateArgs,
     /// Only method × p × dp (no pipeline stages, interleaving or context parallelism).
     #[arg(long)]
     no_outer_axes: bool,
@@ -152,29 +160,76 @@ fn format_name(f: FormatArg) -> &'static str {
     }
 }
 
-/// The plan joined from its parts (`metp-sim merge`), rendered as the unsharded command would.
-pub fn render_merged(parts: Vec<PlanShard>) -> Result<String> {
-    let format = match parts[0].format.as_str() {
-        "json" => FormatArg::Json,
-        "csv" => FormatArg::Csv,
-        "table" => FormatArg::Table,
-        other => {
-            return Err(Error::Merge {
-                message: format!("unknown plan format '{other}' in the shard files"),
-            })
+/// The plan joined from its parts (`metp-sim merge`; envelopes checked as one set, in part
+/// order), rendered as the unsharded command would. Each part is checked as it is read: the
+/// study it embeds through the checks of the files and flags it came from, the fingerprint
+/// against that study, the same study and rendering as part 0, and its results
+/// (`plan::check_part`); one part's text is held at a time.
+pub fn render_merged(files: &[(PathBuf, shard::Envelope)]) -> Result<String> {
+    let mut first: Option<PlanShard> = None;
+    let mut parts = Vec::with_capacity(files.len());
+    for (path, envelope) in files {
+        let shard: PlanShard = shard::read_data(path, envelope)?;
+        match &first {
+            None => {
+                plan::check_spec(&shard.spec, path, "data.spec")?;
+                if !["json", "csv", "table"].contains(&shard.format.as_str()) {
+                    return Err(Error::InvalidField {
+                        path: path.clone(),
+                        field: "data.format".into(),
+                        message: format!("'{}' is not json, csv or table", shard.format),
+                    });
+                }
+            }
+            Some(f)
+                if shard.spec != f.spec
+                    || shard.format != f.format
+                    || shard.max_rejected != f.max_rejected =>
+            {
+                return Err(Error::Merge {
+                    message: format!(
+                        "{}: holds another plan or rendering than part 0",
+                        path.display()
+                    ),
+                })
+            }
+            Some(_) => {}
         }
-    };
-    let max_rejected = parts[0].max_rejected;
-    let mut parts = parts.into_iter();
-    let Some(first) = parts.next() else {
+        envelope.check_study(path, &crate::atomic::to_json(&shard.spec))?;
+        plan::check_part(&shard.spec, envelope.shard, &shard.part, path, "data.part")?;
+        let PlanShard {
+            spec,
+            format,
+            max_rejected,
+            part,
+        } = shard;
+        parts.push(part);
+        if first.is_none() {
+            first = Some(PlanShard {
+                spec,
+                format,
+                max_rejected,
+                part: PlanPart {
+                    evaluated: 0,
+                    equivalent_skipped: 0,
+                    feasible: 0,
+                    pool: Vec::new(),
+                    rejected: Vec::new(),
+                    simulated: Vec::new(),
+                },
+            });
+        }
+    }
+    let Some(first) = first else {
         return Err(Error::arg("merge", "no shard files given"));
     };
-    let spec = first.spec;
-    let all = std::iter::once(first.part)
-        .chain(parts.map(|p| p.part))
-        .collect();
-    let mut p = plan::merge(&spec, all)?;
-    Ok(render(&mut p, format, max_rejected))
+    let format = match first.format.as_str() {
+        "json" => FormatArg::Json,
+        "csv" => FormatArg::Csv,
+        _ => FormatArg::Table,
+    };
+    let mut p = plan::merge(&first.spec, parts)?;
+    Ok(render(&mut p, format, first.max_rejected))
 }
 
 fn spec(a: &PlanArgs) -> Result<PlanSpec> {
@@ -243,12 +298,25 @@ fn spec(a: &PlanArgs) -> Result<PlanSpec> {
     s.sim_candidates = sim_candidates;
     s.include_no_flash = a.include_no_flash;
     s.outer_axes = !a.no_outer_axes;
+    let attention = super::args::attention_choice(a.attention_kernel.as_deref(), true, false)
+        .map_err(|e| match e {
+            Error::InvalidArgument { .. } if a.attention_kernel.as_deref() == Some("unfused") => {
+                Error::arg(
+                    "--attention-kernel",
+                    "plan ranks fused candidates; add unfused ones with --include-no-flash",
+                )
+            }
+            e => e,
+        })?;
     s.options = Options {
+        attention,
         causal: a.causal,
         causal_zigzag: matches!(a.causal_order, CausalOrderArg::Zigzag),
         dropout: a.dropout.map(|d| matches!(d, OnOff::On)),
         ..Options::default()
     };
+    a.state.apply(&mut s.options)?;
+    super::args::check_attention(&s.options, [&s.hardware])?;
     s.link_model = a.link_model.into();
     s.sim_depth = if a.full_sim {
         SimDepth::Periodic

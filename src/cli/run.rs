@@ -4,18 +4,28 @@ use clap::{Args, ValueEnum};
 
 use super::args::MetpArgs;
 use super::link::{check_devices, check_runs, BackendArg, LinkArgs, OutFormat};
-use crate::calibrate::cpu::CpuBackend;
+use crate::backend::cpu::CpuBackend;
+use crate::backend::unit::RunSpec;
+use crate::backend::Backend;
 use crate::calibrate::unit_run::{self, ProfileSource};
-use crate::calibrate::{self, Backend};
-use crate::config::{load_hardware, load_model, parse_count, ExecMethod, Unit, UnitShape};
+use crate::config::{
+    load_hardware, load_model, parse_count, Activation, ExecMethod, Unit, UnitShape,
+};
 use crate::error::{Error, Result};
-use crate::exec::RunSpec;
 use crate::report;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum UnitArg {
     Attention,
     Mlp,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ActivationArg {
+    /// GeLU (tanh form).
+    Gelu,
+    /// SwiGLU (LLaMA's): SiLU(X·W_gate) ∘ X·W_up, three weight matrices.
+    Swiglu,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -44,9 +54,9 @@ pub struct RunArgs {
     /// Micro-batch b.
     #[arg(long, default_value = "1")]
     micro_batch: String,
-    /// Model whose hidden size, heads and MLP width set the shape (a real model's layer is
-    /// far too big for a CPU: scale it down with --hidden/--heads/--ffn). Without it the
-    /// shape is hidden 64, heads 4, ffn 256.
+    /// Model whose hidden size, heads, K/V heads and MLP width set the shape (a real model's
+    /// layer is far too big for a CPU: scale it down with --hidden/--heads/--ffn; --heads
+    /// makes the attention multi-head). Without it the shape is hidden 64, heads 4, ffn 256.
     #[arg(long)]
     model: Option<String>,
     /// Override the hidden size h.
@@ -58,6 +68,13 @@ pub struct RunArgs {
     /// Override the MLP width f.
     #[arg(long)]
     ffn: Option<String>,
+    /// K/V heads (grouped-query attention when fewer than the heads; a multiple of p). Default:
+    /// the model's unless --heads reshapes the attention, else the heads.
+    #[arg(long)]
+    kv_heads: Option<String>,
+    /// The MLP's activation. Default: the model's, else gelu.
+    #[arg(long, value_enum)]
+    activation: Option<ActivationArg>,
     /// Causal attention (contiguous sequence blocks).
     #[arg(long)]
     causal: bool,
@@ -99,12 +116,18 @@ fn count(flag: &str, v: &Option<String>, default: u64) -> Result<usize> {
 
 /// The run the flags describe.
 fn spec(a: &RunArgs) -> Result<RunSpec> {
-    let (h0, a0, f0) = match &a.model {
+    let (h0, a0, f0, kv0, act0) = match &a.model {
         Some(m) => {
             let m = load_model(m)?;
-            (m.hidden, m.heads, m.ffn_hidden)
+            (
+                m.hidden,
+                m.heads,
+                m.ffn_hidden,
+                Some(m.kv_heads),
+                m.activation,
+            )
         }
-        None => (64, 4, 256),
+        None => (64, 4, 256, None, Activation::Gelu),
     };
     let shape = UnitShape {
         b: parse_count("--micro-batch", &a.micro_batch)? as usize,
@@ -128,6 +151,28 @@ fn spec(a: &RunArgs) -> Result<RunSpec> {
     spec.metp = a.metp.options();
     spec.seed = a.seed;
     spec.link = a.link.link()?;
+    // The model's K/V heads, unless --heads reshapes the attention: grouped-query attention
+    // meets the rule every method applies (`MethodId::check_degree`) and the backend's support.
+    if let (Some(kv), None) = (kv0, &a.heads) {
+        spec.unit_spec.kv_heads = kv as usize;
+    }
+    if let Some(kv) = &a.kv_heads {
+        spec.unit_spec.kv_heads = parse_count("--kv-heads", kv)? as usize;
+        if spec.unit_spec.kv_heads > shape.a || !shape.a.is_multiple_of(spec.unit_spec.kv_heads) {
+            return Err(Error::arg(
+                "--kv-heads",
+                format!(
+                    "{} K/V heads for {} heads: the heads must be a multiple of the K/V heads",
+                    spec.unit_spec.kv_heads, shape.a
+                ),
+            ));
+        }
+    }
+    spec.unit_spec.activation = match a.activation {
+        Some(ActivationArg::Gelu) => Activation::Gelu,
+        Some(ActivationArg::Swiglu) => Activation::Swiglu,
+        None => act0,
+    };
     spec.unit_spec.check()?;
     Ok(spec)
 }
@@ -145,7 +190,7 @@ pub fn run(a: RunArgs) -> Result<String> {
                     "the link throttle exists only on the cpu backend",
                 ));
             }
-            calibrate::cuda::open(spec.shape.p, true)?
+            crate::backend::cuda::open(spec.shape.p, true)?
         }
     };
     let profile = match &a.hw {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::args::{single_degree, CommonArgs};
+use super::args::{single_degree, CommonArgs, OuterArgs};
 use crate::config::{parse_amount, parse_count, MethodId, Workload};
 use crate::error::{Error, Result};
 use crate::evaluate::{Evaluation, SimDepth, SimulateOptions, Training};
@@ -77,17 +77,22 @@ pub struct SimulateArgs {
     gpu_hour_price: Option<f64>,
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    outer: OuterArgs,
 }
 
-/// Builds the workload of `simulate` (shared with `overlap`).
+/// Builds the workload of `simulate`.
 pub fn workload(
     common: &CommonArgs,
+    outer: &OuterArgs,
     method: MethodId,
     p: u64,
     seq: u64,
     global_batch: Option<&str>,
 ) -> Result<Workload> {
+    let axes = outer.axes()?;
     let mut w = common.workload(method, p, seq)?;
+    w.outer = axes;
     super::args::apply_global_batch(&mut w, global_batch)?;
     Ok(w)
 }
@@ -124,7 +129,26 @@ pub fn run(a: SimulateArgs) -> Result<String> {
             ));
         }
     }
-    let w = workload(&a.common, method, p, seq, a.global_batch.as_deref())?.validate()?;
+    let w = workload(
+        &a.common,
+        &a.outer,
+        method,
+        p,
+        seq,
+        a.global_batch.as_deref(),
+    )?
+    .validate()?;
+    // Now that the model and profile are read: neither output may replace one of them.
+    for path in a.trace.iter().chain(&a.timeline) {
+        crate::atomic::check_not_input(path)?;
+    }
+    crate::atomic::check_distinct_outputs(
+        &a.trace
+            .iter()
+            .map(|p| ("--trace", p.as_path()))
+            .chain(a.timeline.iter().map(|p| ("--timeline", p.as_path())))
+            .collect::<Vec<_>>(),
+    )?;
     let trace = match (
         a.trace.is_some() || a.timeline.is_some(),
         a.trace_all_devices,

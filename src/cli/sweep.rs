@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use clap::{Args, ValueEnum};
 
-use super::args::{distinct, names, BatchArgs, CommonArgs};
+use super::args::{distinct, names, BatchArgs, CommonArgs, OuterArgs};
 use super::progress::Progress;
 use super::simulate::LinkModelArg;
 use crate::atomic::OutputFolder;
@@ -58,6 +58,8 @@ pub struct SweepArgs {
     batch: BatchArgs,
     #[command(flatten)]
     common: CommonArgs,
+    #[command(flatten)]
+    outer: OuterArgs,
 }
 
 /// What a sweep shard holds: the study and the part's results, and how the whole is rendered
@@ -66,7 +68,8 @@ pub struct SweepArgs {
 pub struct SweepShard {
     /// The study.
     pub spec: SweepSpec,
-    /// The output folder of the unsharded command.
+    /// The output folder of the unsharded command (where the part wrote; `merge` writes where
+    /// its own command line says, never where a file says).
     pub out: PathBuf,
     /// `--svg-only`.
     pub svg_only: bool,
@@ -80,9 +83,9 @@ pub const SHARD_KIND: &str = "sweep";
 pub fn run(a: SweepArgs) -> Result<String> {
     let methods = MethodId::parse_list("--methods", &a.methods)?;
     let degrees = parse_list("--p", &a.p)?;
-    let pps = parse_list("--pp", &a.common.pp)?;
-    let cps = parse_list("--cp", &a.common.cp)?;
-    let interleave = parse_count("--pp-interleave", &a.common.pp_interleave)?;
+    let pps = parse_list("--pp", &a.outer.pp)?;
+    let cps = parse_list("--cp", &a.outer.cp)?;
+    let interleave = parse_count("--pp-interleave", &a.outer.pp_interleave)?;
     let shard = a
         .shard
         .as_deref()
@@ -120,6 +123,14 @@ pub fn run(a: SweepArgs) -> Result<String> {
             ),
         ));
     }
+    // The plots, counted likewise (a sharded sweep's merge draws them).
+    let plots = report::sweep_plot_files(
+        model_names.len() * hw_names.len(),
+        degrees.len(),
+        cps.len() * pps.len(),
+        a.svg_only,
+    );
+    check_plots(plots)?;
     let models = model_names
         .iter()
         .map(|m| load_model(m))
@@ -151,7 +162,8 @@ pub fn run(a: SweepArgs) -> Result<String> {
             Some(g / micro_batch)
         }
     };
-    let options = a.common.options();
+    let options = a.common.options()?;
+    super::args::check_attention(&options, &hardware)?;
     // Context-parallel ranks outermost, then pipeline stages (the planner's order).
     let outer = cps
         .iter()
@@ -174,11 +186,7 @@ pub fn run(a: SweepArgs) -> Result<String> {
     };
     let out = a.out.clone().unwrap_or_else(|| {
         let name = if model_names.len() == 1 && hw_names.len() == 1 {
-            format!(
-                "{}-{}",
-                report::file_slug(model_names[0]),
-                report::file_slug(hw_names[0])
-            )
+            report::joined_slug([model_names[0], hw_names[0]])
         } else {
             "sweep".into()
         };
@@ -194,10 +202,17 @@ pub fn run(a: SweepArgs) -> Result<String> {
     // Rows are appended to a partial file as they complete, so an interrupted sweep keeps what
     // it computed; the final files are written atomically in spec order.
     let partial_path = out.join("sweep.csv.partial");
-    let partial = std::fs::File::create(&partial_path).map_err(|source| Error::Io {
-        path: partial_path.clone(),
-        source,
-    })?;
+    // A new file, never through a link left at that name (it would truncate the target).
+    crate::atomic::check_not_input(&partial_path)?;
+    let _ = std::fs::remove_file(&partial_path);
+    let partial = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&partial_path)
+        .map_err(|source| Error::Io {
+            path: partial_path.clone(),
+            source,
+        })?;
     let partial = Mutex::new(std::io::BufWriter::new(partial));
     if let Ok(mut f) = partial.lock() {
         let _ = f.write_all(report::sweep_csv_header(&spec).as_bytes());
@@ -228,6 +243,79 @@ pub fn run(a: SweepArgs) -> Result<String> {
     }
     folder.finish()?;
     Ok(report::sweep_table(&result, &spec, &out, &plots))
+}
+
+/// Reads the parts of a sweep whose envelopes were checked as one set (in part order),
+/// checking each as it is read: the study it embeds through the checks of the files and flags
+/// it came from, the fingerprint against that study, the same study and rendering as part 0,
+/// its points and longest sequences (`sweep::check_part`). Returns the unsharded command, part
+/// 0 (its result left empty) and every part's result; one part's text is held at a time.
+pub fn read_parts(
+    files: &[(PathBuf, shard::Envelope)],
+) -> Result<(Vec<String>, SweepShard, Vec<SweepResult>)> {
+    let mut first: Option<SweepShard> = None;
+    let mut results = Vec::with_capacity(files.len());
+    for (path, envelope) in files {
+        let mut part: SweepShard = shard::read_data(path, envelope)?;
+        match &first {
+            None => sweep::check_spec(&part.spec, path, "data.spec")?,
+            Some(f) if part.spec != f.spec || part.svg_only != f.svg_only => {
+                return Err(Error::Merge {
+                    message: format!(
+                        "{}: holds another study or rendering than part 0",
+                        path.display()
+                    ),
+                })
+            }
+            Some(_) => {}
+        }
+        envelope.check_study(path, &crate::atomic::to_json(&part.spec))?;
+        if first.is_none() {
+            let sp = &part.spec;
+            check_plots(report::sweep_plot_files(
+                sp.models.len() * sp.hardware.len(),
+                sp.degrees.len(),
+                sp.outer.len(),
+                part.svg_only,
+            ))?;
+        }
+        sweep::check_part(
+            &part.spec,
+            envelope.shard,
+            &part.result,
+            path,
+            "data.result",
+        )?;
+        let empty = SweepResult {
+            points: Vec::new(),
+            maxseq: Vec::new(),
+        };
+        results.push(std::mem::replace(&mut part.result, empty));
+        if first.is_none() {
+            first = Some(part);
+        }
+    }
+    let command = files[0].1.command.clone();
+    match first {
+        Some(first) => Ok((command, first, results)),
+        None => Err(Error::arg("merge", "no shard files given")),
+    }
+}
+
+/// Refuses a sweep that would draw more than [`limits::MAX_SWEEP_PLOTS`] plot files.
+fn check_plots(plots: u64) -> Result<()> {
+    if plots > limits::MAX_SWEEP_PLOTS {
+        return Err(Error::arg(
+            "--p",
+            format!(
+                "the sweep would draw {plots} plot files (models × profiles × (degrees × cp × pp \
+                 × 4 charts + cp × pp) × formats), more than {}; sweep fewer models, profiles \
+                 or degrees, or pass --svg-only",
+                limits::MAX_SWEEP_PLOTS
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Writes the whole sweep's files from its joined result, into a folder held as

@@ -1,4 +1,4 @@
-//! `metp-sim validate`: the claims report.
+//! `metp-sim validate`: the claims report, or (`--runs`) the published-runs report.
 
 use std::path::PathBuf;
 
@@ -24,19 +24,54 @@ pub struct ValidateArgs {
     /// comma-separate), as for sweep and plan.
     #[arg(long, value_name = "KEY=FACTOR", requires = "hw")]
     scale: Vec<String>,
+    /// For the --hw profiles: the fused attention implementation their runs with
+    /// FlashAttention use (the profile's default unless named).
+    #[arg(long, value_name = "NAME", requires = "hw")]
+    attention_kernel: Option<String>,
     /// Write SVG plots only (no PNG).
     #[arg(long)]
     svg_only: bool,
+    /// Predict the published runs of DIR (default runs/) instead of checking the claims, into
+    /// reports/runs/ (or --out): runs.md, runs.json and a plot of predicted against measured.
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "runs", conflicts_with_all = ["hw", "scale"])]
+    runs: Option<PathBuf>,
+    /// With --runs: time each run's own configuration in closed form only (the analytic twin),
+    /// instead of simulating it.
+    #[arg(long, requires = "runs")]
+    analytic: bool,
 }
 
 pub fn run(a: ValidateArgs) -> Result<String> {
+    if let Some(dir) = &a.runs {
+        return published_runs(&a, dir);
+    }
     let profiles = match &a.hw {
         Some(text) => {
-            let hw = names("--hw", text)?
+            let listed = names("--hw", text)?;
+            let most = crate::config::limits::MAX_VALIDATE_PROFILES;
+            if listed.len() > most {
+                return Err(crate::error::Error::arg(
+                    "--hw",
+                    format!(
+                        "{} profiles; the claims are checked on at most {most} at once (each \
+                         runs the C3 and C4 studies)",
+                        listed.len()
+                    ),
+                ));
+            }
+            let hw = listed
                 .into_iter()
                 .map(|h| load_scaled(h, &a.scale))
                 .collect::<Result<Vec<_>>>()?;
             distinct("--hw", hw.iter().map(|h| h.name.as_str()))?;
+            let mut hw = hw;
+            if let Some(name) = &a.attention_kernel {
+                let k = crate::config::parse_attention_kernel(name)?;
+                for h in &mut hw {
+                    let name = h.name.clone();
+                    h.kernels.set_default_attention(k, &name)?;
+                }
+            }
             hw
         }
         None => Vec::new(),
@@ -46,11 +81,7 @@ pub fn run(a: ValidateArgs) -> Result<String> {
         if hw_names.is_empty() {
             PathBuf::from("reports/claims")
         } else {
-            let slug = hw_names
-                .iter()
-                .map(|n| report::file_slug(n))
-                .collect::<Vec<_>>()
-                .join("-");
+            let slug = report::joined_slug(hw_names.iter().map(String::as_str));
             PathBuf::from("reports").join(format!("claims-{slug}"))
         }
     });
@@ -66,9 +97,44 @@ pub fn run(a: ValidateArgs) -> Result<String> {
     } else {
         &["svg", "png"]
     };
-    for path in report::write_claims(&out, &claims, exts, &hw_names)? {
+    let used = if profiles.is_empty() {
+        crate::config::list_names(crate::config::DataKind::Hardware)
+            .iter()
+            .map(|n| crate::config::load_hardware(n))
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        profiles.clone()
+    };
+    let attention = report::claims_attention_note(&used);
+    for path in report::write_claims(&out, &claims, exts, &hw_names, &attention)? {
         folder.wrote(&path);
     }
     folder.finish()?;
     Ok(report::claims_summary(&claims, &out))
+}
+
+/// `validate --runs DIR`: every run file of DIR predicted, written to reports/runs/ (or --out).
+fn published_runs(a: &ValidateArgs, dir: &std::path::Path) -> Result<String> {
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("reports/runs"));
+    let runs = crate::runs::load_dir(dir)?;
+    let mut folder = OutputFolder::open(&out)?;
+    let timing = if a.analytic {
+        crate::runs::RunTiming::Analytic
+    } else {
+        crate::runs::RunTiming::Simulated
+    };
+    let results = crate::runs::evaluate_all(&runs, timing)?;
+    let exts: &[&str] = if a.svg_only {
+        &["svg"]
+    } else {
+        &["svg", "png"]
+    };
+    for path in report::write_runs(&out, &results, timing, exts)? {
+        folder.wrote(&path);
+    }
+    folder.finish()?;
+    Ok(report::runs_summary(&results, &out))
 }

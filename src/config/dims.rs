@@ -71,8 +71,9 @@ impl<T: Size> Dims<T> {
 }
 
 impl Dims<u128> {
-    /// K/V heads held by one of `groups` head groups: K/V heads are split while there are
-    /// enough, then replicated (Megatron's rule for t > num_query_groups).
+    /// K/V heads held by one of `groups` head groups. Wherever a method splits heads, validation
+    /// makes `groups` divide the K/V heads (`config::method::kv_heads_split`, Megatron's rule);
+    /// more groups than K/V heads (never built by a valid workload) would read one each.
     pub fn kv_heads_per(&self, groups: u128) -> u128 {
         if self.a_kv >= groups {
             self.a_kv / groups

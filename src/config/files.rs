@@ -82,8 +82,9 @@ pub fn resolve(kind: DataKind, name_or_path: &str) -> Result<PathBuf> {
 }
 
 /// Reads a text file of at most [`MAX_INPUT_FILE_BYTES`](super::limits::MAX_INPUT_FILE_BYTES):
-/// a larger file — or one without end, such as `/dev/zero` — is refused after reading one byte
-/// past the limit, never read whole.
+/// a larger regular file is refused from its size, before it is read; one whose size is not
+/// known (a pipe, a device such as `/dev/zero`) after reading one byte past the limit, never
+/// read whole.
 pub fn read_text(path: &Path) -> Result<String> {
     read_text_capped(path, super::limits::MAX_INPUT_FILE_BYTES)
 }
@@ -96,28 +97,110 @@ pub fn read_text_capped(path: &Path, max: u64) -> Result<String> {
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
-    if file.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+    // What the path is, before it is opened: opening a named pipe waits for a writer.
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_dir() {
         return Err(Error::Parse {
             path: path.to_path_buf(),
             message: "is a directory, not a file".into(),
         });
     }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if meta.file_type().is_socket() {
+            return Err(Error::Parse {
+                path: path.to_path_buf(),
+                message: "is a socket, not a file".into(),
+            });
+        }
+        if meta.file_type().is_fifo() {
+            let bytes = read_pipe(path, max)?;
+            crate::inputs::note(path);
+            return String::from_utf8(bytes).map_err(|e| Error::Parse {
+                path: path.to_path_buf(),
+                message: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
+            });
+        }
+    }
+    let file = std::fs::File::open(path).map_err(io)?;
+    // A regular file's size is known before anything is read: a large one is refused without
+    // reading it. The capped read below is for the rest (pipes, devices such as /dev/zero).
+    let too_large = |len: String| Error::Parse {
+        path: path.to_path_buf(),
+        message: format!(
+            "{len}larger than {} MiB, the most such a file may hold (config::limits)",
+            max >> 20
+        ),
+    };
+    if meta.is_file() && meta.len() > max {
+        return Err(too_large(format!("{} bytes, ", meta.len())));
+    }
+    crate::inputs::note(path);
     let mut bytes = Vec::new();
     file.take(max + 1).read_to_end(&mut bytes).map_err(io)?;
     if bytes.len() as u64 > max {
-        return Err(Error::Parse {
-            path: path.to_path_buf(),
-            message: format!(
-                "larger than {} MiB, the most such a file may hold (config::limits)",
-                max >> 20
-            ),
-        });
+        return Err(too_large(String::new()));
     }
     String::from_utf8(bytes).map_err(|e| Error::Parse {
         path: path.to_path_buf(),
         message: format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
     })
+}
+
+/// Longest an input pipe may stay silent before it is refused.
+pub const PIPE_SILENCE_S: u64 = 60;
+
+/// A named pipe's bytes, at most `max` (plus one, to tell a larger input): opened without
+/// waiting for a writer (a pipe nobody writes to reads as empty) and read until its writer
+/// closes it; refused when it sends nothing for [`PIPE_SILENCE_S`].
+#[cfg(unix)]
+fn read_pipe(path: &Path, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 1 << 16];
+    let mut last = std::time::Instant::now();
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => return Ok(bytes),
+            Ok(n) => {
+                bytes.extend_from_slice(&chunk[..n]);
+                if bytes.len() as u64 > max {
+                    return Err(Error::Parse {
+                        path: path.to_path_buf(),
+                        message: format!(
+                            "larger than {} MiB, the most such a file may hold (config::limits)",
+                            max >> 20
+                        ),
+                    });
+                }
+                last = std::time::Instant::now();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                if last.elapsed().as_secs() >= PIPE_SILENCE_S {
+                    return Err(Error::Parse {
+                        path: path.to_path_buf(),
+                        message: format!(
+                            "a pipe that sent nothing for {PIPE_SILENCE_S} s; refused"
+                        ),
+                    });
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
 }
 
 /// Parses JSON text into `T`, naming the field a type error is in, and refusing anything after
@@ -152,11 +235,13 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T> {
 /// Face `config.json` (a file with a `model_type`; see [`super::hf`]).
 pub fn load_model(name_or_path: &str) -> Result<Model> {
     let path = resolve(DataKind::Model, name_or_path)?;
-    let raw: serde_json::Value = read_json(&path)?;
+    // Read once: a pipe (`--model <(…)`) gives its bytes once.
+    let text = read_text(&path)?;
+    let raw: serde_json::Value = parse_json(&path, &text)?;
     if super::hf::is_hf_config(&raw) {
         return super::hf::from_hf_config(&raw, &path);
     }
-    let model: Model = read_json(&path)?;
+    let model: Model = parse_json(&path, &text)?;
     model.validate(&path)?;
     Ok(model)
 }

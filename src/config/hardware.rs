@@ -5,19 +5,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::figure::Figure;
 use super::kernel_model::KernelModel;
+use super::library::CollectiveLibrary;
 use super::topology::{tree_runs, Algorithm, CollectiveRule, Spine, Wiring};
 use crate::error::{Error, Result};
-
-/// A number with the place it comes from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Figure {
-    /// The number, in the unit the field name carries.
-    pub value: f64,
-    /// Datasheet, paper, measurement or derivation.
-    pub source: String,
-}
 
 /// The GPU of a node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,9 +142,15 @@ pub struct Hardware {
     pub reserved: Reserved,
     /// Fraction by which compute slows while communication kernels run beside it.
     pub overlap_compute_slowdown_fraction: Figure,
-    /// The collective algorithm table (first matching rule wins; ring when none matches).
+    /// The collective algorithms the library has beyond the ring, by operation, scope and size
+    /// (every matching rule is a candidate, the ring always is; the fastest wins, as NCCL's
+    /// tuner picks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub collectives: Vec<CollectiveRule>,
+    /// The collective library's protocols, NVLS and point-to-point rate (none: every step costs
+    /// the point-to-point latency, at the full link bandwidth).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective_library: Option<CollectiveLibrary>,
 }
 
 impl Hardware {
@@ -301,16 +299,80 @@ impl Hardware {
                 "power_fraction and power_time_s come together (or neither)".into(),
             ));
         }
-        for (pass, a) in [
-            ("attention_fwd", &k.attention_fwd),
-            ("attention_bwd", &k.attention_bwd),
-        ] {
+        if let Some(set) = &k.attention {
+            use super::AttentionKernel as K;
+            for name in set.implementations.keys() {
+                if matches!(name, K::Unfused | K::Fused) || *name == set.fused {
+                    return Err(bad(
+                        &format!("kernels.attention.implementations.{name}"),
+                        format!(
+                            "'{name}' cannot be listed here (unfused and fused are implied; \
+                             '{}' is the one in attention_fwd/attention_bwd)",
+                            set.fused
+                        ),
+                    ));
+                }
+            }
+            if matches!(set.fused, K::Unfused) {
+                return Err(bad(
+                    "kernels.attention.fused",
+                    "must name a fused implementation".into(),
+                ));
+            }
+            if !k.has_attention(set.default) {
+                return Err(bad(
+                    "kernels.attention.default",
+                    format!("'{}' is not one of {}", set.default, k.attention_list()),
+                ));
+            }
+            let texts = [
+                ("fused_source", Some(&set.fused_source)),
+                ("default_source", Some(&set.default_source)),
+                ("fused_placeholder", set.fused_placeholder.as_ref()),
+            ];
+            for (field, text) in texts {
+                if let Some(t) = text {
+                    check_text(t, MAX_TEXT_CHARS)
+                        .map_err(|m| bad(&format!("kernels.attention.{field}"), m))?;
+                }
+            }
+            for (name, i) in &set.implementations {
+                for (field, text) in [
+                    ("source", Some(&i.source)),
+                    ("placeholder", i.placeholder.as_ref()),
+                ] {
+                    if let Some(t) = text {
+                        check_text(t, MAX_TEXT_CHARS).map_err(|m| {
+                            bad(
+                                &format!("kernels.attention.implementations.{name}.{field}"),
+                                m,
+                            )
+                        })?;
+                    }
+                }
+            }
+        }
+        if let Some(t) = &k.placeholder {
+            check_text(t, MAX_TEXT_CHARS).map_err(|m| bad("kernels.placeholder", m))?;
+        }
+        for (pass, a) in k.attention_passes() {
+            // Every priced call looks its head dimension up in this list.
+            if a.tiles.len() > super::limits::MAX_PROFILE_LIST {
+                return Err(bad(
+                    &format!("{pass}.tiles"),
+                    format!(
+                        "{} entries, more than {} (one per head dimension)",
+                        a.tiles.len(),
+                        super::limits::MAX_PROFILE_LIST
+                    ),
+                ));
+            }
             let mut dims: Vec<u64> = a.tiles.iter().map(|t| t.head_dim).collect();
             dims.sort_unstable();
             if dims.iter().any(|&d| d == 0 || d > 1 << 20) || dims.windows(2).any(|w| w[0] == w[1])
             {
                 return Err(bad(
-                    &format!("kernels.{pass}.tiles"),
+                    &format!("{pass}.tiles"),
                     "head_dim must be positive, at most 2^20, and appear once".into(),
                 ));
             }
@@ -389,7 +451,31 @@ impl Hardware {
                 ))
             }
             (IntraNodeKind::Mesh, Some(f)) => {
-                positive("intra_node.link_bytes_per_s_per_direction", f)?
+                positive("intra_node.link_bytes_per_s_per_direction", f)?;
+                // One link carries at most what the GPU sends in all, and the GPU sends at most
+                // what its links to the other GPUs of the node carry together.
+                let total = self.intra_node.bytes_per_s_per_direction.value;
+                let peers = self.gpus_per_node.saturating_sub(1) as f64;
+                if f.value > total * (1.0 + 1e-9) {
+                    return Err(bad(
+                        "intra_node.link_bytes_per_s_per_direction.value",
+                        format!(
+                            "{:e} B/s on one GPU-to-GPU link is more than the GPU's total of \
+                             {total:e} B/s (intra_node.bytes_per_s_per_direction)",
+                            f.value
+                        ),
+                    ));
+                }
+                if peers >= 1.0 && total > f.value * peers * (1.0 + 1e-9) {
+                    return Err(bad(
+                        "intra_node.bytes_per_s_per_direction.value",
+                        format!(
+                            "{total:e} B/s is more than the {peers} links to the node's other \
+                             GPUs carry together ({peers} × {:e} B/s)",
+                            f.value
+                        ),
+                    ));
+                }
             }
             (kind, Some(_)) => {
                 return Err(bad(
@@ -420,7 +506,20 @@ impl Hardware {
                 ));
             }
         }
+        // Every collective of a step walks this table.
+        if self.collectives.len() > super::limits::MAX_PROFILE_LIST {
+            return Err(bad(
+                "collectives",
+                format!(
+                    "{} rules, more than {}",
+                    self.collectives.len(),
+                    super::limits::MAX_PROFILE_LIST
+                ),
+            ));
+        }
         for (i, r) in self.collectives.iter().enumerate() {
+            super::limits::check_text(&r.source, super::limits::MAX_TEXT_CHARS)
+                .map_err(|m| bad(&format!("collectives[{i}].source"), m))?;
             if r.algorithm == Algorithm::Tree
                 && r.op != super::CollectiveKind::Any
                 && !tree_runs(r.op)
@@ -430,6 +529,12 @@ impl Hardware {
                     "a tree runs all-reduce, broadcast and reduce only".into(),
                 ));
             }
+            if r.algorithm == Algorithm::Nvls {
+                return Err(bad(
+                    &format!("collectives[{i}].algorithm"),
+                    "NVLS is not a rule: a profile has it with collective_library.nvls".into(),
+                ));
+            }
             if r.max_bytes == Some(0) {
                 return Err(bad(
                     &format!("collectives[{i}].max_bytes"),
@@ -437,7 +542,66 @@ impl Hardware {
                 ));
             }
         }
+        self.validate_library(path)
+    }
+
+    /// Checks the collective library's figures: rates in the profile range, latencies from 0 to
+    /// the bound, bandwidth fractions in (0, 1]; NVLS only through a switch.
+    fn validate_library(&self, path: &Path) -> Result<()> {
+        use super::limits::{MAX_PROFILE_LATENCY_S, PROFILE_RATE_RANGE};
+        let Some(lib) = &self.collective_library else {
+            return Ok(());
+        };
+        let bad = |field: &str, message: String| Error::InvalidField {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            message,
+        };
+        super::limits::check_name(&lib.name).map_err(|m| bad("collective_library.name", m))?;
+        if lib.nvls.is_some() && self.intra_node.kind != IntraNodeKind::Nvswitch {
+            return Err(bad(
+                "collective_library.nvls",
+                format!(
+                    "NVLS needs an NVSwitch (intra_node.kind is '{}')",
+                    self.intra_node.kind.id()
+                ),
+            ));
+        }
+        let (lo, hi) = PROFILE_RATE_RANGE;
+        for (field, fig) in lib.figures() {
+            let v = fig.value;
+            let (ok, want) = if field.ends_with("_latency_s") || field.ends_with(".latency_s") {
+                (
+                    v.is_finite() && (0.0..=MAX_PROFILE_LATENCY_S).contains(&v),
+                    format!("a latency from 0 to {MAX_PROFILE_LATENCY_S} s"),
+                )
+            } else if field.ends_with("bandwidth_fraction") {
+                (v > 0.0 && v <= 1.0, "a fraction in (0, 1]".to_string())
+            } else {
+                (
+                    v.is_finite() && (lo..=hi).contains(&v),
+                    format!("a rate from {lo:e} to {hi:e} per second"),
+                )
+            };
+            if !ok {
+                return Err(bad(
+                    &format!("{field}.value"),
+                    format!("must be {want}, got {v:?}"),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The collective library: the profile's, or [`CollectiveLibrary::fallback`].
+    pub fn library(&self) -> std::borrow::Cow<'_, CollectiveLibrary> {
+        match &self.collective_library {
+            Some(l) => std::borrow::Cow::Borrowed(l),
+            None => std::borrow::Cow::Owned(CollectiveLibrary::fallback(
+                &self.intra_node.p2p_latency_s,
+                &self.inter_node.latency_s,
+            )),
+        }
     }
 
     /// Total GPUs described (saturating: a validated profile is within

@@ -1,11 +1,16 @@
 //! The kernel model's parameters in a hardware profile (`kernels`: host, memory-bound, GEMM and
 //! fused-attention figures, DESIGN §4), each a [`Figure`] with its source, and their dotted
-//! field names for validation, fitting and reports. The formulas that use them live in
-//! `cost`; the checks on their values in `hardware`. Depends only on serde.
+//! field names for validation, fitting and reports, and the choice among a profile's attention
+//! implementations (`select_attention`, …). The formulas that use them live in `cost`; the
+//! checks on their values in `hardware`; the fused-attention figures and the implementations'
+//! set in `attention`. Depends on serde, `figure`, `attention` and `error`.
 
 use serde::{Deserialize, Serialize};
 
-use super::hardware::Figure;
+use super::attention::{AttentionKernel, AttentionSet};
+pub use super::attention::{AttentionModel, AttentionTiles};
+use super::figure::Figure;
+use crate::error::{Error, Result};
 
 /// How long the host takes per kernel, and what an isolated, event-timed call sees on top of
 /// the device time (the kernel model's host part; see `cost`).
@@ -64,71 +69,6 @@ pub struct GemmModel {
     pub stream_k: Option<Figure>,
 }
 
-/// One head dimension's fused-attention kernel: its tiles, occupancy and rates (the
-/// pass-level `block_q`, `block_k`, `ctas_per_sm`, `mma_fraction` and `solo_fraction` are the
-/// kernel for head dimensions no entry covers).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AttentionTiles {
-    /// The kernel's head dimension: it runs calls of head dimension up to this one (padded).
-    pub head_dim: u64,
-    /// Query rows of one block.
-    pub block_q: Figure,
-    /// Key rows of one block.
-    pub block_k: Figure,
-    /// Thread blocks resident on one SM at once.
-    pub ctas_per_sm: Figure,
-    /// Fraction of one SM's peak FLOP rate the SM reaches inside the block loop.
-    pub mma_fraction: Figure,
-    /// Share of that rate one thread block reaches alone on an SM.
-    pub solo_fraction: Figure,
-    /// Query rows of one block of the split-KV kernel (forward, `max_splits` > 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub split_block_q: Option<Figure>,
-    /// Key rows of one block of the split-KV kernel.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub split_block_k: Option<Figure>,
-}
-
-/// Fused attention, one pass (FlashAttention-2-like): thread blocks of `block_q` queries
-/// (forward) or `block_k` keys (backward), `ctas_per_sm` of them resident per SM, each visiting
-/// the (query block × key block) pairs the mask leaves, `tile_s` + pairs × pair time at
-/// `mma_fraction` of the SM's peak shared by its resident blocks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AttentionModel {
-    /// Query rows of one block.
-    pub block_q: Figure,
-    /// Key rows of one block.
-    pub block_k: Figure,
-    /// Thread blocks resident on one SM at once.
-    pub ctas_per_sm: Figure,
-    /// Fraction of one SM's peak FLOP rate reached inside the block loop.
-    pub mma_fraction: Figure,
-    /// Fixed time per thread block.
-    pub tile_s: Figure,
-    /// Fixed device time per call.
-    pub call_s: Figure,
-    /// Bytes of extra memory-bound passes per query element (batch × q_tokens × heads ×
-    /// head_dim), e.g. the backward's pre- and post-processing; 0 for none.
-    pub extra_bytes_per_element: Figure,
-    /// Host time an isolated call spends around its kernels beyond `host.isolated_floor_s`
-    /// (a framework's ops, autograd): it raises the isolated call's floor; charged only when
-    /// pricing an isolated call, never in a step.
-    pub isolated_extra_s: Figure,
-    /// Share of the SM's rate one thread block reaches alone (absent: `1 / ctas_per_sm`, a
-    /// lone block no faster than a shared one).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub solo_fraction: Option<Figure>,
-    /// Forward only: the most key/value splits FlashAttention-2's split-KV heuristic may
-    /// choose when the grid under-fills the GPU (absent or 1: the kernel never splits).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_splits: Option<Figure>,
-    /// Per head dimension: the kernel that runs it (empty: the fields above for every one).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tiles: Vec<AttentionTiles>,
-}
-
 /// The kernel model's parameters (DESIGN §4; formulas in `src/cost`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -143,6 +83,14 @@ pub struct KernelModel {
     pub attention_fwd: AttentionModel,
     /// Fused attention backward.
     pub attention_bwd: AttentionModel,
+    /// The attention implementations: which one `attention_fwd` / `attention_bwd` are, the
+    /// default, and the others' figures (`config::attention`); absent: one unnamed fused kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention: Option<AttentionSet>,
+    /// What of this kernel model is not derived from measurements of this GPU (absent: all of
+    /// it is); `list` and every report header repeat it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placeholder: Option<String>,
 }
 
 impl KernelModel {
@@ -178,24 +126,21 @@ impl KernelModel {
                 v.push((format!("kernels.gemm.{name}"), f));
             }
         }
-        for (pass, a) in [
-            ("attention_fwd", &self.attention_fwd),
-            ("attention_bwd", &self.attention_bwd),
-        ] {
+        for (pass, a) in self.attention_passes() {
             for (f, fig) in a.figures() {
-                v.push((format!("kernels.{pass}.{f}"), fig));
+                v.push((format!("{pass}.{f}"), fig));
             }
             for (f, fig) in [
                 ("solo_fraction", &a.solo_fraction),
                 ("max_splits", &a.max_splits),
             ] {
                 if let Some(fig) = fig {
-                    v.push((format!("kernels.{pass}.{f}"), fig));
+                    v.push((format!("{pass}.{f}"), fig));
                 }
             }
             for t in &a.tiles {
                 for (f, fig) in t.figures() {
-                    v.push((format!("kernels.{pass}.tiles[d={}].{f}", t.head_dim), fig));
+                    v.push((format!("{pass}.tiles[d={}].{f}", t.head_dim), fig));
                 }
             }
         }
@@ -203,40 +148,145 @@ impl KernelModel {
     }
 }
 
-impl AttentionModel {
-    /// The figures with their field names.
-    pub fn figures(&self) -> [(&'static str, &Figure); 8] {
-        [
-            ("block_q", &self.block_q),
-            ("block_k", &self.block_k),
-            ("ctas_per_sm", &self.ctas_per_sm),
-            ("mma_fraction", &self.mma_fraction),
-            ("tile_s", &self.tile_s),
-            ("call_s", &self.call_s),
-            ("extra_bytes_per_element", &self.extra_bytes_per_element),
-            ("isolated_extra_s", &self.isolated_extra_s),
-        ]
-    }
-}
-
-impl AttentionTiles {
-    /// The figures with their field names.
-    pub fn figures(&self) -> Vec<(&'static str, &Figure)> {
-        let mut v = vec![
-            ("block_q", &self.block_q),
-            ("block_k", &self.block_k),
-            ("ctas_per_sm", &self.ctas_per_sm),
-            ("mma_fraction", &self.mma_fraction),
-            ("solo_fraction", &self.solo_fraction),
+impl KernelModel {
+    /// Every attention pass model with its dotted field prefix: `attention_fwd`,
+    /// `attention_bwd`, then each other implementation's passes.
+    pub fn attention_passes(&self) -> Vec<(String, &AttentionModel)> {
+        let mut v: Vec<(String, &AttentionModel)> = vec![
+            ("kernels.attention_fwd".into(), &self.attention_fwd),
+            ("kernels.attention_bwd".into(), &self.attention_bwd),
         ];
-        for (f, fig) in [
-            ("split_block_q", &self.split_block_q),
-            ("split_block_k", &self.split_block_k),
-        ] {
-            if let Some(fig) = fig {
-                v.push((f, fig));
+        if let Some(set) = &self.attention {
+            for (k, i) in &set.implementations {
+                v.push((format!("kernels.attention.implementations.{k}.fwd"), &i.fwd));
+                v.push((format!("kernels.attention.implementations.{k}.bwd"), &i.bwd));
             }
         }
         v
+    }
+}
+
+impl KernelModel {
+    /// The implementation `attention_fwd` / `attention_bwd` describe.
+    pub fn fused_attention(&self) -> AttentionKernel {
+        self.attention
+            .as_ref()
+            .map_or(AttentionKernel::Fused, |a| a.fused)
+    }
+
+    /// The implementation a workload runs unless told otherwise.
+    pub fn default_attention(&self) -> AttentionKernel {
+        self.attention
+            .as_ref()
+            .map_or(AttentionKernel::Fused, |a| a.default)
+    }
+
+    /// Every implementation the profile can price, default first, `unfused` last.
+    pub fn attention_kernels(&self) -> Vec<AttentionKernel> {
+        let mut known = vec![self.fused_attention()];
+        if let Some(a) = &self.attention {
+            known.extend(a.implementations.keys());
+        }
+        let default = self.default_attention();
+        if let Some(i) = known.iter().position(|&k| k == default) {
+            known.remove(i);
+            known.insert(0, default);
+        }
+        known.push(AttentionKernel::Unfused);
+        known
+    }
+
+    /// Whether the profile can price `k`.
+    pub fn has_attention(&self, k: AttentionKernel) -> bool {
+        self.attention_kernels().contains(&k)
+    }
+
+    /// The implementations as `--attention-kernel` lists them: `sdpa-fa2 (default), fa3, …`.
+    pub fn attention_list(&self) -> String {
+        let default = self.default_attention();
+        self.attention_kernels()
+            .iter()
+            .map(|&k| {
+                if k == default {
+                    format!("{k} (default)")
+                } else {
+                    k.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// What of implementation `k` is not derived from a measurement on this GPU, with the
+    /// kernel model's own placeholder note (`unfused` is priced with the GEMM and memory-bound
+    /// figures, so only the latter applies to it).
+    pub fn placeholder_note(&self, k: AttentionKernel) -> Option<String> {
+        let attention = self.attention.as_ref().and_then(|a| {
+            if k == a.fused {
+                a.fused_placeholder.clone()
+            } else {
+                a.implementations
+                    .get(&k)
+                    .and_then(|i| i.placeholder.clone())
+            }
+        });
+        match (&self.placeholder, attention) {
+            (None, None) => None,
+            (Some(p), None) => Some(p.clone()),
+            (None, Some(a)) => Some(format!("attention {k}: {a}")),
+            (Some(p), Some(a)) => Some(format!("{p}; attention {k}: {a}")),
+        }
+    }
+
+    /// Makes `k` the implementation `attention_fwd` / `attention_bwd` describe (the one every
+    /// fused call is priced with); the one there before joins the others. `unfused` leaves the
+    /// fused figures alone (the schedule then issues no fused kernels). A name the profile
+    /// lacks is a usage error listing what it has.
+    pub fn select_attention(&mut self, k: AttentionKernel, profile: &str) -> Result<()> {
+        if k == AttentionKernel::Unfused || k == self.fused_attention() {
+            return Ok(());
+        }
+        if !self.has_attention(k) {
+            return Err(Error::arg(
+                "--attention-kernel",
+                format!(
+                    "'{k}' is not in {profile}'s kernel model; it has: {}",
+                    self.attention_list()
+                ),
+            ));
+        }
+        // `has_attention` found k among the others: the set and the entry are there.
+        let Some(set) = self.attention.as_mut() else {
+            unreachable!("{k} is listed only when the profile names implementations")
+        };
+        let Some(mut chosen) = set.implementations.remove(&k) else {
+            unreachable!("{k} is listed only when it is one of the implementations")
+        };
+        std::mem::swap(&mut chosen.fwd, &mut self.attention_fwd);
+        std::mem::swap(&mut chosen.bwd, &mut self.attention_bwd);
+        std::mem::swap(&mut chosen.source, &mut set.fused_source);
+        std::mem::swap(&mut chosen.placeholder, &mut set.fused_placeholder);
+        let before = std::mem::replace(&mut set.fused, k);
+        set.implementations.insert(before, chosen);
+        Ok(())
+    }
+}
+
+impl KernelModel {
+    /// Makes fused implementation `k` the default (and the one in `attention_fwd` /
+    /// `attention_bwd`): for commands that build their own workloads from profiles
+    /// (`validate --hw … --attention-kernel`). `unfused` cannot be a default.
+    pub fn set_default_attention(&mut self, k: AttentionKernel, profile: &str) -> Result<()> {
+        if !k.is_fused() {
+            return Err(Error::arg(
+                "--attention-kernel",
+                "the default must be a fused implementation (unfused runs are --no-flash)",
+            ));
+        }
+        self.select_attention(k, profile)?;
+        if let Some(set) = self.attention.as_mut() {
+            set.default = k;
+        }
+        Ok(())
     }
 }

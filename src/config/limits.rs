@@ -64,6 +64,10 @@ pub const MAX_PROFILE_LATENCY_S: f64 = 1.0;
 /// that no kernel can take an impossible time.
 pub const MAX_KERNEL_FIGURE: f64 = 86_400.0;
 
+/// Most entries of a list in a profile (collective rules, attention tiles per pass): every
+/// priced kernel or collective walks them.
+pub const MAX_PROFILE_LIST: usize = 256;
+
 /// Longest sequence.
 pub const MAX_SEQ: u64 = 1 << 40;
 /// Largest micro-batch.
@@ -79,11 +83,25 @@ pub const MAX_SEQ_LENGTHS: u64 = 1_000_000;
 /// Most points one sweep evaluates (models × profiles × methods × degrees × lengths).
 pub const MAX_SWEEP_POINTS: u64 = 100_000;
 
+/// Most local lengths one `overlap` study simulates (each a one-layer METP step with every
+/// device traced): the default study has 8.
+pub const MAX_OVERLAP_LENGTHS: u64 = 64;
+
+/// Most plot files one sweep writes (models × profiles × (degrees × cp × pp × 4 charts + the
+/// longest sequences per cp × pp) × formats): each PNG takes tens of milliseconds to draw.
+pub const MAX_SWEEP_PLOTS: u64 = 2048;
+/// Most profiles one `validate --hw` checks the claims on (each runs the C3 and C4 studies).
+pub const MAX_VALIDATE_PROFILES: usize = 32;
+
 /// Most shards a sweep or plan is split into (`--shard K/N`): each shard is one scheduler task.
 pub const MAX_SHARDS: u64 = 10_000;
 /// Largest shard file `merge` reads: a shard of the largest sweep (100,000 points at ~1 KB of
 /// JSON each) is under 128 MiB.
 pub const MAX_SHARD_FILE_BYTES: u64 = 256 << 20;
+/// Most bytes of shard files one `merge` reads in all (sizes checked before any is read): the
+/// parts of the largest sweep, with the study repeated in each part, are well under it, and a
+/// merge holds one part's text at a time.
+pub const MAX_MERGE_BYTES: u64 = 1 << 30;
 
 /// The most GPUs a plan enumerates over: candidates are priced in closed form and the few
 /// simulated are reduced to one device per distinct program, so a plan's cost grows with the
@@ -111,6 +129,44 @@ pub const TRACE_ALL_DEVICES_MAX_SPANS: u64 = 1 << 20;
 /// Most measurement sessions a measurement file's GEMMs may come from (`session` below this):
 /// the fit searches one clock factor per later session.
 pub const MAX_MEASUREMENT_SESSIONS: u32 = 16;
+/// Largest GEMM dimension (m, n, k) and attention token count of a measured or listed kernel
+/// (`calibrate --fit`, `kernels`, `gpu-check`): 16M, above any layer's tokens or width.
+pub const MAX_KERNEL_DIM: u64 = 1 << 24;
+/// Most independent products (batched GEMM) or sequences (attention) in one measured call.
+pub const MAX_KERNEL_BATCH: u64 = 1 << 20;
+/// Largest head dimension of a measured attention call (fused kernels stop at 256).
+pub const MAX_KERNEL_HEAD_DIM: u64 = 1 << 12;
+/// Most bytes one measured kernel's operands, or one copy, message or collective, may hold:
+/// 1 TiB, above any device's memory.
+pub const MAX_KERNEL_BYTES: f64 = 1_099_511_627_776.0; // 2^40
+/// Shortest and longest measured time, in seconds: one tick of a 1 GHz clock (no kernel or
+/// message is shorter), and a day ([`MAX_KERNEL_FIGURE`]).
+pub const MEASURED_TIME_RANGE_S: (f64, f64) = (1e-9, MAX_KERNEL_FIGURE);
+/// How far above the profile's peak FLOP/s a measured GEMM or attention call may run (boost
+/// clocks above the datasheet's): the published and measured files reach 0.87 of it.
+pub const MEASURED_PEAK_MARGIN: f64 = 0.10;
+/// How many times the profile's HBM rate a measured copy or element-wise pass may move (a
+/// buffer that stays in L2 runs at L2 bandwidth, 2–3× HBM's): the measured files reach 1.0×.
+pub const MEASURED_BANDWIDTH_FACTOR: f64 = 4.0;
+/// Slowest over fastest time of one shape measured more than once (sessions at other clocks
+/// included): the measured files reach 1.2.
+pub const MAX_REPEAT_SPREAD: f64 = 4.0;
+
+/// Work of one parameter search of `calibrate --fit`, in samples × full fits of a kernel kind
+/// (a fit is up to 2 × 200 Levenberg–Marquardt steps; a file of several GEMM sessions refits
+/// for every trial of every session's clock): a larger kind is searched on an even share of
+/// its samples — every session's, across the sizes — and its errors are reported over all of
+/// them. About 6 s per kind on a 2-core machine (0.3 ms per sample and fit), up to about 50 s
+/// for a file of 16 GEMM sessions (one GEMM each at least); files under the bound — every
+/// measured and published one — fit on every sample.
+pub const MAX_FIT_SEARCH_WORK: usize = 20_000;
+
+/// Most floating-point operations of the f64 reference a unit run (`run`, `calibrate`'s
+/// units) is checked against, on the host: minutes on one core (its products run at the f64
+/// GEMM rate, its s × s loops slower). Its memory is bounded by what the process may take
+/// ([`host_memory_budget_bytes`]).
+pub const MAX_UNIT_REFERENCE_FLOPS: f64 = 4e12;
+
 /// Most virtual devices of `run` (`--p`) and `calibrate` (`--devices`): threads on the CPU.
 pub const MAX_VIRTUAL_DEVICES: u64 = 256;
 /// Most timed runs of `run` and `calibrate` (`--runs`).
@@ -122,6 +178,28 @@ pub const LINK_THROTTLE: (f64, f64) = (1e3, 1.0);
 /// command whose messages would take longer stops at the first message past it, with the
 /// figures.
 pub const MAX_THROTTLE_WAIT_S: f64 = 120.0;
+
+/// Run files in one `validate --runs` folder.
+pub const MAX_RUN_FILES: usize = 1000;
+/// Values one unstated knob of a run file may try.
+pub const MAX_TRIED_VALUES: usize = 16;
+/// Configurations one run file may make (the product of its knobs' tried values), each priced
+/// in closed form.
+pub const MAX_RUN_CONFIGURATIONS: usize = 256;
+/// Most result rows of one nccl-tests log (a sweep from 8 B to 16 GiB by doubling has 32).
+pub const MAX_NCCL_LOG_ROWS: usize = 4096;
+/// Largest buffer of an nccl-tests row or of `collectives --sizes`, in bytes (16 TiB: a
+/// thousand times the largest sweep published).
+pub const MAX_NCCL_SIZE_BYTES: u64 = 1 << 44;
+/// Most sizes one `collectives --sizes` spec expands to.
+pub const MAX_COLLECTIVE_SIZES: usize = 256;
+/// Most ranks of one `collectives` table: a ring's step is priced transfer by transfer.
+pub const MAX_COLLECTIVE_RANKS: u64 = 1 << 16;
+/// Most ranks of a `collectives` table whose operation may run as an exchange between every
+/// pair of ranks (all-to-all, or a profile with a direct rule across nodes): n² transfers.
+pub const MAX_COLLECTIVE_PAIR_RANKS: u64 = 1 << 9;
+/// Most nccl-tests logs one `calibrate --fit-links` takes.
+pub const MAX_FIT_LINK_LOGS: usize = 64;
 
 /// One limit: what is bounded, the bound, why, and the commands it applies to.
 #[derive(Debug, Clone, PartialEq)]
@@ -196,6 +274,12 @@ pub fn table() -> Vec<Limit> {
             commands: &["*"],
         },
         Limit {
+            what: "profile lists (collective rules, attention tiles per pass)",
+            value: MAX_PROFILE_LIST.to_string(),
+            why: "every collective and every attention call of a step walks them",
+            commands: &["*"],
+        },
+        Limit {
             what: "profile rates (FLOP/s, bytes/s) and latencies",
             value: format!(
                 "{:e} to {:e} per second; latencies ≤ {} s",
@@ -219,7 +303,7 @@ pub fn table() -> Vec<Limit> {
             what: "micro-batches per step (--global-batch / (dp × b)) / tokens per step",
             value: format!("{} / {}", pow2(MAX_MICRO_BATCHES), pow2(MAX_TOKENS_PER_STEP)),
             why: "tokens per step stay exact as a float",
-            commands: &["simulate", "overlap", "plan"],
+            commands: &["simulate", "plan"],
         },
         Limit {
             what: "lengths in one --seq spec / points in one sweep",
@@ -228,9 +312,25 @@ pub fn table() -> Vec<Limit> {
             commands: &["sweep", "maxseq"],
         },
         Limit {
-            what: "shards (--shard K/N) / shard file size",
-            value: format!("N ≤ {MAX_SHARDS} / {} MiB", MAX_SHARD_FILE_BYTES >> 20),
-            why: "one scheduler task per shard; a shard of the largest sweep is well under the file bound, which merge checks before reading",
+            what: "sweep: plot files / validate: profiles (--hw)",
+            value: format!("{MAX_SWEEP_PLOTS} / {MAX_VALIDATE_PROFILES}"),
+            why: "counted from the flags before anything is loaded or evaluated: plots take tens of milliseconds each, every profile the claims' studies",
+            commands: &["sweep", "validate"],
+        },
+        Limit {
+            what: "overlap: local lengths (--local-seq)",
+            value: MAX_OVERLAP_LENGTHS.to_string(),
+            why: "each is a simulated, fully traced METP layer; counted before anything runs",
+            commands: &["overlap"],
+        },
+        Limit {
+            what: "shards (--shard K/N) / shard file size / shard files of one merge",
+            value: format!(
+                "N ≤ {MAX_SHARDS} / {} MiB / {} GiB in all",
+                MAX_SHARD_FILE_BYTES >> 20,
+                MAX_MERGE_BYTES >> 30
+            ),
+            why: "one scheduler task per shard; a shard of the largest sweep is well under the file bound; merge checks every size before it reads a file",
             commands: &["sweep", "plan", "merge"],
         },
         Limit {
@@ -272,6 +372,78 @@ pub fn table() -> Vec<Limit> {
             value: MAX_MEASUREMENT_SESSIONS.to_string(),
             why: "the fit searches one clock factor per session after the first",
             commands: &["calibrate", "kernels", "gpu-check"],
+        },
+        Limit {
+            what: "measured kernels: GEMM m, n, k and attention tokens / batch / head dim / operand, copy and message bytes",
+            value: format!(
+                "{} / {} / {} / {}",
+                pow2(MAX_KERNEL_DIM),
+                pow2(MAX_KERNEL_BATCH),
+                pow2(MAX_KERNEL_HEAD_DIM),
+                "2^40"
+            ),
+            why: "above any real call; K/V heads must divide the query heads, a message joins two different devices, a collective 2 to 2^20 ranks",
+            commands: &["calibrate", "kernels", "gpu-check"],
+        },
+        Limit {
+            what: "measured times / rates against the profile / one shape timed twice",
+            value: format!(
+                "{:e} s to {} s / at most {}× the peak FLOP/s, {}× the HBM rate / slowest ≤ {}× fastest",
+                MEASURED_TIME_RANGE_S.0,
+                MEASURED_TIME_RANGE_S.1,
+                1.0 + MEASURED_PEAK_MARGIN,
+                MEASURED_BANDWIDTH_FACTOR,
+                MAX_REPEAT_SPREAD
+            ),
+            why: "no kernel is shorter than a clock tick or faster than its GPU; the published and measured files reach 0.87× the peak, 1.0× the HBM rate and a spread of 1.2",
+            commands: &["calibrate", "kernels", "gpu-check"],
+        },
+        Limit {
+            what: "calibrate --fit: samples × full fits of one parameter search",
+            value: MAX_FIT_SEARCH_WORK.to_string(),
+            why: "a larger kind (or messages) is searched on an even share of its samples, every session's, across the sizes, and its errors reported over all; 90,000 attention calls fit in seconds",
+            commands: &["calibrate"],
+        },
+        Limit {
+            what: "unit runs: the f64 reference's operations / its memory and the runtime's on the host",
+            value: format!(
+                "{:e} / half the memory available (and half of what `prlimit --as` leaves)",
+                MAX_UNIT_REFERENCE_FLOPS
+            ),
+            why: "every unit is checked against an unsharded f64 reference on the CPU, whose attention holds s × s matrices: estimated from the shape before anything runs",
+            commands: &["run", "calibrate"],
+        },
+        Limit {
+            what: "run files (validate --runs) / values tried per unstated knob / configurations per run",
+            value: format!("{MAX_RUN_FILES} / {MAX_TRIED_VALUES} / {MAX_RUN_CONFIGURATIONS}"),
+            why: "every configuration a run tries is priced in closed form (milliseconds to a second each), its own simulated once",
+            commands: &["validate"],
+        },
+        Limit {
+            what: "nccl-tests log (collectives --compare, calibrate --fit-links)",
+            value: format!(
+                "{} MiB, {MAX_NCCL_LOG_ROWS} rows, one table; {MAX_FIT_LINK_LOGS} logs per fit",
+                MAX_INPUT_FILE_BYTES >> 20
+            ),
+            why: "a published sweep is a few KB and a few dozen rows; a second table or a size twice is refused (one test's output per file)",
+            commands: &["collectives", "calibrate"],
+        },
+        Limit {
+            what: "collective ranks (collectives --nodes × --gpus)",
+            value: format!(
+                "{MAX_COLLECTIVE_RANKS}; {MAX_COLLECTIVE_PAIR_RANKS} for all-to-all and direct rules across nodes"
+            ),
+            why: "each step is priced transfer by transfer: n transfers for a ring, n² for an exchange between every pair",
+            commands: &["collectives"],
+        },
+        Limit {
+            what: "collective sizes (collectives --sizes, log rows)",
+            value: format!(
+                "1 B to {}, at most {MAX_COLLECTIVE_SIZES} sizes",
+                pow2(MAX_NCCL_SIZE_BYTES)
+            ),
+            why: "a thousand times the largest published sweep (16 GiB); every byte count stays exact in 64 bits",
+            commands: &["collectives", "calibrate"],
         },
         Limit {
             what: "CPU link throttle",
@@ -348,9 +520,16 @@ pub fn check_text(text: &str, max: usize) -> std::result::Result<(), String> {
 /// counts reserved but untouched memory (thread stacks, allocator arenas) and growth of
 /// vectors. Read once (Linux `/proc`; elsewhere only [`MAX_GRAPH_BYTES`]).
 pub fn memory_budget_bytes() -> u64 {
+    MAX_GRAPH_BYTES.min(host_memory_budget_bytes())
+}
+
+/// What this process may still take for one piece of work on the host, with no bound of the
+/// tool's own: half the memory the system has available and half of what the address-space
+/// limit leaves (see [`memory_budget_bytes`]); `u64::MAX` where neither is known. Read once.
+pub fn host_memory_budget_bytes() -> u64 {
     static BUDGET: OnceLock<u64> = OnceLock::new();
     *BUDGET.get_or_init(|| {
-        let mut budget = MAX_GRAPH_BYTES;
+        let mut budget = u64::MAX;
         if let Some(avail) = proc_field("/proc/meminfo", "MemAvailable:") {
             budget = budget.min(avail / 2);
         }

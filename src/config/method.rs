@@ -90,8 +90,8 @@ impl MethodId {
     }
 
     /// Checks that degree `p` can split `model` this way, whatever the sequence length: heads
-    /// and widths divisible by p, K/V heads splittable or replicable, METP's head groups a
-    /// multiple of p. `Err` carries the reason.
+    /// and widths divisible by p, K/V heads divisible by the ways heads are split
+    /// ([`kv_heads_split`]), METP's head groups a multiple of p. `Err` carries the reason.
     pub fn check_degree(
         self,
         model: &Model,
@@ -116,24 +116,19 @@ impl MethodId {
                         model.heads
                     ));
                 }
-                if !model.kv_heads.is_multiple_of(g) && !g.is_multiple_of(model.kv_heads) {
-                    return Err(format!(
-                        "kv_heads ({}) must divide head groups ({g}) or be divisible by it",
-                        model.kv_heads
-                    ));
-                }
+                kv_heads_split(model.kv_heads, g, "head groups")?;
                 divisible("ffn_hidden", model.ffn_hidden, p)
             }
             // Heads and MLP columns split across the p devices.
             MethodId::Tp | MethodId::TpSp => {
                 divisible("heads", model.heads, p)?;
                 divisible("ffn_hidden", model.ffn_hidden, p)?;
-                kv_heads_split(model, p)
+                kv_heads_split(model.kv_heads, p, "p")
             }
             // The all-to-all hands each device a/p heads.
             MethodId::Ulysses => {
                 divisible("heads", model.heads, p)?;
-                kv_heads_split(model, p)
+                kv_heads_split(model.kv_heads, p, "p")
             }
             // Only the sequence is split.
             MethodId::Ring | MethodId::Rsa => Ok(()),
@@ -167,12 +162,20 @@ fn divisible(what: &str, n: u64, p: u64) -> std::result::Result<(), String> {
     }
 }
 
-/// K/V heads split across p devices, or replicated when there are fewer than p.
-fn kv_heads_split(model: &Model, p: u64) -> std::result::Result<(), String> {
-    if !model.kv_heads.is_multiple_of(p) && !p.is_multiple_of(model.kv_heads) {
+/// The one rule for grouped-query attention, in every method that splits heads (`tp`, `tp-sp`
+/// and `ulysses` over p devices, `metp` over its head groups) and in the executed units: the
+/// K/V heads split evenly, `ways` dividing `kv_heads`. Fewer K/V heads than ways is refused,
+/// as Megatron-LM refuses it (`num_query_groups_per_partition = divide(num_query_groups,
+/// tp_size)` in `megatron/core/transformer/attention.py` asserts divisibility), rather than
+/// replicating K/V heads as inference engines do: replication would duplicate the K/V weights,
+/// their gradients and optimizer state, and add an all-reduce of those gradients among the
+/// replicas that no training framework this tool models performs.
+pub fn kv_heads_split(kv_heads: u64, ways: u64, what: &str) -> std::result::Result<(), String> {
+    if ways == 0 || !kv_heads.is_multiple_of(ways) {
         return Err(format!(
-            "kv_heads ({}) must divide p = {p} or be divisible by it",
-            model.kv_heads
+            "kv_heads ({kv_heads}) is not divisible by {what} ({ways}): grouped-query attention \
+             needs whole K/V heads per device (Megatron refuses replicating them; use a degree \
+             that divides {kv_heads}, or ring)"
         ));
     }
     Ok(())

@@ -26,6 +26,33 @@ pub enum Norm {
     Rmsnorm,
 }
 
+/// Which linear layers carry a bias (none, in the bundled models: Megatron's parameter count
+/// leaves them out, `theoretical_memory_usage.py`). Imported Hugging Face configs set them:
+/// Qwen2's Q, K and V projections, GPT-NeoX's every linear, LLaMA's `attention_bias` (Q, K, V
+/// and the output projection) and `mlp_bias`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinearBiases {
+    /// Biases on the Q, K and V projections (h + 2·kv_heads·d per layer).
+    #[serde(default)]
+    pub qkv: bool,
+    /// A bias on the attention output projection (h per layer; row-parallel, so replicated on
+    /// every device of a weight-splitting method, as Megatron keeps it).
+    #[serde(default)]
+    pub attention_out: bool,
+    /// Biases on the MLP linears: the first layer's f (2f for SwiGLU's gate and up, column-
+    /// parallel) and the second's h (row-parallel, replicated).
+    #[serde(default)]
+    pub mlp: bool,
+}
+
+impl LinearBiases {
+    /// No biases at all (the field is then left out of written model files).
+    pub fn is_none(&self) -> bool {
+        *self == LinearBiases::default()
+    }
+}
+
 /// A Transformer model, as in DESIGN §8.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,6 +79,15 @@ pub struct Model {
     pub dropout: bool,
     /// Whether the output head shares the input embedding.
     pub tied_embeddings: bool,
+    /// Linear biases (optional; none when absent).
+    #[serde(default, skip_serializing_if = "LinearBiases::is_none")]
+    pub biases: LinearBiases,
+    /// Sliding-window attention: each query sees at most this many keys (optional; full
+    /// attention when absent). metp-sim models full attention, which is exact while the
+    /// sequence is no longer than the window: longer sequences are refused
+    /// (`Workload::validate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sliding_window: Option<u64>,
     /// Where the figures come from.
     pub source: String,
 }
@@ -90,7 +126,14 @@ impl Model {
                 ));
             }
         }
-        // Counted in 128 bits: only a count below the limit is used in 64 (total_params).
+        if self.sliding_window == Some(0) {
+            return Err(bad(
+                "sliding_window",
+                "must be a positive number of tokens, got 0".into(),
+            ));
+        }
+        // Counted in 128 bits: only a count below the limit is used in 64 (total_params). The
+        // biases are at most 2h + 2f + 2·kv per layer, inside the 4h + 4f margin below.
         let (l, h, f, v) = (
             self.layers as u128,
             self.hidden as u128,
@@ -98,7 +141,8 @@ impl Model {
             self.vocab as u128,
         );
         let kv = self.kv_heads as u128 * (h / self.heads as u128);
-        let params = l * (h * (2 * h + 2 * kv) + self.mlp_matrices() as u128 * h * f + 4 * h)
+        let params = l
+            * (h * (2 * h + 2 * kv) + self.mlp_matrices() as u128 * h * f + 8 * h + 4 * f)
             + 2 * h
             + 2 * v * h;
         if params > MAX_PARAMS as u128 {
@@ -150,15 +194,30 @@ impl Model {
         }
     }
 
-    /// Parameters of one layer's attention GEMMs: W_qkv (h × (h + 2·h_kv)) and W_o (h × h).
-    /// Linear biases are not counted (as in Megatron's `theoretical_memory_usage.py`).
+    /// Parameters of one layer's attention: W_qkv (h × (h + 2·h_kv)) and W_o (h × h), plus the
+    /// biases the model has ([`LinearBiases`]; none in the bundled models, as in Megatron's
+    /// `theoretical_memory_usage.py`).
     pub fn attention_params_per_layer(&self) -> u64 {
+        let b = &self.biases;
         self.hidden * (2 * self.hidden + 2 * self.kv_hidden())
+            + u64::from(b.qkv) * (self.hidden + 2 * self.kv_hidden())
+            + u64::from(b.attention_out) * self.hidden
     }
 
-    /// Parameters of one layer's MLP GEMMs.
+    /// Parameters of one layer's MLP: its GEMMs, plus biases when the model has them (f per
+    /// first-layer matrix, h for the second).
     pub fn mlp_params_per_layer(&self) -> u64 {
         self.mlp_matrices() * self.hidden * self.ffn_hidden
+            + u64::from(self.biases.mlp)
+                * ((self.mlp_matrices() - 1) * self.ffn_hidden + self.hidden)
+    }
+
+    /// Parameters of one layer that a weight-splitting method keeps whole on every device: the
+    /// biases of the row-parallel linears (attention output, MLP second layer), which Megatron
+    /// adds after the reduction instead of splitting.
+    pub fn replicated_params_per_layer(&self) -> u64 {
+        let b = &self.biases;
+        (u64::from(b.attention_out) + u64::from(b.mlp)) * self.hidden
     }
 
     /// Parameters of one normalisation layer (weight, plus bias for LayerNorm).

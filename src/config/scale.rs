@@ -36,6 +36,9 @@ pub const ALIASES: &[(&str, &[&str])] = &[
         &[
             "intra_node.bytes_per_s_per_direction",
             "intra_node.link_bytes_per_s_per_direction",
+            "collective_library.nvls.bus_bytes_per_s",
+            "collective_library.nvls.port_bytes_per_s",
+            "collective_library.p2p_bytes_per_s",
         ],
     ),
     (
@@ -43,10 +46,22 @@ pub const ALIASES: &[(&str, &[&str])] = &[
         &[
             "intra_node.p2p_latency_s",
             "intra_node.collective_latency_s",
+            "collective_library.protocols.ll.intra_step_latency_s",
+            "collective_library.protocols.ll128.intra_step_latency_s",
+            "collective_library.protocols.simple.intra_step_latency_s",
+            "collective_library.nvls.latency_s",
         ],
     ),
     ("inter", &["inter_node.bytes_per_s_per_nic"]),
-    ("inter-latency", &["inter_node.latency_s"]),
+    (
+        "inter-latency",
+        &[
+            "inter_node.latency_s",
+            "collective_library.protocols.ll.inter_step_latency_s",
+            "collective_library.protocols.ll128.inter_step_latency_s",
+            "collective_library.protocols.simple.inter_step_latency_s",
+        ],
+    ),
     ("spine", &["inter_node.spine.oversubscription"]),
     ("host", &["kernels.host.op_s"]),
 ];

@@ -56,6 +56,9 @@ pub enum Algorithm {
     Tree,
     /// Every rank exchanges with every other at once, in one step (two for all-reduce).
     Direct,
+    /// NVLink SHARP: the switch reduces and multicasts (NVLSTree across nodes). Not a rule of
+    /// the table: a profile has it with `collective_library.nvls`.
+    Nvls,
 }
 
 impl Algorithm {
@@ -65,6 +68,7 @@ impl Algorithm {
             Algorithm::Ring => "ring",
             Algorithm::Tree => "tree",
             Algorithm::Direct => "direct",
+            Algorithm::Nvls => "nvls",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One METP (or TP) computing unit — the attention or MLP block of one layer — as every layer
 //! that deals with units describes it: the memory layer's unit inventory (`memory::unit`), the
-//! runtimes that execute it (`exec`, the calibration backends) and the predictions of its time
-//! (`calibrate::predict`). Its METP knobs are the workload's [`MetpOptions`], so a unit and a
+//! runtimes that execute it (the backends' units, `backend::cpu::units` and the CUDA units) and
+//! the predictions of its time (`backend::predict`). Its METP knobs are the workload's [`MetpOptions`], so a unit and a
 //! layer of a workload cannot disagree on them, and [`UnitSupport`] is how an executor says
 //! which options it honours (it refuses the others with one line instead of running something
 //! else).
@@ -243,12 +243,7 @@ impl UnitSpec {
                     "heads ({a}) is not divisible by head groups ({g})"
                 )));
             }
-            let kv = self.kv_heads as u64;
-            if kv == 0 || !(kv.is_multiple_of(g) || g.is_multiple_of(kv)) {
-                return Err(err(format!(
-                    "kv_heads ({kv}) must divide head groups ({g}) or be divisible by it"
-                )));
-            }
+            super::method::kv_heads_split(self.kv_heads as u64, g, "head groups").map_err(err)?;
         }
         Ok(())
     }

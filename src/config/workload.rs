@@ -1,139 +1,10 @@
 //! A workload: model × hardware × method × degree × sequence × batch × options — everything one
 //! memory or time estimate needs.
 
-use serde::{Deserialize, Serialize};
-
 use super::layout::{pipeline_order, virtual_stage_layers, Axes, Coord, PipeOp};
-use super::{Hardware, MethodId, Model, OuterAxes};
+use super::precision::OptimizerState;
+use super::{Hardware, MethodId, Model, Options, OuterAxes, ZeroStage};
 use crate::error::{Error, Result};
-
-/// Activation recomputation policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Recompute {
-    /// Store everything backward needs.
-    #[default]
-    None,
-    /// Recompute the attention core (QKᵀ, softmax, dropout, ·V) — Korthikanti et al.
-    Selective,
-    /// Store only each layer's input; recompute the layer in backward.
-    Full,
-}
-
-/// ZeRO stage: what is sharded across the data-parallel (and, for methods with replicated
-/// weights, sequence-parallel) group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
-pub enum ZeroStage {
-    /// Nothing sharded.
-    #[default]
-    #[serde(rename = "0")]
-    Zero0,
-    /// Optimizer state sharded.
-    #[serde(rename = "1")]
-    Zero1,
-    /// Optimizer state and gradients sharded.
-    #[serde(rename = "2")]
-    Zero2,
-    /// Optimizer state, gradients and weights sharded.
-    #[serde(rename = "3")]
-    Zero3,
-}
-
-/// How METP brings head group g's attention weights to every device: all devices work on the
-/// same group at once (the inner K/V ring needs every device's K/V of that group), so the
-/// owner's shard must reach all of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum WeightExchange {
-    /// Relayed along the ring, owner → owner+1 → …, each device forwarding what it received.
-    Ring,
-    /// An NCCL broadcast from the owner, as ParaDySe's implementation does (the default).
-    #[default]
-    Broadcast,
-}
-
-impl WeightExchange {
-    /// `ring` or `broadcast`, as on the command line.
-    pub fn id(self) -> &'static str {
-        match self {
-            WeightExchange::Ring => "ring",
-            WeightExchange::Broadcast => "broadcast",
-        }
-    }
-}
-
-/// METP knobs (DESIGN §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MetpOptions {
-    /// Head groups in the outer attention loop; `None` means one per device (p).
-    pub head_groups: Option<u64>,
-    /// Weight exchange for attention shards.
-    pub weight_exchange: WeightExchange,
-    /// Receive buffers per traveling tensor: 1 (single) or 2 (true double buffering).
-    pub recv_buffers: u64,
-    /// Store Q, K, V for backward instead of recomputing them.
-    pub store_qkv: bool,
-    /// Store the MLP activation input (X·W1) instead of recomputing it.
-    pub store_mlp_act: bool,
-}
-
-impl MetpOptions {
-    /// Head groups G of the outer attention loop at degree `p` (p unless set).
-    pub fn head_groups(&self, p: u64) -> u64 {
-        self.head_groups.unwrap_or(p)
-    }
-}
-
-impl Default for MetpOptions {
-    fn default() -> Self {
-        MetpOptions {
-            head_groups: None,
-            weight_exchange: WeightExchange::Broadcast,
-            recv_buffers: 2,
-            store_qkv: false,
-            store_mlp_act: false,
-        }
-    }
-}
-
-/// Options that change memory or time but not the shape of the problem.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Options {
-    /// Fused (FlashAttention-style) attention kernels.
-    pub flash: bool,
-    /// Recompute policy.
-    pub recompute: Recompute,
-    /// ZeRO stage; `None` = automatic: stage 3 for the methods that otherwise replicate
-    /// weights across the p devices (as DeepSpeed-Ulysses and context parallelism are run in
-    /// practice), stage 0 for the methods that shard them.
-    pub zero: Option<ZeroStage>,
-    /// Causal attention.
-    pub causal: bool,
-    /// Under causal masking, order the sequence blocks zig-zag (load-balanced, as Megatron's
-    /// context parallelism does) instead of contiguously. Needs s to be a multiple of 2p.
-    pub causal_zigzag: bool,
-    /// Override the model's dropout setting.
-    pub dropout: Option<bool>,
-    /// Vocabulary-parallel output head and loss, for the methods that shard weights.
-    pub vocab_parallel: bool,
-    /// METP knobs.
-    pub metp: MetpOptions,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            flash: true,
-            recompute: Recompute::None,
-            zero: None,
-            causal: false,
-            causal_zigzag: true,
-            dropout: None,
-            vocab_parallel: true,
-            metp: MetpOptions::default(),
-        }
-    }
-}
 
 /// One configuration to estimate.
 #[derive(Debug, Clone)]
@@ -163,10 +34,40 @@ pub struct Workload {
 impl Workload {
     /// The ZeRO stage in force (resolving automatic).
     pub fn zero_stage(&self) -> ZeroStage {
-        match self.options.zero {
-            Some(z) => z,
-            None if self.method.shards_weights() => ZeroStage::Zero0,
-            None => ZeroStage::Zero3,
+        match (self.options.zero, self.options.optimizer_state) {
+            (Some(z), _) => z,
+            (None, Some(OptimizerState::Replicated)) => ZeroStage::Zero0,
+            (None, Some(OptimizerState::Sharded)) if self.method.shards_weights() => {
+                ZeroStage::Zero1
+            }
+            (None, _) if self.method.shards_weights() => ZeroStage::Zero0,
+            (None, _) => ZeroStage::Zero3,
+        }
+    }
+
+    /// Where the optimizer state lives, resolved: sharded from ZeRO stage 1 up.
+    pub fn optimizer_state(&self) -> OptimizerState {
+        if self.zero_stage() >= ZeroStage::Zero1 {
+            OptimizerState::Sharded
+        } else {
+            OptimizerState::Replicated
+        }
+    }
+
+    /// An explicit ZeRO stage that contradicts an explicit optimizer-state placement, in words.
+    pub fn optimizer_state_conflict(options: &Options) -> Option<String> {
+        match (options.zero, options.optimizer_state) {
+            (Some(ZeroStage::Zero0), Some(OptimizerState::Sharded)) => Some(
+                "a sharded optimizer state contradicts ZeRO stage 0 (which replicates it; the \
+                 distributed optimizer is ZeRO stage 1)"
+                    .into(),
+            ),
+            (Some(z), Some(OptimizerState::Replicated)) if z >= ZeroStage::Zero1 => Some(format!(
+                "a replicated optimizer state contradicts ZeRO stage {} (stages 1 to 3 shard \
+                 it)",
+                z as u8
+            )),
+            _ => None,
         }
     }
 
@@ -189,7 +90,15 @@ impl Workload {
     /// rules for this model, degree and sequence length ([`MethodId::check_degree`],
     /// [`MethodId::seq_multiple`]) — once, and returns the workload as a [`ValidWorkload`],
     /// the only input of the evaluation path (`memory`, `schedule`, `analytic`, `sim`).
-    pub fn validate(self) -> Result<ValidWorkload> {
+    pub fn validate(mut self) -> Result<ValidWorkload> {
+        // The attention implementation, resolved once: its figures become the profile's
+        // fused-attention figures for everything downstream.
+        let attention = self.options.attention_kernel(&self.hardware);
+        self.hardware
+            .kernels
+            .select_attention(attention, &self.hardware.name)?;
+        self.options.attention = Some(attention);
+        self.options.flash = attention.is_fused();
         if self.p == 0 || self.dp == 0 || self.seq == 0 || self.micro_batch == 0 {
             return Err(self.invalid("p, dp, sequence and micro-batch must be positive"));
         }
@@ -230,6 +139,9 @@ impl Workload {
                 self.hardware.gpus_per_node
             )));
         }
+        if let Some(m) = Workload::optimizer_state_conflict(&self.options) {
+            return Err(self.invalid(m));
+        }
         if self.options.metp.recv_buffers == 0 || self.options.metp.recv_buffers > 2 {
             return Err(self.invalid("METP receive buffers must be 1 or 2"));
         }
@@ -260,6 +172,13 @@ impl Workload {
             return Err(self.invalid(format!(
                 "s × b × micro-batches × dp = {per_step} tokens per step is above the supported \
                  2^53"
+            )));
+        }
+        if let Some(window) = self.model.sliding_window.filter(|&w| seq > w) {
+            return Err(self.invalid(format!(
+                "sequence length {seq} is longer than {}'s sliding attention window of {window} \
+                 tokens: metp-sim models full attention, which is exact only up to the window",
+                self.model.name
             )));
         }
         let multiple = self.seq_multiple();
@@ -325,11 +244,15 @@ impl Workload {
                 return Err(self.invalid(format!("{name} must be from 1 to 2^20, got {v}")));
             }
         }
+        // Up to two virtual stages more than layers: the first may hold only the embedding and
+        // the last only the head and loss, as LLaMA 3's pipeline does (Grattafiori et al. 2024
+        // §3.3.2; Megatron's --account-for-embedding/loss-in-pipeline-split); the layers go to
+        // the middle virtual stages first (`virtual_stage_layers`), so no other stage is empty.
         let virtual_stages = o.pp.saturating_mul(o.interleave);
-        if virtual_stages > self.model.layers {
+        if virtual_stages > self.model.layers.saturating_add(2) {
             return Err(self.invalid(format!(
                 "{} pipeline stages × {} virtual stages each = {virtual_stages} is more than the \
-                 model's {} layers",
+                 model's {} layers plus the embedding's and the head's own stages",
                 o.pp, o.interleave, self.model.layers
             )));
         }
@@ -506,24 +429,63 @@ impl ValidWorkload {
         if lo == hi {
             return None;
         }
-        let big: Vec<String> = layers
-            .iter()
-            .enumerate()
-            .filter(|(_, &n)| n == hi)
-            .map(|(u, _)| u.to_string())
-            .collect();
+        // Consecutive stages as ranges (`1–126`): 128 virtual stages would otherwise be listed
+        // one by one.
+        let mut big: Vec<String> = Vec::new();
+        let mut run: Option<(usize, usize)> = None;
+        for (u, _) in layers.iter().enumerate().filter(|(_, &n)| n == hi) {
+            run = match run {
+                Some((a, b)) if b + 1 == u => Some((a, u)),
+                Some((a, b)) => {
+                    big.push(range_text(a, b));
+                    Some((u, u))
+                }
+                None => Some((u, u)),
+            };
+        }
+        if let Some((a, b)) = run {
+            big.push(range_text(a, b));
+        }
         let what = if self.outer.interleave > 1 {
             "virtual stages"
         } else {
             "stages"
         };
+        let mut empty = Vec::new();
+        if layers.first() == Some(&0) {
+            empty.push(format!(
+                "{} 0 holds only the embedding",
+                what.trim_end_matches('s')
+            ));
+        }
+        if layers.len() > 1 && layers.last() == Some(&0) {
+            empty.push(format!(
+                "{} {} holds only the head and loss",
+                what.trim_end_matches('s'),
+                layers.len() - 1
+            ));
+        }
+        let empty = if empty.is_empty() {
+            String::new()
+        } else {
+            format!(" ({}, as LLaMA 3's pipeline does)", empty.join("; "))
+        };
         Some(format!(
             "pipeline: {} layers over {} {what} do not divide evenly: {what} {} hold {hi} \
-             layers, the others {lo}",
+             layers, the others {lo}{empty}",
             self.model.layers,
             layers.len(),
             big.join(", ")
         ))
+    }
+}
+
+/// `a` or `a–b` (`a, b` when they are neighbours).
+fn range_text(a: usize, b: usize) -> String {
+    match b - a {
+        0 => a.to_string(),
+        1 => format!("{a}, {b}"),
+        _ => format!("{a}–{b}"),
     }
 }
 

@@ -13,21 +13,25 @@
 //!   xGMI mesh or PCIe inside a node, InfiniBand or Ethernet across nodes), B the narrowest
 //!   link of the route: a GPU's port through a switch, the pair's own link in a mesh, the NIC
 //!   (or a leaf's share of an oversubscribed spine) across nodes ([`CostModel::link_bytes_per_s`]).
-//! - Collectives: the profile's algorithm table picks ring, tree or direct by operation, scope
-//!   and size ([`CostModel::algorithm`]); [`collective`] prices each in closed form.
+//! - Collectives: the library's tuner picks the fastest enabled algorithm (ring, tree, direct,
+//!   NVLS) and protocol (LL, LL128, Simple) for the operation, group and size; [`collective`]
+//!   says what each step moves ([`pattern`]) over which links ([`route`]) and what it costs.
 //!
 //! Input: a [`Hardware`] profile. Used by the simulator and the analytic model alike, so both
-//! price the same work identically. Depends on `config` and `schedule`'s kernel shapes (plain
-//! data); never on calibration.
+//! price the same work identically. Depends on `config`, `schedule`'s kernel shapes (plain
+//! data) and `error`; never on calibration (`backend`, `fitting`, `calibrate`).
 
 pub mod attention;
 pub mod collective;
 pub mod gemm;
 pub mod memory_bound;
+pub mod pattern;
+pub mod route;
 
-pub use collective::{collective_steps, PathFigures};
+pub use collective::{collective_steps, Plan};
+pub use route::{LinkKey, RouteKeys};
 
-use crate::config::{choose_algorithm, Algorithm, Hardware, IntraNodeKind, Wiring};
+use crate::config::{Hardware, IntraNodeKind, Wiring};
 use crate::schedule::{AttnPass, CollectiveOp, KernelShape};
 
 /// Which links a message between two devices uses.
@@ -216,50 +220,50 @@ impl<'a> CostModel<'a> {
         }
     }
 
-    /// The link figures of a group's transfers at its narrowest class: α, one transfer's
-    /// bandwidth and the port a rank's transfers share. Across nodes without a spine crossing
-    /// (every member's NIC on one leaf) the NIC bounds a transfer.
-    pub fn group_path(&self, devices: &[u32]) -> PathFigures {
+    /// α and rate of a point-to-point message between a group's ring neighbours at the group's
+    /// narrowest link class: the library's point-to-point rate inside a node; across nodes the
+    /// rail's NIC, or a leaf's spine share when the group spans leaves.
+    pub fn group_p2p(&self, devices: &[u32]) -> (f64, f64) {
         let class = self.group_class(devices);
-        let mut flow = self.link_bytes_per_s(class);
+        let mut rate = self.p2p_bytes_per_s(class);
         if class == LinkClass::InterNode {
             let first = devices.first().map_or(0, |&d| self.leaf_of(d));
             if devices.iter().all(|&d| self.leaf_of(d) == first) {
-                flow = self.hw.inter_node.bytes_per_s_per_nic.value;
+                rate = self.hw.inter_node.bytes_per_s_per_nic.value;
             }
         }
-        PathFigures {
-            latency_s: self.p2p_latency_s(class),
-            flow_bytes_per_s: flow,
-            port_bytes_per_s: self.port_bytes_per_s(class),
-        }
+        (self.p2p_latency_s(class), rate)
     }
 
-    /// The algorithm the profile's table picks for `op` over a group of link class `class`
-    /// with a buffer of `bytes` (ring when no rule matches).
-    pub fn algorithm(&self, op: CollectiveOp, class: LinkClass, bytes: u64) -> Algorithm {
-        collective::effective(
-            choose_algorithm(
-                &self.hw.collectives,
-                collective::kind(op),
-                class != LinkClass::InterNode,
-                bytes,
-            ),
-            op,
-        )
+    /// The plan the collective library runs for `op` over the ranks `devices` (a group, in
+    /// ring order) with a buffer of `bytes`: algorithm, protocol and steps ([`collective`]).
+    pub fn collective_plan(&self, op: CollectiveOp, devices: &[u32], bytes: u64) -> Plan {
+        collective::plan(self, collective::Op::Collective(op), devices, bytes)
     }
 
     /// Seconds of `op` over the ranks `devices` (a group, in ring order) with a buffer of
-    /// `bytes`, uncontended, with the algorithm the profile picks ([`collective`]).
+    /// `bytes`, uncontended, as the library runs it ([`collective`]).
     pub fn collective_s(&self, op: CollectiveOp, devices: &[u32], bytes: u64) -> f64 {
-        let class = self.group_class(devices);
-        collective::collective_s(
-            self.algorithm(op, class, bytes),
-            op,
-            devices.len() as u64,
-            bytes,
-            self.group_path(devices),
-        )
+        self.collective_plan(op, devices, bytes).time_s
+    }
+
+    /// The library's point-to-point rate of a link class: inside a node the narrower of the
+    /// link and the library's send/recv rate (`collective_library.p2p_bytes_per_s`).
+    pub fn p2p_bytes_per_s(&self, class: LinkClass) -> f64 {
+        let link = self.link_bytes_per_s(class);
+        match (class, &self.hw.collective_library) {
+            (LinkClass::IntraNode, Some(lib)) => lib
+                .p2p_bytes_per_s
+                .as_ref()
+                .map_or(link, |p| p.value.min(link)),
+            _ => link,
+        }
+    }
+
+    /// Bytes a point-to-point message of `bytes` puts on its links so that, at the links'
+    /// rate, it takes as long as at the library's point-to-point rate ([`Self::p2p_bytes_per_s`]).
+    pub fn p2p_wire_bytes(&self, class: LinkClass, bytes: f64) -> f64 {
+        bytes * self.link_bytes_per_s(class) / self.p2p_bytes_per_s(class)
     }
 
     /// Latency α of one point-to-point message of a link class.
@@ -277,7 +281,7 @@ impl<'a> CostModel<'a> {
         if c == LinkClass::Local {
             return 0.0;
         }
-        self.p2p_latency_s(c) + bytes / self.link_bytes_per_s(c)
+        self.p2p_latency_s(c) + bytes / self.p2p_bytes_per_s(c)
     }
 
     /// Fraction by which compute slows while communication runs on the same device.

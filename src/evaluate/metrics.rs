@@ -115,26 +115,100 @@ impl Metrics {
     }
 }
 
-/// Model FLOPs of one step (no recomputation): 6 FLOPs per parameter per token for the GEMMs
-/// (layers and head), plus attention scores 12·b·s²·h per layer (4 forward, 8 backward),
-/// halved under causal masking.
+/// How attention scores count in a FLOP convention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttentionFlops {
+    /// Every score of the s × s matrix, causal mask or not (Megatron's 72·B·s·L·h²·(1 +
+    /// s/6h + …), PaLM's 6N + 12·L·H·Q·T).
+    Full,
+    /// Halved under a causal mask (the work a fused kernel that skips masked blocks does).
+    Causal,
+}
+
+/// Which FLOPs a published TFLOP/s or MFU figure counts: the GEMMs at 6 FLOPs per parameter per
+/// token (every layer and the output head; the embedding lookup is not a product), attention
+/// scores at 12·s²·h per layer and sequence (4 forward, 8 backward) counted [`AttentionFlops`]
+/// way, and, when `recomputation` is set, the forward work recomputation repeats (full: the
+/// layers' GEMMs and attention once more; selective: the attention scores' forward).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlopConvention {
+    /// How attention scores count.
+    pub attention: AttentionFlops,
+    /// Whether recomputed forward work counts (hardware FLOPs, as Narayanan et al. 2021's
+    /// 96·B·s·L·h² does for full recomputation).
+    pub recomputation: bool,
+}
+
+impl FlopConvention {
+    /// The tool's own MFU: causal attention halved, recomputation not counted.
+    pub const TOOL: FlopConvention = FlopConvention {
+        attention: AttentionFlops::Causal,
+        recomputation: false,
+    };
+
+    /// One line saying what the convention counts, for reports.
+    pub fn words(&self) -> String {
+        format!(
+            "6 FLOPs per parameter per token (layers and output head) + attention 12·s²·h per \
+             layer{}; recomputation {}",
+            match self.attention {
+                AttentionFlops::Full => ", every score counted (causal or not)",
+                AttentionFlops::Causal => ", halved under a causal mask",
+            },
+            if self.recomputation {
+                "counted"
+            } else {
+                "not counted"
+            }
+        )
+    }
+}
+
+/// The tool's MFU convention in words, printed next to every MFU it reports.
+pub fn mfu_convention() -> String {
+    format!(
+        "MFU: {} — of the profile's dense bf16 peak",
+        FlopConvention::TOOL.words()
+    )
+}
+
+/// Model FLOPs of one step as the tool counts them for its MFU ([`FlopConvention::TOOL`]): 6
+/// FLOPs per parameter per token for the GEMMs (layers and head), plus attention scores
+/// 12·b·s²·h per layer (4 forward, 8 backward), halved under causal masking; no recomputation.
 pub fn model_flops(w: &Workload) -> f64 {
+    step_flops(w, FlopConvention::TOOL)
+}
+
+/// FLOPs of one step of `w` counted by `conv` ([`FlopConvention`]).
+pub fn step_flops(w: &Workload, conv: FlopConvention) -> f64 {
     let m = &w.model;
     // In floats: the factors are bounded (config::limits), and no integer product may wrap.
-    let tokens = w.seq as f64 * w.micro_batch as f64 * w.micro_batches as f64 * w.dp as f64;
-    let gemm_params = m.layers as f64
-        * (m.attention_params_per_layer() as f64 + m.mlp_params_per_layer() as f64)
-        + m.vocab as f64 * m.hidden as f64;
-    let causal = if w.options.causal { 0.5 } else { 1.0 };
+    let sequences = w.micro_batch as f64 * w.micro_batches as f64 * w.dp as f64;
+    let tokens = w.seq as f64 * sequences;
+    let layer_params =
+        m.layers as f64 * (m.attention_params_per_layer() as f64 + m.mlp_params_per_layer() as f64);
+    let head_params = m.vocab as f64 * m.hidden as f64;
+    let halved = conv.attention == AttentionFlops::Causal && w.options.causal;
     let s = w.seq as f64;
-    let attn = 12.0
+    // Forward attention scores of every layer: QKᵀ and P·V, 2·s²·h each.
+    let attn_fwd = 4.0
         * s
         * s
         * m.hidden as f64
         * m.layers as f64
-        * causal
-        * (w.micro_batch as f64 * w.micro_batches as f64 * w.dp as f64);
-    6.0 * gemm_params * tokens + attn
+        * sequences
+        * if halved { 0.5 } else { 1.0 };
+    let mut flops = 6.0 * (layer_params + head_params) * tokens + 3.0 * attn_fwd;
+    if conv.recomputation {
+        flops += match w.options.recompute {
+            crate::config::Recompute::None => 0.0,
+            crate::config::Recompute::Selective => attn_fwd,
+            crate::config::Recompute::Full => 2.0 * layer_params * tokens + attn_fwd,
+        };
+    }
+    flops
 }
 
 /// The time and cost of training a whole run at a step's throughput (`--tokens`,

@@ -46,14 +46,19 @@
 //! ```
 //!
 //! `simulate`, `sweep`, `plan` and `validate` all evaluate through this module. Depends on
-//! `config`, `memory`, `schedule`, `analytic`, `sim`; never on the studies above it or `cli`.
+//! `config`, `memory`, `schedule`, `analytic`, `sim` and `error`; never on the studies above it
+//! (`sweep`, `validate`, `plan`) or `cli`.
 
 mod extrapolate;
 mod metrics;
+mod reported;
 
 pub use crate::schedule::Devices;
 pub use extrapolate::{fast_path, whole_is_cheap, FastPath, SimDepth, FAST_EXACT_TASKS};
-pub use metrics::{model_flops, Metrics, Training};
+pub use metrics::{
+    mfu_convention, model_flops, step_flops, AttentionFlops, FlopConvention, Metrics, Training,
+};
+pub use reported::{check_reported, check_reported_memory, Reported, REPORTED_TOLERANCE};
 
 use crate::analytic;
 use crate::config::ValidWorkload;
@@ -61,6 +66,26 @@ use crate::error::Result;
 use crate::memory::{self, Inventory};
 use crate::schedule::{self, StepPlan, StepTimes};
 use crate::sim::{self, LinkModel, TraceScope, WorkloadSim};
+
+/// What a planner screens a configuration with before pricing it in closed form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Screen {
+    /// A lower bound on the closed-form step time, from no walk of a pipeline's orders
+    /// (`analytic::step_lower_bound`).
+    pub step_lower_bound_s: f64,
+    /// The bits of the prices the closed form composes: two configurations of one layout with
+    /// equal fingerprints have the same closed-form step (`analytic::parts_fingerprint`).
+    pub fingerprint: Vec<u64>,
+}
+
+/// The [`Screen`] of `w`.
+pub fn screen(w: &ValidWorkload) -> Screen {
+    let plan = schedule::plan(w);
+    Screen {
+        step_lower_bound_s: analytic::step_lower_bound(w, &plan),
+        fingerprint: analytic::parts_fingerprint(w, &plan),
+    }
+}
 
 /// How a study obtains step times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -265,6 +265,7 @@ fn stage_inventory(w: &ValidWorkload, stage: u32) -> Inventory {
         let chunks = w.stage_chunks(stage);
         let held: Vec<String> = chunks
             .iter()
+            .filter(|&&(_, n)| n > 0)
             .map(|&(first, n)| match n {
                 1 => format!("{first}"),
                 _ => format!("{first}–{}", first + n - 1),

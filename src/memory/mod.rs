@@ -14,7 +14,8 @@
 //! The inventory is the single source of memory truth: the simulator's alloc/free events and the
 //! executed backends' measured high-water marks are checked against it. One file per method
 //! builds its tensors; `layer` holds the Korthikanti et al. tensor template the baselines share,
-//! `params` the weight/gradient/optimizer state. Depends on `config` and `error` only.
+//! `params` the weight/gradient/optimizer state. Depends on `config` and `error` only;
+//! never on `schedule`, `cost` or `sim`.
 
 mod inventory;
 mod layer;

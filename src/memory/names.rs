@@ -18,6 +18,8 @@ pub const NORM_WEIGHTS: &str = "norm.weights";
 pub const HEAD_WEIGHTS: &str = "head.weights";
 /// fp32 main gradients.
 pub const OPTIMIZER_MAIN_GRADS_FP32: &str = "optimizer.main_grads_fp32";
+/// bf16 main gradients (`--grad-dtype bf16`).
+pub const OPTIMIZER_MAIN_GRADS_BF16: &str = "optimizer.main_grads_bf16";
 /// fp32 master weights and Adam moments.
 pub const OPTIMIZER_ADAM_STATE_FP32: &str = "optimizer.adam_state_fp32";
 

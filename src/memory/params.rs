@@ -1,21 +1,21 @@
 //! Weights, gradients and optimizer state per device, and the embedding / output-head
 //! activations every method has.
 //!
-//! Mixed-precision Adam as in Megatron-LM: bf16 weights (2 bytes/parameter), fp32 main gradients
-//! (4), fp32 master weights + Adam moments (12) — 18 bytes/parameter. ZeRO (Rajbhandari et al.
-//! 2019) over a group of N ranks shards the optimizer state (stage 1: 6 + 12/N), also the
-//! gradients (stage 2: 2 + 16/N), also the weights (stage 3: 18/N). Shards that do not divide
+//! Mixed-precision Adam as in Megatron-LM: bf16 weights (2 bytes/parameter), main gradients in
+//! their dtype g (fp32: 4, Megatron's default; bf16: 2, `--grad-dtype bf16`), fp32 master
+//! weights + Adam moments (12) — 18 or 16 bytes/parameter (`config::precision`). ZeRO
+//! (Rajbhandari et al. 2019) over a group of N ranks shards the optimizer state (stage 1, which
+//! is Megatron's distributed optimizer: 2 + g + 12/N), also the gradients (stage 2:
+//! 2 + (g + 12)/N), also the weights (stage 3: (2 + g + 12)/N). Shards that do not divide
 //! evenly are padded (ceiling), as real implementations pad their flat buffers.
 
 use super::layer::{ceil_div, prod, tensor};
 use super::{Block, Kind, Phase, Tensor};
-use crate::config::{Dims, Workload, ZeroStage};
+use crate::config::{Dims, GradDtype, Workload, ZeroStage};
 use crate::memory::names;
 
 /// Bytes per parameter of the bf16 weights.
 pub const WEIGHT_BYTES: u128 = 2;
-/// Bytes per parameter of the fp32 main gradients.
-pub const GRAD_BYTES: u128 = 4;
 /// Bytes per parameter of fp32 master weights, Adam momentum and variance.
 pub const OPTIMIZER_BYTES: u128 = 12;
 
@@ -71,13 +71,22 @@ pub fn local_params(w: &Workload, st: &StageShare) -> Vec<(Block, u128, bool)> {
         (true, false) => m.head_params() as u128,
     };
     let final_norm = u128::from(st.head);
+    // Row-parallel biases stay whole on every device (Megatron adds them after the reduction).
+    let whole = |n: u64, kept: bool| {
+        let kept = u128::from(kept) * m.hidden as u128;
+        split(l * (n as u128 - kept)) + l * kept
+    };
     vec![
         (
             Block::Attention,
-            split(l * m.attention_params_per_layer() as u128),
+            whole(m.attention_params_per_layer(), m.biases.attention_out),
             rep,
         ),
-        (Block::Mlp, split(l * m.mlp_params_per_layer() as u128), rep),
+        (
+            Block::Mlp,
+            whole(m.mlp_params_per_layer(), m.biases.mlp),
+            rep,
+        ),
         // Norm weights are tiny and replicated by every method.
         (
             Block::Norm,
@@ -134,11 +143,15 @@ pub fn static_tensors(w: &Workload, st: &StageShare) -> Vec<Tensor> {
         ));
     }
     let gn = sharded_by(ZeroStage::Zero2);
+    let grad = w.options.grad_dtype;
     out.push(tensor(
-        names::OPTIMIZER_MAIN_GRADS_FP32,
+        match grad {
+            GradDtype::Fp32 => names::OPTIMIZER_MAIN_GRADS_FP32,
+            GradDtype::Bf16 => names::OPTIMIZER_MAIN_GRADS_BF16,
+        },
         Block::Optimizer,
         Kind::Static,
-        ceil_div(total * GRAD_BYTES, gn),
+        ceil_div(total * grad.bytes(), gn),
         1,
         all_rep && gn == 1,
         &[],
@@ -154,8 +167,8 @@ pub fn static_tensors(w: &Workload, st: &StageShare) -> Vec<Tensor> {
         &[],
     ));
     if stage == ZeroStage::Zero3 && n > 1 {
-        // One layer gathered for compute and the next prefetched; in backward one layer's bf16
-        // gradients wait for their reduce-scatter.
+        // One layer gathered for compute and the next prefetched; in backward one layer's
+        // gradients (in their dtype) wait for their reduce-scatter.
         let m = &w.model;
         let layer = (m.attention_params_per_layer()
             + m.mlp_params_per_layer()
@@ -173,7 +186,7 @@ pub fn static_tensors(w: &Workload, st: &StageShare) -> Vec<Tensor> {
             "zero3.grad_bucket",
             Block::Optimizer,
             Kind::Transient,
-            layer * WEIGHT_BYTES,
+            layer * grad.bytes(),
             1,
             false,
             &[Phase::BwdAttention, Phase::BwdMlp],

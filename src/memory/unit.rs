@@ -7,7 +7,7 @@
 //! of the unit — the live set right before a release that follows allocations, where the live
 //! bytes reach a local maximum — the tensors the device holds (named, with bytes and kind), and
 //! takes the peak as the largest moment. It is the single source of truth for a unit's memory:
-//! the executed runtime (`crate::exec`) measures exactly these peaks, byte for byte, on every
+//! the executed runtime (`backend::cpu::units`) measures exactly these peaks, byte for byte, on every
 //! device, and the layer inventory's METP transients are, per phase, the transients of the
 //! moment with the most transient bytes here.
 //!

@@ -95,6 +95,8 @@ impl Candidate {
                 flash: self.flash,
                 recompute: self.recompute,
                 zero: Some(zero_stage(self.zero)),
+                // The candidates' stages already follow the placement asked for.
+                optimizer_state: None,
                 ..spec.options
             },
         }
@@ -306,6 +308,18 @@ pub fn enumerate(spec: &PlanSpec) -> Result<(Vec<Candidate>, Vec<Rejection>, usi
                             }
                             for &z in &zeros {
                                 if z != ZeroStage::Zero0 && zero_group == 1 && c.zero.is_none() {
+                                    skipped += 1;
+                                    continue;
+                                }
+                                // Only the stages the optimizer-state placement asked for
+                                // (over one rank, sharded and replicated are the same).
+                                let o = Options {
+                                    zero: Some(z),
+                                    ..spec.options
+                                };
+                                if zero_group > 1
+                                    && Workload::optimizer_state_conflict(&o).is_some()
+                                {
                                     skipped += 1;
                                     continue;
                                 }

@@ -39,10 +39,11 @@
 //!    each configuration's days, GPU-hours and cost ([`Training`]).
 //!
 //! Layout: [`spec`](PlanSpec), candidates and their enumeration, rejections, ranking, the
-//! comparison. Depends on `config`, `memory`, `evaluate` and `sim` (the link model); never on
-//! `cli`.
+//! comparison. Depends on `config`, `memory`, `evaluate`, `sim` (the link model), `shard` and
+//! `error`; never on `sweep`, `report` or `cli`.
 
 mod candidate;
+mod check;
 mod compare;
 mod rank;
 mod rejection;
@@ -51,6 +52,7 @@ mod spec;
 pub use crate::evaluate::SimDepth;
 pub use crate::evaluate::Training;
 pub use candidate::{enumerate, recompute_name, Candidate};
+pub use check::{check_part, check_spec};
 pub use compare::{Comparison, Part};
 pub use rank::{
     merge, plan, plan_part, plan_part_with, plan_with, Plan, PlanPart, PlanProgress, Ranked,
@@ -219,6 +221,7 @@ mod tests {
             ("mod.rs", include_str!("mod.rs")),
             ("spec.rs", include_str!("spec.rs")),
             ("candidate.rs", include_str!("candidate.rs")),
+            ("check.rs", include_str!("check.rs")),
             ("rejection.rs", include_str!("rejection.rs")),
             ("rank.rs", include_str!("rank.rs")),
         ] {

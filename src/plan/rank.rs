@@ -104,6 +104,10 @@ pub struct Plan {
     pub model: String,
     /// Hardware profile name.
     pub hardware: String,
+    /// The fused attention implementation the candidates run (`--attention-kernel`).
+    pub attention_kernel: &'static str,
+    /// What of the profile's kernel model is a placeholder (`config::attention`).
+    pub kernel_placeholder: Option<String>,
     /// GPUs.
     pub gpus: u64,
     /// Nodes (ceil(gpus / gpus_per_node)).
@@ -220,10 +224,7 @@ fn recompute_share(e: &Evaluation) -> f64 {
     let Ok(w) = w.validate() else {
         return 0.0;
     };
-    let (with, without) = (
-        e.plan.layer_flops(),
-        crate::schedule::plan(&w).layer_flops(),
-    );
+    let (with, without) = (e.plan.layer_flops(), Evaluation::new(w).plan.layer_flops());
     if with > 0.0 && with > without {
         (with - without) / with
     } else {
@@ -274,8 +275,8 @@ pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome 
     if !inv.fits {
         return Outcome::Rejected(out_of_memory(&c, inv));
     }
-    let plan = crate::schedule::plan(&w);
-    let bound = crate::analytic::step_lower_bound(&w, &plan);
+    let screen = crate::evaluate::screen(&w);
+    let bound = screen.step_lower_bound_s;
     let tokens = w.tokens_per_step() as f64;
     let mut signature = vec![
         inv.peak_bytes,
@@ -283,11 +284,7 @@ pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome 
         inv.stored_bytes,
         inv.transient_peak_bytes,
     ];
-    signature.extend(
-        crate::analytic::parts_fingerprint(&w, &plan)
-            .iter()
-            .map(|&x| u128::from(x)),
-    );
+    signature.extend(screen.fingerprint.iter().map(|&x| u128::from(x)));
     Outcome::Feasible(Box::new(Feasible {
         c,
         bound_tokens_per_s: if bound > 0.0 {
@@ -408,12 +405,12 @@ pub enum PlanProgress {
 }
 
 /// How many of the analytically best a plan simulates.
-fn pool_size(spec: &PlanSpec) -> usize {
+pub(super) fn pool_size(spec: &PlanSpec) -> usize {
     spec.sim_candidates.unwrap_or(3 * spec.top).max(spec.top)
 }
 
 /// The hardware every candidate runs on: the profile with ceil(N / GPUs per node) nodes.
-fn plan_hardware(spec: &PlanSpec) -> Hardware {
+pub(super) fn plan_hardware(spec: &PlanSpec) -> Hardware {
     let mut hw = spec.hardware.clone();
     hw.nodes = spec.nodes();
     hw
@@ -681,9 +678,12 @@ pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
             )
         })
     });
+    let attention = spec.options.attention_kernel(&hw);
     Ok(Plan {
         model: spec.model.name.clone(),
         hardware: hw.name.clone(),
+        attention_kernel: attention.id(),
+        kernel_placeholder: hw.kernels.placeholder_note(attention),
         gpus: spec.gpus,
         nodes: hw.nodes,
         gpus_per_node: hw.gpus_per_node,

@@ -184,6 +184,17 @@ impl PlanSpec {
         if self.seq == 0 {
             return Err(Error::arg("--seq", "must be positive"));
         }
+        if self.seq > limits::MAX_SEQ {
+            return Err(Error::arg(
+                "--seq",
+                format!(
+                    "{} is longer than the longest sequence the tool models ({}, \
+                     config::limits)",
+                    self.seq,
+                    limits::MAX_SEQ
+                ),
+            ));
+        }
         match self.global_batch {
             Some(0) => return Err(Error::arg("--global-batch", "must be positive")),
             Some(g) if g > MAX_GLOBAL_BATCH => {

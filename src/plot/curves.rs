@@ -29,6 +29,29 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// x values with no feasible point (out of memory, invalid configuration).
     pub infeasible: Vec<f64>,
+    /// How the series is drawn.
+    pub style: SeriesStyle,
+}
+
+/// How a series is drawn. Reference lines are grey and take no colour from the palette; series
+/// of the same name share one legend entry (a band drawn as two lines).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SeriesStyle {
+    /// A line with a marker at every point.
+    #[default]
+    LineAndMarkers,
+    /// Markers only (a scatter of separate results).
+    Markers,
+    /// A solid grey reference line (y = x).
+    Reference,
+    /// A dashed grey reference line (a band's edge).
+    ReferenceDashed,
+}
+
+impl SeriesStyle {
+    fn is_reference(self) -> bool {
+        matches!(self, SeriesStyle::Reference | SeriesStyle::ReferenceDashed)
+    }
 }
 
 impl Series {
@@ -38,7 +61,14 @@ impl Series {
             name: name.into(),
             points,
             infeasible: Vec::new(),
+            style: SeriesStyle::default(),
         }
+    }
+
+    /// The same series drawn in `style`.
+    pub fn with_style(mut self, style: SeriesStyle) -> Series {
+        self.style = style;
+        self
     }
 
     /// The same series with these x values marked infeasible.
@@ -64,6 +94,9 @@ pub struct Chart {
     pub y_format: AxisFormat,
     /// Log2 x axis (sequence lengths 4k..512k, degrees 1..64).
     pub x_log2: bool,
+    /// Log10 x axis (seconds, throughputs: the same scale a `y_log` plain axis has); takes
+    /// precedence over `x_log2`.
+    pub x_log10: bool,
     /// Log y axis: powers of two for [`AxisFormat::Tokens`] and [`AxisFormat::Bytes`], powers of
     /// ten otherwise.
     pub y_log: bool,
@@ -103,6 +136,13 @@ impl Chart {
     pub fn with_log(mut self, x_log2: bool, y_log: bool) -> Chart {
         self.x_log2 = x_log2;
         self.y_log = y_log;
+        self
+    }
+
+    /// Log10 on both axes (predicted against measured, where y = x must be a diagonal).
+    pub fn with_log10(mut self) -> Chart {
+        self.x_log10 = true;
+        self.y_log = true;
         self
     }
 
@@ -203,7 +243,9 @@ struct Prepared<'a> {
 
 impl<'a> Prepared<'a> {
     fn new(chart: &'a Chart) -> Result<Prepared<'a>, String> {
-        let xs = if chart.x_log2 {
+        let xs = if chart.x_log10 {
+            Scale::Log10
+        } else if chart.x_log2 {
             Scale::Log2
         } else {
             Scale::Linear
@@ -227,7 +269,7 @@ impl<'a> Prepared<'a> {
                     let which = if xs.accepts(x) {
                         axis_name(chart.y_log, "y")
                     } else {
-                        axis_name(chart.x_log2, "x")
+                        axis_name(chart.x_log2 || chart.x_log10, "x")
                     };
                     return Err(format!(
                         "series '{}': point ({x}, {y}) cannot be drawn on a {which} axis",
@@ -242,7 +284,7 @@ impl<'a> Prepared<'a> {
                     return Err(format!(
                         "series '{}': infeasible x = {x} cannot be drawn on a {} axis",
                         s.name,
-                        axis_name(chart.x_log2, "x")
+                        axis_name(chart.x_log2 || chart.x_log10, "x")
                     ));
                 }
                 xv.push(x);
@@ -288,7 +330,7 @@ impl<'a> Prepared<'a> {
             chart,
             x,
             y,
-            styles: series_styles(chart.series.iter().map(|s| s.name.as_str())),
+            styles: styles(&chart.series),
             band_rows,
             empty,
         })
@@ -344,21 +386,22 @@ impl Drawing for Prepared<'_> {
 
         // Legend column: as wide as its longest line; long entries wrap.
         let legend_style = text(LEGEND_SIZE, DARK).pos(Pos::new(HPos::Left, VPos::Center));
-        let mut entries: Vec<Vec<String>> = chart
-            .series
-            .iter()
-            .map(|s| wrap(&s.name, LEGEND_TEXT_MAX_PX, LEGEND_SIZE))
-            .collect();
+        // One entry per distinct name (series index, wrapped lines).
+        let mut entries: Vec<(Option<usize>, Vec<String>)> = Vec::new();
+        for (i, s) in chart.series.iter().enumerate() {
+            if chart.series[..i].iter().all(|o| o.name != s.name) {
+                entries.push((Some(i), wrap(&s.name, LEGEND_TEXT_MAX_PX, LEGEND_SIZE)));
+            }
+        }
         if !self.band_rows.is_empty() {
-            entries.push(wrap(
-                self.infeasible_label(),
-                LEGEND_TEXT_MAX_PX,
-                LEGEND_SIZE,
+            entries.push((
+                None,
+                wrap(self.infeasible_label(), LEGEND_TEXT_MAX_PX, LEGEND_SIZE),
             ));
         }
         let legend_text_w = entries
             .iter()
-            .flatten()
+            .flat_map(|(_, lines)| lines)
             .map(|l| text_width(l, LEGEND_SIZE))
             .max()
             .unwrap_or(0);
@@ -448,21 +491,32 @@ impl Drawing for Prepared<'_> {
                 .map(|&(x, y)| (sx.to_plot(x), sy.to_plot(y)))
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            if s.style == SeriesStyle::ReferenceDashed {
+                draw_dashed(area, &pts, color).map_err(e)?;
+                continue;
+            }
             let gaps: Vec<f64> = s.infeasible.iter().map(|&x| sx.to_plot(x)).collect();
             let mut run: Vec<(f64, f64)> = Vec::new();
+            let line = s.style != SeriesStyle::Markers;
             for &p in &pts {
                 if let Some(&last) = run.last() {
                     let gap = gaps.iter().any(|&g| g > last.0 && g < p.0);
                     if gap {
-                        draw_line(area, &run, color).map_err(e)?;
+                        if line {
+                            draw_line(area, &run, color).map_err(e)?;
+                        }
                         run.clear();
                     }
                 }
                 run.push(p);
             }
-            draw_line(area, &run, color).map_err(e)?;
-            for &p in &pts {
-                draw_marker(area, p, marker, color, 6).map_err(e)?;
+            if line {
+                draw_line(area, &run, color).map_err(e)?;
+            }
+            if !s.style.is_reference() {
+                for &p in &pts {
+                    draw_marker(area, p, marker, color, 6).map_err(e)?;
+                }
             }
         }
 
@@ -479,15 +533,23 @@ impl Drawing for Prepared<'_> {
         // Legend column: a line and marker per series, then the × entry, a little apart.
         let line_h = 22;
         let mut cy = (MARGIN + 10) as i32;
-        for (k, lines) in entries.iter().enumerate() {
-            if let Some(&(color, marker)) = self.styles.get(k) {
-                legend_area
-                    .draw(&PathElement::new(
-                        vec![(6, cy), (40, cy)],
-                        color.stroke_width(3),
-                    ))
-                    .map_err(e)?;
-                draw_marker(&legend_area, (23, cy), marker, color, 6).map_err(e)?;
+        for (series, lines) in &entries {
+            if let Some(k) = *series {
+                let (color, marker) = self.styles[k];
+                let style = chart.series[k].style;
+                if style == SeriesStyle::ReferenceDashed {
+                    draw_dashed(&legend_area, &[(6, cy), (40, cy)], color).map_err(e)?;
+                } else if style != SeriesStyle::Markers {
+                    legend_area
+                        .draw(&PathElement::new(
+                            vec![(6, cy), (40, cy)],
+                            color.stroke_width(3),
+                        ))
+                        .map_err(e)?;
+                }
+                if !style.is_reference() {
+                    draw_marker(&legend_area, (23, cy), marker, color, 6).map_err(e)?;
+                }
             } else {
                 cy += 10;
                 legend_area
@@ -539,6 +601,88 @@ fn wrap(s: &str, max_px: u32, size: f64) -> Vec<String> {
         }
     }
     lines
+}
+
+/// Colour and marker of each series: reference lines grey, series of a name already seen the
+/// same as it, the rest from the palette ([`series_styles`]).
+fn styles(series: &[Series]) -> Vec<(RGBColor, Marker)> {
+    let palette = series_styles(
+        series
+            .iter()
+            .enumerate()
+            .filter(|&(i, s)| {
+                !s.style.is_reference() && series[..i].iter().all(|o| o.name != s.name)
+            })
+            .map(|(_, s)| s.name.as_str()),
+    );
+    let mut next = palette.into_iter();
+    let mut dashed = 0;
+    let mut out: Vec<(RGBColor, Marker)> = Vec::with_capacity(series.len());
+    for (i, s) in series.iter().enumerate() {
+        let style = match series[..i].iter().position(|o| o.name == s.name) {
+            Some(j) => out[j],
+            None if s.style == SeriesStyle::Reference => (DARK, Marker::Circle),
+            None if s.style == SeriesStyle::ReferenceDashed => {
+                // Each further band a lighter grey.
+                dashed += 1;
+                let g = (GREY.0 as u32 + 45 * (dashed - 1)).min(200) as u8;
+                (RGBColor(g, g, g), Marker::Circle)
+            }
+            None => {
+                let (color, marker) = next.next().unwrap_or((DARK, Marker::Circle));
+                // A scatter next to grey reference lines takes a colour, never grey.
+                if s.style == SeriesStyle::Markers && color == series_styles(["x"])[0].0 {
+                    (SCATTER_FIRST, marker)
+                } else {
+                    (color, marker)
+                }
+            }
+        };
+        out.push(style);
+    }
+    out
+}
+
+/// The colour a scatter series takes where the palette would give it dark grey.
+const SCATTER_FIRST: RGBColor = RGBColor(0, 114, 178);
+
+/// A dashed line through `pts` (each segment cut into dashes of about 12 pixels' share).
+fn draw_dashed<DB: DrawingBackend, CT: CoordTranslate>(
+    area: &DrawingArea<DB, CT>,
+    pts: &[CT::From],
+    color: RGBColor,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>>
+where
+    CT::From: Copy + Lerp,
+{
+    for pair in pts.windows(2) {
+        let dashes = 60;
+        for k in 0..dashes {
+            let a = pair[0].lerp(pair[1], k as f64 / dashes as f64);
+            let b = pair[0].lerp(pair[1], (k as f64 + 0.55) / dashes as f64);
+            area.draw(&PathElement::new(vec![a, b], color.stroke_width(2)))?;
+        }
+    }
+    Ok(())
+}
+
+/// Points a dashed line can be cut between: plot coordinates and pixels.
+pub(crate) trait Lerp {
+    /// The point a fraction `t` of the way to `to`.
+    fn lerp(self, to: Self, t: f64) -> Self;
+}
+
+impl Lerp for (f64, f64) {
+    fn lerp(self, to: Self, t: f64) -> Self {
+        (self.0 + t * (to.0 - self.0), self.1 + t * (to.1 - self.1))
+    }
+}
+
+impl Lerp for (i32, i32) {
+    fn lerp(self, to: Self, t: f64) -> Self {
+        let f = |a: i32, b: i32| (f64::from(a) + t * f64::from(b - a)).round() as i32;
+        (f(self.0, to.0), f(self.1, to.1))
+    }
 }
 
 fn draw_line<DB: DrawingBackend, CT: CoordTranslate<From = (f64, f64)>>(

@@ -1,8 +1,8 @@
 //! Plots: line charts of sweep results and Gantt timelines of simulated spans, as SVG or PNG.
 //!
-//! Plain data in, files out. This module depends on nothing in the crate except [`crate::error`]
-//! and [`crate::atomic`] (DESIGN §3; style §8 lets `plot` use more, but taking plain data keeps it usable from `report`,
-//! `sweep` and `cli` alike and testable on its own).
+//! Plain data in, files out. Depends on `atomic` (its writes) and `error` only; never on
+//! `config`, `sweep` or `report`. DESIGN §3 and style §8 would let `plot` use more, but taking
+//! plain data keeps it usable from `report`, `sweep` and `cli` alike and testable on its own.
 //!
 //! - [`curves`]: [`Chart`] of named [`Series`] (memory vs sequence, step time vs sequence,
 //!   maximum sequence vs degree, …) with human tick labels ([`AxisFormat`]), optional log axes,
@@ -24,7 +24,7 @@ mod palette;
 pub mod timeline;
 
 pub use axis::AxisFormat;
-pub use curves::{max_seq_chart, write_chart, Chart, Series};
+pub use curves::{max_seq_chart, write_chart, Chart, Series, SeriesStyle};
 pub use palette::{category_color, method_color};
 pub use timeline::{write_timeline, write_timeline_with, Span, TimelineOptions};
 

@@ -30,11 +30,16 @@ pub fn tensor_columns() -> Vec<Column<Tensor>> {
 struct MemoryJson<'a> {
     model: &'a str,
     hardware: &'a str,
+    attention_kernel: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_placeholder: Option<String>,
     method: &'a str,
     p: u64,
     dp: u64,
     seq: u64,
     micro_batch: u64,
+    #[serde(flatten)]
+    state: TrainingState,
     peak_bytes: u128,
     static_bytes: u128,
     activation_bytes_per_layer: u128,
@@ -48,17 +53,40 @@ struct MemoryJson<'a> {
     tensors: Vec<JsonRow<'a, Tensor>>,
 }
 
+/// The training state's settings in JSON (`config::precision`): `grad_dtype` (`fp32`|`bf16`),
+/// `optimizer_state` (`replicated`|`sharded`, resolved) and `zero` (the stage in force, 0–3).
+#[derive(Serialize)]
+pub struct TrainingState {
+    grad_dtype: &'static str,
+    optimizer_state: &'static str,
+    zero: u8,
+}
+
+impl TrainingState {
+    /// The settings of `w`.
+    pub fn of(w: &Workload) -> TrainingState {
+        TrainingState {
+            grad_dtype: w.options.grad_dtype.id(),
+            optimizer_state: w.optimizer_state().id(),
+            zero: w.zero_stage() as u8,
+        }
+    }
+}
+
 /// JSON for `metp-sim memory`.
 pub fn memory_json(w: &Workload, inv: &Inventory) -> String {
     let tensors = tensor_columns();
     to_json(&MemoryJson {
         model: &w.model.name,
         hardware: &w.hardware.name,
+        attention_kernel: super::attention_kernel(w),
+        kernel_placeholder: super::placeholder(w),
         method: w.method.id(),
         p: w.p,
         dp: w.dp,
         seq: w.seq,
         micro_batch: w.micro_batch,
+        state: TrainingState::of(w),
         peak_bytes: inv.peak_bytes,
         static_bytes: inv.static_bytes,
         activation_bytes_per_layer: inv.activation_bytes_per_layer,
@@ -95,7 +123,7 @@ fn block_name(b: Block) -> &'static str {
 /// Human table for `metp-sim memory`: tensors grouped by block and kind, replicated ones marked.
 pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
     let mut out = format!(
-        "{} on {} — {}, p = {}, dp = {}, s = {}, b = {}{}\n\n",
+        "{} on {} — {}, p = {}, dp = {}, s = {}, b = {}{}\n{}\n",
         w.method.id(),
         w.hardware.name,
         w.model.name,
@@ -103,7 +131,8 @@ pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
         w.dp,
         w.seq,
         w.micro_batch,
-        micro_batches(w)
+        micro_batches(w),
+        super::attention_header(w)
     );
     let mut rows: Vec<_> = inv.tensors.iter().collect();
     rows.sort_by_key(|t| (t.block, t.kind, t.name));
@@ -144,6 +173,12 @@ pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
     out.push_str(&t.render());
     out.push_str("* replicated: every one of the p devices holds the same copy\n\n");
     let line = |label: &str, v: u128| format!("{label:<34}{:>14}\n", fmt_bytes(v));
+    out.push_str(&format!(
+        "training state: {} gradients, optimizer state {} (ZeRO {})\n",
+        w.options.grad_dtype.id(),
+        w.optimizer_state().id(),
+        w.zero_stage() as u8
+    ));
     out.push_str(&line(
         "static (weights, grads, optimizer)",
         inv.static_bytes,
@@ -222,12 +257,13 @@ pub fn maxseq_json(rows: &[MaxSeq]) -> String {
 /// Human table for `metp-sim maxseq`.
 pub fn maxseq_table(w: &Workload, rows: &[MaxSeq]) -> String {
     format!(
-        "longest sequence per device group — {} on {}, b = {}{}, dp = {}\n\n{}",
+        "longest sequence per device group — {} on {}, b = {}{}, dp = {}\n{}\n{}",
         w.model.name,
         w.hardware.name,
         w.micro_batch,
         micro_batches(w),
         w.dp,
+        super::attention_header(w),
         columns::table(&maxseq_columns(), rows)
     )
 }

@@ -13,6 +13,9 @@ use crate::validate::overlap::{Row, Study};
 struct Output<'a> {
     model: &'a str,
     hardware: &'a str,
+    attention_kernel: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_placeholder: Option<String>,
     p: u64,
     causal: bool,
     causal_zigzag: bool,
@@ -33,6 +36,8 @@ fn output<'a>(base: &'a Workload, st: &'a Study) -> Output<'a> {
     Output {
         model: &base.model.name,
         hardware: &base.hardware.name,
+        attention_kernel: super::attention_kernel(base),
+        kernel_placeholder: super::placeholder(base),
         p: base.p,
         causal: o.causal,
         causal_zigzag: o.causal_zigzag,
@@ -58,7 +63,7 @@ pub fn overlap_table(base: &Workload, st: &Study) -> String {
 
 fn render(o: &Output<'_>) -> String {
     let mut s = format!(
-        "METP full-overlap condition — {} on {}, p = {}{}\n\n",
+        "METP full-overlap condition — {} on {}, p = {}{}\nattention: {}\n{}\n",
         o.model,
         o.hardware,
         o.p,
@@ -70,7 +75,13 @@ fn render(o: &Output<'_>) -> String {
             }
         } else {
             ""
-        }
+        },
+        o.attention_kernel,
+        o.kernel_placeholder
+            .as_ref()
+            .map_or(String::new(), |t| format!(
+                "placeholder kernel figures: {t}\n"
+            ))
     );
     s.push_str(&format!(
         "closed form (best GEMM efficiency): F = {:.0} TFLOP/s, B = {:.0} GB/s, α = {:.1} µs → F/B = {:.0} tokens\n",

@@ -215,6 +215,9 @@ pub fn rejected_columns() -> Vec<Column<Rejection>> {
 struct PlanJson<'a> {
     model: &'a str,
     hardware: &'a str,
+    attention_kernel: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_placeholder: &'a Option<String>,
     gpus: u64,
     nodes: u64,
     gpus_per_node: u64,
@@ -250,6 +253,8 @@ pub fn plan_json(p: &Plan) -> String {
     to_json(&PlanJson {
         model: &p.model,
         hardware: &p.hardware,
+        attention_kernel: p.attention_kernel,
+        kernel_placeholder: &p.kernel_placeholder,
         gpus: p.gpus,
         nodes: p.nodes,
         gpus_per_node: p.gpus_per_node,
@@ -330,8 +335,12 @@ fn header(p: &Plan) -> String {
         (Some(t), None) => format!("time to train {} tokens: days and GPU-hours\n", eng(t)),
         _ => String::new(),
     };
+    let placeholder = p.kernel_placeholder.as_ref().map_or(String::new(), |t| {
+        format!("placeholder kernel figures: {t}\n")
+    });
     format!(
         "plan: {} on {} GPU(s) of {} ({} node(s) × {}), s = {}{}, {batch}{fixed}\n\
+         attention: {}{}\n{placeholder}\
          {} configurations evaluated ({} more skipped as equivalent), {} fit, {} \
          rejected{simulated}\n{training}",
         p.model,
@@ -341,6 +350,12 @@ fn header(p: &Plan) -> String {
         p.gpus_per_node,
         fmt_tokens(p.seq),
         if p.causal { ", causal" } else { "" },
+        p.attention_kernel,
+        if p.ranked.iter().any(|r| !r.candidate.flash) {
+            " (unfused candidates: unfused)"
+        } else {
+            ""
+        },
         p.evaluated,
         p.equivalent_skipped,
         p.feasible,
@@ -396,7 +411,7 @@ pub fn plan_table(p: &Plan) -> String {
     }
     if !p.ranked.is_empty() {
         out.push_str(&columns::table(&ranked_columns_for(p), &p.ranked));
-        out.push('\n');
+        out.push_str(&format!("{}\n\n", crate::evaluate::mfu_convention()));
         let cmp = comparison(p);
         if !cmp.is_empty() {
             out.push_str(&cmp);

@@ -39,6 +39,9 @@ struct StageJson {
 struct SimulateJson<'a> {
     model: &'a str,
     hardware: &'a str,
+    attention_kernel: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_placeholder: Option<String>,
     method: &'a str,
     p: u64,
     dp: u64,
@@ -50,6 +53,8 @@ struct SimulateJson<'a> {
     seq: u64,
     micro_batch: u64,
     micro_batches: u64,
+    #[serde(flatten)]
+    state: super::memory::TrainingState,
     link_model: &'a str,
     step_time_s: f64,
     compute_s: f64,
@@ -64,6 +69,8 @@ struct SimulateJson<'a> {
     simulated_memory_high_water_bytes: Option<u128>,
     tokens_per_s: f64,
     mfu: f64,
+    /// What the MFU counts (`evaluate::FlopConvention::TOOL`).
+    mfu_convention: String,
     analytic: AnalyticJson,
     tasks: Option<u64>,
     events: Option<u64>,
@@ -118,6 +125,8 @@ pub fn simulate_json_with(e: &Evaluation, training: Option<Training>) -> String 
     to_json(&SimulateJson {
         model: &w.model.name,
         hardware: &w.hardware.name,
+        attention_kernel: super::attention_kernel(w),
+        kernel_placeholder: super::placeholder(w),
         method: w.method.id(),
         p: w.p,
         dp: w.dp,
@@ -129,6 +138,7 @@ pub fn simulate_json_with(e: &Evaluation, training: Option<Training>) -> String 
         seq: w.seq,
         micro_batch: w.micro_batch,
         micro_batches: w.micro_batches,
+        state: super::memory::TrainingState::of(w),
         link_model: e.simulation.as_ref().map_or("none", |s| s.link.id()),
         step_time_s: m.step_time_s,
         compute_s: m.compute_s,
@@ -143,6 +153,7 @@ pub fn simulate_json_with(e: &Evaluation, training: Option<Training>) -> String 
         simulated_memory_high_water_bytes: run.map(|r| r.result.max_memory_high_water_bytes()),
         tokens_per_s: m.tokens_per_s,
         mfu: m.mfu,
+        mfu_convention: crate::evaluate::mfu_convention(),
         analytic: AnalyticJson {
             step_time_s: a.step_time_s,
             peak_bytes: a.peak_bytes,
@@ -322,7 +333,7 @@ pub fn simulate_table_with(e: &Evaluation, training: Option<Training>) -> String
         String::new()
     };
     format!(
-        "{} on {} — {}, {}, s = {}, b = {} × {} micro-batches, {} links\n\n{}{}{}\n{}",
+        "{} on {} — {}, {}, s = {}, b = {} × {} micro-batches, {} links\n{}\n{}{}{}\n{}{}\n",
         w.method,
         w.hardware.name,
         w.model.name,
@@ -331,10 +342,12 @@ pub fn simulate_table_with(e: &Evaluation, training: Option<Training>) -> String
         w.micro_batch,
         w.micro_batches,
         link,
+        super::attention_header(w),
         t.render(),
         stages,
         fits_line(s),
-        counts
+        counts,
+        crate::evaluate::mfu_convention()
     )
 }
 

@@ -9,6 +9,7 @@ use super::columns::{self, Column, JsonRow};
 use super::memory::maxseq_columns;
 use super::table::Table;
 use super::{to_json, write_atomic};
+use crate::config::{MethodId, OuterAxes};
 use crate::error::Result;
 use crate::sweep::{MaxSeqRow, Point, Status, SweepResult, SweepSpec};
 
@@ -98,15 +99,43 @@ pub fn sweep_csv(r: &SweepResult, spec: &SweepSpec) -> String {
 
 #[derive(Serialize)]
 struct SweepJson<'a> {
+    profiles: Vec<ProfileJson<'a>>,
     points: Vec<JsonRow<'a, Point>>,
     maxseq: Vec<JsonRow<'a, MaxSeqRow>>,
 }
 
-/// The whole sweep as JSON: `{points, maxseq}`.
+/// What each profile of a sweep ran its attention with.
+#[derive(Serialize)]
+struct ProfileJson<'a> {
+    hardware: &'a str,
+    attention_kernel: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_placeholder: Option<String>,
+}
+
+/// The attention implementation the sweep's options run on `hw`, and its placeholder note.
+fn attention_of(spec: &SweepSpec, hw: &crate::config::Hardware) -> (&'static str, Option<String>) {
+    let k = spec.options.attention_kernel(hw);
+    (k.id(), hw.kernels.placeholder_note(k))
+}
+
+/// The whole sweep as JSON: `{profiles: [{hardware, attention_kernel}], points, maxseq}`.
 pub fn sweep_json(r: &SweepResult, spec: &SweepSpec) -> String {
     let outer = spec.varies_outer();
     let (points, maxseq) = (point_columns(outer), sweep_maxseq_columns(outer));
     to_json(&SweepJson {
+        profiles: spec
+            .hardware
+            .iter()
+            .map(|hw| {
+                let (attention_kernel, kernel_placeholder) = attention_of(spec, hw);
+                ProfileJson {
+                    hardware: &hw.name,
+                    attention_kernel,
+                    kernel_placeholder,
+                }
+            })
+            .collect(),
         points: columns::json_rows(&points, &r.points),
         maxseq: columns::json_rows(&maxseq, &r.maxseq),
     })
@@ -125,9 +154,64 @@ pub fn write_sweep(
     super::sweep_plots::write(result, spec, out, exts)
 }
 
+/// Most sequence lengths the printed summary shows as columns: a longer sweep shows this many,
+/// evenly spaced from the first to the last (every point is in `sweep.csv`).
+pub const TABLE_MAX_LENGTHS: usize = 12;
+
+/// The lengths of `seqs` the summary shows: all of them, or [`TABLE_MAX_LENGTHS`] evenly spaced
+/// from the first to the last.
+fn shown_lengths(seqs: &[u64]) -> Vec<u64> {
+    let n = seqs.len();
+    if n <= TABLE_MAX_LENGTHS {
+        return seqs.to_vec();
+    }
+    let last = TABLE_MAX_LENGTHS - 1;
+    let mut v: Vec<u64> = (0..TABLE_MAX_LENGTHS)
+        .map(|i| seqs[i * (n - 1) / last])
+        .collect();
+    v.dedup();
+    v
+}
+
 /// The human summary of a sweep: per model and hardware, step time by method, degree and
-/// length (`OOM` where it does not fit), then the files written.
+/// length (`OOM` where it does not fit; at most [`TABLE_MAX_LENGTHS`] lengths), then the files
+/// written. Linear in the points: each is looked up once, by its place.
 pub fn sweep_table(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathBuf]) -> String {
+    use std::collections::HashMap;
+    type Key<'a> = (&'a str, &'a str, MethodId, u64, OuterAxes);
+    let mut points: HashMap<(Key, u64), &Point> = HashMap::with_capacity(r.points.len());
+    for x in &r.points {
+        points.insert(
+            (
+                (
+                    x.model.as_str(),
+                    x.hardware.as_str(),
+                    x.method,
+                    x.p,
+                    x.outer,
+                ),
+                x.seq,
+            ),
+            x,
+        );
+    }
+    let maxseq: HashMap<Key, Option<u64>> = r
+        .maxseq
+        .iter()
+        .map(|x| {
+            (
+                (
+                    x.model.as_str(),
+                    x.hardware.as_str(),
+                    x.row.method,
+                    x.row.p,
+                    x.outer,
+                ),
+                x.row.max_seq,
+            )
+        })
+        .collect();
+    let seqs = shown_lengths(&spec.seqs);
     let mut s = String::new();
     for m in &spec.models {
         for hw in &spec.hardware {
@@ -138,18 +222,30 @@ pub fn sweep_table(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathB
                     spec.micro_batch
                 )
             });
+            let (attention, placeholder) = attention_of(spec, hw);
             s.push_str(&format!(
                 "{} on {}{batch} — step time per sequence length (OOM: does not fit; -: \
-                 invalid)\n\n",
+                 invalid)\nattention: {attention}\n",
                 m.name, hw.name
             ));
+            if let Some(p) = placeholder {
+                s.push_str(&format!("placeholder kernel figures: {p}\n"));
+            }
+            if seqs.len() < spec.seqs.len() {
+                s.push_str(&format!(
+                    "{} of the {} lengths shown, evenly spaced; every point is in sweep.csv\n",
+                    seqs.len(),
+                    spec.seqs.len()
+                ));
+            }
+            s.push('\n');
             let outer_cols = spec.varies_outer();
             let mut header = vec!["method".to_string(), "p".into()];
             if outer_cols {
                 header.extend(["cp".into(), "pp".into(), "v".into()]);
             }
             header.push("max_seq".into());
-            header.extend(spec.seqs.iter().map(|&q| super::fmt_tokens(q)));
+            header.extend(seqs.iter().map(|&q| super::fmt_tokens(q)));
             let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
             let mut right = vec![false];
             right.extend(header[1..].iter().map(|_| true));
@@ -157,17 +253,11 @@ pub fn sweep_table(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathB
             for &method in &spec.methods {
                 for &p in &spec.degrees {
                     for &outer in &spec.outer {
-                        let max = r
-                            .maxseq
-                            .iter()
-                            .find(|x| {
-                                x.model == m.name
-                                    && x.hardware == hw.name
-                                    && x.row.method == method
-                                    && x.row.p == p
-                                    && x.outer == outer
-                            })
-                            .and_then(|x| x.row.max_seq)
+                        let key = (m.name.as_str(), hw.name.as_str(), method, p, outer);
+                        let max = maxseq
+                            .get(&key)
+                            .copied()
+                            .flatten()
                             .map(super::fmt_tokens)
                             .unwrap_or_else(|| "-".into());
                         let mut row = vec![method.id().to_string(), p.to_string()];
@@ -179,16 +269,8 @@ pub fn sweep_table(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathB
                             ]);
                         }
                         row.push(max);
-                        for &q in &spec.seqs {
-                            let pt = r.points.iter().find(|x| {
-                                x.model == m.name
-                                    && x.hardware == hw.name
-                                    && x.method == method
-                                    && x.p == p
-                                    && x.outer == outer
-                                    && x.seq == q
-                            });
-                            row.push(match pt {
+                        for &q in &seqs {
+                            row.push(match points.get(&(key, q)) {
                                 Some(x) if x.status == Status::Ok => {
                                     format!("{:.3} s", x.step_time_s.unwrap_or(0.0))
                                 }
@@ -212,4 +294,21 @@ pub fn sweep_table(r: &SweepResult, spec: &SweepSpec, out: &Path, plots: &[PathB
     }
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_sweeps_show_evenly_spaced_lengths_from_first_to_last() {
+        let few: Vec<u64> = (1..=5).collect();
+        assert_eq!(shown_lengths(&few), few);
+        let many: Vec<u64> = (1..=99_984).collect();
+        let shown = shown_lengths(&many);
+        assert_eq!(shown.len(), TABLE_MAX_LENGTHS);
+        assert_eq!(shown[0], 1);
+        assert_eq!(*shown.last().unwrap(), 99_984);
+        assert!(shown.windows(2).all(|w| w[0] < w[1]));
+    }
 }

@@ -2,14 +2,28 @@
 //! share against sequence length (one file per degree, one line per method), and the longest
 //! sequence against degree.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::config::OuterAxes;
+use crate::config::{MethodId, OuterAxes};
 use crate::error::Result;
 use crate::plot::{self, AxisFormat, Chart, Series};
 use crate::sweep::{Point, Status, SweepResult, SweepSpec};
 
 type Metric = fn(&Point) -> Option<f64>;
+
+/// How many plot files [`write`] draws for `pairs` (models × profiles), `degrees` and `outer`
+/// (cp × pp) combinations: four charts per degree and outer axes, one longest-sequence chart
+/// per outer axes, in one (SVG) or two (and PNG) formats.
+pub fn plot_files(pairs: usize, degrees: usize, outer: usize, svg_only: bool) -> u64 {
+    let per_pair = (degrees as u64)
+        .saturating_mul(outer as u64)
+        .saturating_mul(4)
+        .saturating_add(outer as u64);
+    (pairs as u64)
+        .saturating_mul(per_pair)
+        .saturating_mul(if svg_only { 1 } else { 2 })
+}
 
 /// Writes the sweep's plots in every format of `exts`; returns the files written. The charts
 /// are built in order and drawn in parallel (rasterising and compressing a PNG is most of a
@@ -21,19 +35,20 @@ pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Re
     for m in &spec.models {
         for hw in &spec.hardware {
             let dir = if multi {
-                out.join(format!(
-                    "{}-{}",
-                    super::file_slug(&m.name),
-                    super::file_slug(&hw.name)
-                ))
+                out.join(super::joined_slug([m.name.as_str(), hw.name.as_str()]))
             } else {
                 out.to_path_buf()
             };
-            let pts: Vec<&Point> = r
+            // Each curve's points, gathered once (a lookup per curve would make the plots
+            // quadratic in a large sweep).
+            let mut curves: HashMap<(MethodId, u64, OuterAxes), Vec<&Point>> = HashMap::new();
+            for x in r
                 .points
                 .iter()
-                .filter(|p| p.model == m.name && p.hardware == hw.name)
-                .collect();
+                .filter(|x| x.model == m.name && x.hardware == hw.name)
+            {
+                curves.entry((x.method, x.p, x.outer)).or_default().push(x);
+            }
             let capacity = hw.memory_bytes() as f64;
             let charts: [(&str, &str, AxisFormat, bool, Metric, bool); 4] = [
                 (
@@ -101,10 +116,7 @@ pub fn write(r: &SweepResult, spec: &SweepSpec, out: &Path, exts: &[&str]) -> Re
                     for &method in &spec.methods {
                         let mut points = Vec::new();
                         let mut bad = Vec::new();
-                        for pt in pts
-                            .iter()
-                            .filter(|x| x.method == method && x.p == p && x.outer == outer)
-                        {
+                        for pt in curves.get(&(method, p, outer)).into_iter().flatten() {
                             let show = if is_memory {
                                 pt.status != Status::Invalid
                             } else {

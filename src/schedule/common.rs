@@ -101,21 +101,34 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
     // replicated-weight methods.
     let replicas = w.dp * w.outer.cp * if replicated { w.p } else { 1 };
     let zero = w.zero_stage();
+    // Gradients travel in their dtype (`config::precision`): all-reduced when every replica
+    // keeps the whole optimizer state, reduce-scattered to the shard owners when it is sharded
+    // (ZeRO ≥ 1, Megatron's distributed optimizer), whose updated bf16 weights are then
+    // all-gathered after the step — unless ZeRO-3 gathers each layer where it is used.
     let layer_grad_sync_bytes = if replicas > 1 {
-        (2 * layer_params_local) as u64
+        (w.options.grad_dtype.bytes() * layer_params_local) as u64
     } else {
         0
     };
-    let grad_sync_op = if zero >= ZeroStage::Zero2 {
+    let grad_sync_op = if zero >= ZeroStage::Zero1 {
         CollectiveOp::ReduceScatter
     } else {
         CollectiveOp::AllReduce
     };
+    let layer_param_gather_bytes =
+        if replicas > 1 && (ZeroStage::Zero1..=ZeroStage::Zero2).contains(&zero) {
+            (2 * layer_params_local) as u64
+        } else {
+            0
+        };
     let zero3_gather_bytes = if zero == ZeroStage::Zero3 && replicas > 1 {
         (2 * layer_params_local) as u64
     } else {
         0
     };
+    let param_gather_bytes = (0..w.outer.pp as u32)
+        .map(|stage| layer_param_gather_bytes.saturating_mul(w.stage_layers(stage)))
+        .collect();
     let optimizer = (0..w.outer.pp as u32)
         .map(|stage| kernels::optimizer(memory::optimizer_params(w, stage).0 as f64))
         .collect();
@@ -150,8 +163,11 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
         embedding_bwd,
         layer_grad_sync_bytes,
         grad_sync_op,
+        grad_sync_every_micro_batch: zero >= ZeroStage::Zero2,
         grad_sync_over_p: replicated,
         zero3_gather_bytes,
+        layer_param_gather_bytes,
+        param_gather_bytes,
         optimizer,
         layers: w.model.layers as u32,
         micro_batches: w.micro_batches as u32,

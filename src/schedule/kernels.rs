@@ -80,6 +80,25 @@ impl AttnShape {
     }
 }
 
+/// The calls of one unfused attention pass of `a`'s shape, without dropout: what `--no-flash`
+/// issues in place of the fused call (`metp-sim kernels` prices an `unfused` entry so).
+pub fn unfused_attention(a: &Attention) -> Vec<super::KernelShape> {
+    let s = AttnShape {
+        b: a.batch as f64,
+        sq: a.q_tokens as f64,
+        sk: a.kv_tokens as f64,
+        heads: a.heads as f64,
+        d: a.head_dim as f64,
+        kv_heads: a.kv_heads as f64,
+        causal: a.causal,
+    };
+    let ks = match a.pass {
+        AttnPass::Fwd => attention_fwd(s, false, false),
+        AttnPass::Bwd => attention_bwd(s, false, false),
+    };
+    ks.into_iter().map(|k| k.shape).collect()
+}
+
 /// Attention core forward: one fused kernel, or QKᵀ, softmax (+dropout) and P·V.
 pub fn attention_fwd(s: AttnShape, flash: bool, dropout: bool) -> Vec<Kernel> {
     if flash {

@@ -25,7 +25,7 @@ pub use graph::{
     CollectiveOp, DeviceId, KernelId, Label, Pass, Periodic, Placement, Segment, Stream, Task,
     TaskGraph, TaskId, Work,
 };
-pub use kernels::{attention_bwd, attention_fwd, AttnShape};
+pub use kernels::{attention_bwd, attention_fwd, unfused_attention, AttnShape};
 pub use lower::{
     graph_size, lower, lower_ops, Devices, GraphSize, LowerOptions, Rounds, GRAPH_BYTES_PER_TASK,
 };

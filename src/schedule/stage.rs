@@ -283,13 +283,29 @@ pub struct StepPlan {
     /// that hold the same weights (the p devices for replicated-weight methods, plus data
     /// parallelism), issued asynchronously after the layer's backward.
     pub layer_grad_sync_bytes: u64,
-    /// Collective used for that synchronisation (all-reduce, or reduce-scatter under ZeRO ≥ 2).
+    /// Collective used for that synchronisation: all-reduce, or reduce-scatter when the
+    /// optimizer state is sharded (ZeRO ≥ 1, Megatron's distributed optimizer).
     pub grad_sync_op: CollectiveOp,
+    /// Whether every micro-batch's gradients are synchronised as its backward ends, not only
+    /// the last one's: under ZeRO ≥ 2 a device keeps only its shard of the gradients (the
+    /// memory inventory holds no full gradient buffer), so each micro-batch's gradients are
+    /// reduce-scattered into the shards as they are produced — as DeepSpeed's ZeRO-2 and
+    /// PyTorch FSDP without `no_sync` run gradient accumulation. With ZeRO 0 and 1 gradients
+    /// accumulate locally and are synchronised after the last micro-batch.
+    pub grad_sync_every_micro_batch: bool,
     /// Whether the synchronisation (and ZeRO-3 gathering) spans the p devices too (methods that
     /// replicate weights across them) or only the data-parallel replicas of each rank.
     pub grad_sync_over_p: bool,
     /// ZeRO-3: bytes of one layer's weights all-gathered before its forward and its backward.
     pub zero3_gather_bytes: u64,
+    /// A sharded optimizer state below ZeRO-3 (ZeRO-1/2, Megatron's distributed optimizer):
+    /// bytes of one layer's updated bf16 weights each device all-gathers after the optimizer
+    /// step (over the same group as the gradients; all of a stage's layers in one collective).
+    pub layer_param_gather_bytes: u64,
+    /// That all-gather's bytes per device for each pipeline stage (its layers; one entry
+    /// without a pipeline): the whole model's, so a copy lowered with fewer layers
+    /// (`sim::shorten`) gathers what the whole step does.
+    pub param_gather_bytes: Vec<u64>,
     /// Optimizer step of each pipeline stage (its parameters; one entry without a pipeline).
     pub optimizer: Vec<Vec<Kernel>>,
     /// Layers.

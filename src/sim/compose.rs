@@ -6,7 +6,7 @@
 //!
 //! A program is what an op does on its stage's devices — its layers (with the embedding on the
 //! first virtual stage, the head and loss on the last), and for a backward of the last
-//! micro-batch the gradient synchronisation of each layer, as the lowering builds it
+//! micro-batch (of every micro-batch under ZeRO ≥ 2) the gradient synchronisation of each layer, as the lowering builds it
 //! ([`schedule::lower_ops`]) — so everything inside an op is simulated: kernels, collectives,
 //! rings, link sharing among the op's own flows, compute slowed by its own communication. A
 //! program's layers are shortened where the engine proves them periodic (exact); a run that is
@@ -19,7 +19,8 @@
 //! message in flight per direction) and takes `α + bytes/B` over the link class the two stages
 //! share; gradient synchronisations left in flight after an op's last kernel queue on the
 //! stage's asynchronous stream; tied embeddings are all-reduced between the first and the last
-//! stage, then each stage runs its optimizer. What the walk does not see, and so the whole
+//! stage, then each stage runs its optimizer (and all-gathers its updated weights when the
+//! optimizer state is sharded below ZeRO-3). What the walk does not see, and so the whole
 //! simulation (`--full-sim`) does: pipeline messages sharing links with the ops' own flows and
 //! slowing their compute, gradient synchronisations slowing the ops after them, and the devices
 //! of a stage starting an op at different instants. Tested against the whole simulation in
@@ -440,7 +441,9 @@ pub fn simulate_composed(
         layers: chunks[s as usize][op.chunk as usize].1,
         embedding: w.has_embedding(s) && op.chunk == 0,
         head: w.has_head(s) && u64::from(op.chunk) + 1 == v,
-        sync: sync_layers && !op.forward && op.micro_batch + 1 == m,
+        sync: sync_layers
+            && !op.forward
+            && (op.micro_batch + 1 == m || plan.grad_sync_every_micro_batch),
     };
     let step = Step {
         w,
@@ -523,6 +526,7 @@ pub fn simulate_composed(
             ends[s] = start + d;
         }
     }
+    let gather_group = w.replica_group(plan.grad_sync_over_p);
     for (s, c) in clocks.iter_mut().enumerate() {
         let opt: f64 = plan
             .optimizer
@@ -531,6 +535,17 @@ pub fn simulate_composed(
             .map_or(0.0, |ks| ks.iter().map(|k| cost.kernel_s(&k.shape)).sum());
         c.compute.iter_mut().for_each(|x| *x += opt);
         ends[s] += opt;
+        // A sharded optimizer state below ZeRO-3 all-gathers the stage's updated weights,
+        // waited for by every device (priced as the analytic twin prices it).
+        let bytes = plan.param_gather_bytes.get(s).copied().unwrap_or(0);
+        if bytes > 0 {
+            let d = cost.collective_s(CollectiveOp::AllGather, &gather_group, bytes);
+            for x in 0..c.comm.len() {
+                c.comm[x] += d;
+                c.exposed[x] += d;
+            }
+            ends[s] += d;
+        }
     }
     let step = ends.iter().copied().fold(0.0, f64::max);
     if secs_to_ps(step) >= limits::MAX_SIM_PS || !step.is_finite() {

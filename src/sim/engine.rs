@@ -31,7 +31,7 @@ use std::collections::VecDeque;
 
 use serde::Serialize;
 
-use super::collective::{self, StepLatency, Transfer};
+use super::collective::Transfer;
 use super::flows::FlowSet;
 use super::network::{LinkModel, Network};
 use super::queue::{ps_to_secs, secs_to_ps, EventQueue, SimTime};
@@ -189,6 +189,8 @@ struct Coll {
     /// On a folded graph, the positions in the group of its canonical ranks — the only
     /// senders whose transfers move (graph module docs); empty when nothing is folded.
     senders: Box<[u32]>,
+    /// The library's plan, set when every member has started.
+    plan: Option<Box<crate::cost::Plan>>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -265,6 +267,9 @@ struct Engine<'g> {
     // Work lists and scratch.
     actions: VecDeque<Action>,
     transfers: Vec<Transfer>,
+    /// Ideal model: flows of the current step per link (zero between steps).
+    link_count: Vec<u32>,
+    routes: Vec<super::network::Route>,
     changed: Vec<u32>,
     devs: Vec<u32>,
     done: usize,

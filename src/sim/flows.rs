@@ -1,5 +1,6 @@
 //! The flows in flight over a [`Network`] and their rates: with [`LinkModel::Ideal`] a flow always
-//! gets the bandwidth of the narrowest link on its route, whatever else is in flight; with
+//! gets the bandwidth of the narrowest link on its route, whatever else is in flight (at most
+//! the share the engine gives it among the flows of its own step); with
 //! [`LinkModel::MaxMin`] concurrent flows share links max-min fairly ([`super::maxmin`]), and
 //! rates are recomputed only for the connected component (links linked by shared flows) that a
 //! flow entered or left, once per simulated instant. Knows routes and link capacities, not how
@@ -29,6 +30,9 @@ pub(crate) struct Flow {
     pub(crate) index: u32,
     /// In flight (a slot on the free list is not).
     pub(crate) alive: bool,
+    /// Ideal model: the rate the flow may not exceed (its share of the links it has in common
+    /// with the other flows of its step); infinite for none.
+    cap: f64,
     scheduled: bool,
 }
 
@@ -87,12 +91,19 @@ impl FlowSet {
         }
     }
 
+    /// The link model.
+    pub(crate) fn model(&self) -> LinkModel {
+        self.model
+    }
+
     pub(crate) fn get(&self, slot: u32) -> &Flow {
         &self.flows[slot as usize]
     }
 
     /// Adds a flow of `bytes` over `route` at `now`, the `index`-th its owner starts at once;
-    /// its rate is set by the next `resolve`.
+    /// its rate is set by the next `resolve`. With the ideal model its rate is the narrowest
+    /// link of its route, at most `cap` (the engine's share for flows of one step that cross
+    /// the same link).
     pub(crate) fn add(
         &mut self,
         now: SimTime,
@@ -100,6 +111,7 @@ impl FlowSet {
         bytes: f64,
         owner: u32,
         index: u32,
+        cap: f64,
     ) -> u32 {
         let flow = Flow {
             route,
@@ -111,6 +123,7 @@ impl FlowSet {
             start: now,
             index,
             alive: true,
+            cap,
             scheduled: false,
         };
         let slot = match self.free.pop() {
@@ -172,12 +185,13 @@ impl FlowSet {
     pub(crate) fn resolve(&mut self, now: SimTime, changed: &mut Vec<u32>) {
         for i in 0..self.pending.len() {
             let slot = self.pending[i];
-            let rate = self.flows[slot as usize]
+            let f = &self.flows[slot as usize];
+            let rate = f
                 .route
                 .links()
                 .iter()
                 .map(|&l| self.caps[l as usize])
-                .fold(f64::INFINITY, f64::min);
+                .fold(f.cap, f64::min);
             self.set_rate(slot, rate, now, changed);
         }
         self.pending.clear();
@@ -271,11 +285,12 @@ impl FlowSet {
 
     /// What decides a flow's future, as words relative to `now`: bytes left and rate (their
     /// bits), time since they were last settled, whether it has a rate yet.
-    pub(crate) fn state_words(&self, slot: u32, now: SimTime) -> [u64; 4] {
+    pub(crate) fn state_words(&self, slot: u32, now: SimTime) -> [u64; 5] {
         let f = &self.flows[slot as usize];
         [
             f.remaining.to_bits(),
             f.rate.to_bits(),
+            f.cap.to_bits(),
             now - f.last,
             u64::from(f.scheduled),
         ]
@@ -311,8 +326,8 @@ mod tests {
         let net = Network::new(&hw, 4);
         for (model, want_rate) in [(LinkModel::Ideal, 230e9), (LinkModel::MaxMin, 115e9)] {
             let mut fs = FlowSet::new(&net, model);
-            let a = fs.add(0, net.route(0, 1), 230e6, 0, 0);
-            let b = fs.add(0, net.route(0, 2), 230e6, 1, 0);
+            let a = fs.add(0, net.route(0, 1), 230e6, 0, 0, f64::INFINITY);
+            let b = fs.add(0, net.route(0, 2), 230e6, 1, 0, f64::INFINITY);
             let mut changed = Vec::new();
             fs.resolve(0, &mut changed);
             assert_eq!(changed.len(), 2);
@@ -330,8 +345,8 @@ mod tests {
         let hw = crate::sim::test_hardware();
         let net = Network::new(&hw, 4);
         let mut fs = FlowSet::new(&net, LinkModel::MaxMin);
-        let a = fs.add(0, net.route(0, 1), 115e6, 0, 0);
-        let b = fs.add(0, net.route(0, 2), 230e6, 1, 0);
+        let a = fs.add(0, net.route(0, 1), 115e6, 0, 0, f64::INFINITY);
+        let b = fs.add(0, net.route(0, 2), 230e6, 1, 0, f64::INFINITY);
         let mut changed = Vec::new();
         fs.resolve(0, &mut changed);
         let t_a = fs.finish_time(a).unwrap();

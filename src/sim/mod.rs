@@ -6,7 +6,8 @@
 //! a [`LinkModel`] and [`SimOptions`]. Output: a [`SimResult`] (or an error for a malformed or
 //! deadlocked graph). Durations come from the shared [`CostModel`](crate::cost::CostModel), so
 //! the simulator prices work exactly as the analytic model does; the two must never depend on
-//! each other (DESIGN §3), and this module also never depends on `cli`.
+//! each other (DESIGN §3). Depends on `config`, `cost`, `memory`, `schedule` and `error`; never
+//! on `analytic`.
 //!
 //! Layout, one responsibility per file:
 //! - [`queue`]: the event queue, integer picosecond time, FIFO ties;
@@ -32,6 +33,7 @@
 //! let mut hw = metp_sim::config::load_hardware("dgx-a100-80gb").unwrap();
 //! hw.intra_node.bytes_per_s_per_direction.value = 230e9;
 //! hw.intra_node.p2p_latency_s.value = 3e-6;
+//! hw.collective_library = None; // messages at the port's rate (no library send/recv rate)
 //! let label = Label { pass: Pass::Fwd, layer: Some(0), block: "attention", name: "kv",
 //!                     outer: None, step: None, micro_batch: 0 };
 //! let mut g = TaskGraph::new(2);
@@ -58,14 +60,17 @@ pub use engine::{simulate, DeviceStats, PeriodProof, SimOptions, SimResult};
 pub use shorten::{shortening, simulate_shortened, Shortened, SHORT_LAYERS, SHORT_ROUNDS};
 
 /// The DGX-A100 profile with the round link figures the simulator's tests derive their
-/// expected times from (230 GB/s per direction, α = 3 µs inside a node), whatever the bundled
-/// profile's fitted link says.
+/// expected times from (230 GB/s per direction, α = 3 µs inside a node, no collective
+/// library), whatever the bundled profile says.
 #[cfg(test)]
 pub(crate) fn test_hardware() -> crate::config::Hardware {
     let mut hw = crate::config::load_hardware("dgx-a100-80gb")
         .unwrap_or_else(|e| unreachable!("bundled profile: {e}"));
     hw.intra_node.bytes_per_s_per_direction.value = 230e9;
     hw.intra_node.p2p_latency_s.value = 3e-6;
+    // No collective library: a collective's steps cost the point-to-point α, at the port's
+    // rate, and messages move at the port's rate (the round figures above).
+    hw.collective_library = None;
     hw
 }
 pub use network::{LinkModel, Network};

@@ -32,15 +32,17 @@
 use serde::{Deserialize, Serialize};
 
 use super::queue::{secs_to_ps, SimTime};
-use crate::config::{Algorithm, CollectiveRule, Hardware, IntraNodeKind};
-use crate::cost::{CostModel, LinkClass};
+use crate::config::{Hardware, IntraNodeKind};
+use crate::cost::{CostModel, LinkClass, Plan};
 use crate::schedule::{CollectiveOp, DeviceId};
 
 /// How concurrent flows share links.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LinkModel {
-    /// No contention: every flow moves at the bandwidth of the narrowest link on its route.
+    /// No contention between operations: every flow moves at the bandwidth of the narrowest
+    /// link on its route, at most its equal share of the links it has in common with the other
+    /// flows of its own collective step (a step is never faster than its busiest link).
     Ideal,
     /// Max-min fair sharing of every link among the flows crossing it.
     MaxMin,
@@ -168,7 +170,11 @@ pub struct Network {
     nics_per_node: u32,
     intra_latency_ps: SimTime,
     inter_latency_ps: SimTime,
-    rules: Vec<CollectiveRule>,
+    /// The profile, for the collective library's plans and point-to-point rate.
+    hw: Hardware,
+    /// Plans already made (a step runs the same collective once per layer and micro-batch).
+    plans:
+        std::cell::RefCell<std::collections::HashMap<crate::cost::collective::CollectiveKey, Plan>>,
 }
 
 impl Network {
@@ -261,7 +267,8 @@ impl Network {
             nics_per_node: nics,
             intra_latency_ps: secs_to_ps(cost.p2p_latency_s(LinkClass::IntraNode)),
             inter_latency_ps: secs_to_ps(cost.p2p_latency_s(LinkClass::InterNode)),
-            rules: hw.collectives.clone(),
+            hw: hw.clone(),
+            plans: Default::default(),
         }
     }
 
@@ -350,26 +357,27 @@ impl Network {
             .fold(f64::INFINITY, f64::min)
     }
 
-    /// The algorithm the profile's table picks for `op` over `group` with a buffer of `bytes`
-    /// (the same choice as [`CostModel::algorithm`]).
-    pub fn algorithm(&self, op: CollectiveOp, group: &[DeviceId], bytes: u64) -> Algorithm {
-        if self.rules.is_empty() {
-            return Algorithm::Ring;
+    /// The plan the collective library runs for `op` over `group` with a buffer of `bytes`
+    /// (the cost model's: [`CostModel::collective_plan`]).
+    pub fn plan(&self, op: CollectiveOp, group: &[DeviceId], bytes: u64) -> Plan {
+        let key = (op, group.to_vec(), bytes);
+        if let Some(p) = self.plans.borrow().get(&key) {
+            return p.clone();
         }
-        let intra = group.first().is_none_or(|&f| {
-            group
-                .iter()
-                .all(|&d| d / self.gpus_per_node == f / self.gpus_per_node)
-        });
-        crate::cost::collective::effective(
-            crate::config::choose_algorithm(
-                &self.rules,
-                crate::cost::collective::kind(op),
-                intra,
-                bytes,
-            ),
-            op,
-        )
+        let p = CostModel::new(&self.hw).collective_plan(op, group, bytes);
+        self.plans.borrow_mut().insert(key, p.clone());
+        p
+    }
+
+    /// Bytes a point-to-point message of `bytes` from `src` to `dst` puts on its links: more
+    /// than `bytes` where the library's send/recv rate is below the link's
+    /// ([`CostModel::p2p_wire_bytes`]).
+    pub fn p2p_wire_bytes(&self, src: DeviceId, dst: DeviceId, bytes: f64) -> f64 {
+        let cost = CostModel::new(&self.hw);
+        match cost.link_class(src, dst) {
+            LinkClass::Local => bytes,
+            class => cost.p2p_wire_bytes(class, bytes),
+        }
     }
 }
 

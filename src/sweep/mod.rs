@@ -12,7 +12,10 @@
 //! [`Shard::owners`] deals it, a shuffled round-robin over the canonical order; part 0 also
 //! the longest sequences) and [`merge`] puts the parts' points
 //! back in that order — the [`SweepResult`] one run would have given, so the same rendering
-//! writes the same bytes. Depends on `config`, `memory`, `search`, `evaluate`, `shard`.
+//! writes the same bytes. Depends on `config`, `memory`, `search`, `evaluate`, `shard` and
+//! `error`; never on `plan`, `validate`, `report` or `cli`.
+
+mod check;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -23,6 +26,8 @@ use crate::evaluate::{Evaluation, SimulateOptions, Timing};
 use crate::memory;
 use crate::search::{self, MaxSeq};
 use crate::shard::Shard;
+
+pub use check::{check_part, check_spec};
 
 /// What to sweep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -293,26 +298,33 @@ pub fn run_shard(
             pt
         })
         .collect();
+    let maxseq = if shard.index == 0 {
+        maxseq_rows(spec)
+    } else {
+        Vec::new()
+    };
+    SweepResult { points, maxseq }
+}
+
+/// The longest sequence per model, profile, outer axes, method and degree, in that order.
+fn maxseq_rows(spec: &SweepSpec) -> Vec<MaxSeqRow> {
     let mut maxseq = Vec::new();
-    if shard.index == 0 {
-        for m in &spec.models {
-            for hw in &spec.hardware {
-                for &outer in &spec.outer {
-                    let template =
-                        workload(spec, m, hw, spec.methods[0], spec.degrees[0], outer, 1);
-                    for row in search::max_seq_grid(&template, &spec.methods, &spec.degrees) {
-                        maxseq.push(MaxSeqRow {
-                            model: m.name.clone(),
-                            hardware: hw.name.clone(),
-                            outer,
-                            row,
-                        });
-                    }
+    for m in &spec.models {
+        for hw in &spec.hardware {
+            for &outer in &spec.outer {
+                let template = workload(spec, m, hw, spec.methods[0], spec.degrees[0], outer, 1);
+                for row in search::max_seq_grid(&template, &spec.methods, &spec.degrees) {
+                    maxseq.push(MaxSeqRow {
+                        model: m.name.clone(),
+                        hardware: hw.name.clone(),
+                        outer,
+                        row,
+                    });
                 }
             }
         }
     }
-    SweepResult { points, maxseq }
+    maxseq
 }
 
 /// Joins the parts of a sweep split N ways (`parts[k]` is part k's result) into the result one

@@ -3,7 +3,8 @@
 //!
 //! Input: the bundled models and hardware profiles. Output: [`Claim`]s with a verdict, the
 //! numbers behind it and the assumptions that flip it; `report` renders them as `claims.md`,
-//! `claims.json` and plots. Depends on `config`, `memory`, `search`, `analytic`, `sim`.
+//! `claims.json` and plots. Depends on `config`, `memory`, `search`, `schedule`, `analytic`, `sim`,
+//! `evaluate` and `error`; never on `report` or `cli`.
 
 mod c1;
 mod c2;
@@ -26,6 +27,9 @@ pub enum Verdict {
     HoldsUnderAssumptions,
     /// The numbers contradict it.
     DoesNotHold,
+    /// The check ran but judged nothing: no case could decide either way (say, no length
+    /// simulated reaches a ring's condition). Never read as "does not hold".
+    NotEstablished,
     /// None of the profiles it was asked to run on can run its check (`validate --hw`); the
     /// summary says why.
     NotChecked,
@@ -38,6 +42,7 @@ impl Verdict {
             Verdict::Holds => "holds",
             Verdict::HoldsUnderAssumptions => "holds only under stated assumptions",
             Verdict::DoesNotHold => "does not hold",
+            Verdict::NotEstablished => "not established",
             Verdict::NotChecked => "not checked on these profiles",
         }
     }
@@ -106,6 +111,12 @@ pub struct Claim {
     pub claim: String,
     /// The verdict.
     pub verdict: Verdict,
+    /// The rule that gave the verdict, in words, with its thresholds.
+    pub rule: String,
+    /// What the verdict rests on: the deciding numbers, in one sentence.
+    pub basis: String,
+    /// What would flip the verdict, computed from the numbers.
+    pub would_flip: String,
     /// One paragraph: what the tool computes and concludes.
     pub summary: String,
     /// The key numbers.
@@ -166,7 +177,7 @@ pub fn check_on(profiles: &[Hardware]) -> Result<Vec<Claim>> {
             "Checked on {}{} in place of the bundled {}. {}",
             first.name.to_uppercase(),
             first_of.replace("C1", "C2"),
-            default2.hardware.name.to_uppercase(),
+            names(&default2.profiles.iter().collect::<Vec<_>>()),
             c.summary
         );
         Ok(c)
@@ -221,6 +232,9 @@ impl Claim {
             id,
             claim: claim.into(),
             verdict: Verdict::NotChecked,
+            rule: String::new(),
+            basis: String::new(),
+            would_flip: String::new(),
             summary: sentence.trim_start().to_string(),
             measured: serde_json::json!({ "not_checked": measured }),
             assumptions: vec![],

@@ -1,4 +1,4 @@
-// Runs metp-sim's CUDA kernels (src/calibrate/cuda/kernels) on the host emulator (emu.h) and
+// Runs metp-sim's CUDA kernels (src/backend/cuda/kernels) on the host emulator (emu.h) and
 // compares them with double-precision references on the same bf16 inputs. Prints one line
 // per check and "emu: N checks, M failed"; exits 1 if any failed.
 #include "emu.h"
@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <string>
 
-#include "../../src/calibrate/cuda/kernels/common.cuh"
-#include "../../src/calibrate/cuda/kernels/elementwise.cu"
-#include "../../src/calibrate/cuda/kernels/flash_fwd.cu"
-#include "../../src/calibrate/cuda/kernels/flash_bwd.cu"
+#include "../../src/backend/cuda/kernels/common.cuh"
+#include "../../src/backend/cuda/kernels/elementwise.cu"
+#include "../../src/backend/cuda/kernels/flash_fwd.cu"
+#include "../../src/backend/cuda/kernels/flash_bwd.cu"
 
 static int checks = 0, failed = 0;
 
@@ -48,14 +48,18 @@ static double rel(const std::vector<double>& got, const std::vector<double>& wan
 struct Attn {
     int b, heads, nq, nkv, D;
     bool causal;
+    int kvh = 0;  // K/V heads (grouped-query attention); 0: one per query head
+    int kv() const { return kvh ? kvh : heads; }
+    int rep() const { return heads / kv(); }
     long long ldq() const { return (long long)heads * D; }
+    long long ldk() const { return (long long)kv() * D; }
 };
 
 // Reference forward (double) over keys [k_lo, k_hi) of each sample: O and lse per (row, head).
 static void ref_forward(const Attn& a, const std::vector<bf16_t>& q, const std::vector<bf16_t>& k,
                         const std::vector<bf16_t>& v, int k_lo, int k_hi, std::vector<double>& o,
                         std::vector<double>& lse) {
-    int W = a.heads * a.D;
+    int W = a.heads * a.D, Wk = (int)a.ldk();
     double scale = 1.0 / std::sqrt((double)a.D);
     o.assign((size_t)a.b * a.nq * W, 0.0);
     lse.assign((size_t)a.b * a.nq * a.heads, -INFINITY);
@@ -69,7 +73,7 @@ static void ref_forward(const Attn& a, const std::vector<bf16_t>& q, const std::
                     double dot = 0;
                     for (int c = 0; c < a.D; c++)
                         dot += (double)hbf(q[((size_t)beta * a.nq + i) * W + h * a.D + c]) *
-                               hbf(k[((size_t)beta * a.nkv + j) * W + h * a.D + c]);
+                               hbf(k[((size_t)beta * a.nkv + j) * Wk + (h / a.rep()) * a.D + c]);
                     s.push_back(dot * scale);
                     js.push_back(j);
                 }
@@ -84,24 +88,24 @@ static void ref_forward(const Attn& a, const std::vector<bf16_t>& q, const std::
                     double p = std::exp(s[n] - l);
                     for (int c = 0; c < a.D; c++)
                         o[((size_t)beta * a.nq + i) * W + h * a.D + c] +=
-                            p * hbf(v[((size_t)beta * a.nkv + js[n]) * W + h * a.D + c]);
+                            p * hbf(v[((size_t)beta * a.nkv + js[n]) * Wk + (h / a.rep()) * a.D + c]);
                 }
             }
 }
 
 static void run_fwd(const Attn& a, const std::vector<bf16_t>& q, const bf16_t* k, const bf16_t* v,
                     int nkv, std::vector<float>& acc, std::vector<float>& lse) {
-    long long ld = a.ldq();
+    long long ld = a.ldq(), ldk = a.ldk();
     dim3 grid{(unsigned)((a.nq + FA_BR - 1) / FA_BR), (unsigned)(a.b * a.heads), 1};
     size_t smem = 2 * (FA_BC * (a.D + FA_PAD) + a.D * (FA_BC + FA_PAD));
     float scale = 1.0f / std::sqrt((float)a.D);
     emu::launch(grid, dim3{FA_THREADS, 1, 1}, smem, [&] {
         if (a.D == 64)
-            flash_fwd_d64(q.data(), k, v, ld, ld, ld, acc.data(), ld, lse.data(), a.heads, a.nq, nkv,
-                          scale, a.causal);
+            flash_fwd_d64(q.data(), k, v, ld, ldk, ldk, acc.data(), ld, lse.data(), a.heads, a.nq,
+                          nkv, scale, a.causal, a.rep());
         else
-            flash_fwd_d128(q.data(), k, v, ld, ld, ld, acc.data(), ld, lse.data(), a.heads, a.nq,
-                           nkv, scale, a.causal);
+            flash_fwd_d128(q.data(), k, v, ld, ldk, ldk, acc.data(), ld, lse.data(), a.heads, a.nq,
+                           nkv, scale, a.causal, a.rep());
     });
 }
 
@@ -109,16 +113,16 @@ static std::vector<double> to_d(const std::vector<float>& v) { return {v.begin()
 
 static std::string name(const char* what, const Attn& a) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%s b=%d heads=%d q=%d kv=%d d=%d%s", what, a.b, a.heads, a.nq,
-                  a.nkv, a.D, a.causal ? " causal" : "");
+    std::snprintf(buf, sizeof buf, "%s b=%d heads=%d/%d q=%d kv=%d d=%d%s", what, a.b, a.heads,
+                  a.kv(), a.nq, a.nkv, a.D, a.causal ? " causal" : "");
     return buf;
 }
 
 // Forward alone and as a merge of two key blocks (non-causal), backward against the reference
 // gradients (accumulated onto non-zero dq/dk/dv).
 static void test_attention(const Attn& a) {
-    int W = a.heads * a.D;
-    size_t nq_el = (size_t)a.b * a.nq * W, nkv_el = (size_t)a.b * a.nkv * W;
+    int W = a.heads * a.D, Wk = (int)a.ldk();
+    size_t nq_el = (size_t)a.b * a.nq * W, nkv_el = (size_t)a.b * a.nkv * Wk;
     auto q = random_bf(nq_el, 1.0), k = random_bf(nkv_el, 1.0), v = random_bf(nkv_el, 1.0);
     auto dout = random_bf(nq_el, 1.0);
     std::vector<double> ro, rl;
@@ -152,8 +156,8 @@ static void test_attention(const Attn& a) {
         std::vector<bf16_t> k1, v1, k2, v2;
         for (int beta = 0; beta < a.b; beta++)
             for (int j = 0; j < a.nkv; j++)
-                for (int c = 0; c < W; c++) {
-                    size_t at = ((size_t)beta * a.nkv + j) * W + c;
+                for (int c = 0; c < Wk; c++) {
+                    size_t at = ((size_t)beta * a.nkv + j) * Wk + c;
                     (j < n1 ? k1 : k2).push_back(k[at]);
                     (j < n1 ? v1 : v2).push_back(v[at]);
                 }
@@ -180,20 +184,21 @@ static void test_attention(const Attn& a) {
         attn_delta(dout.data(), o_bf.data(), delta.data(), rows, a.heads, a.D, W, W);
     });
     std::vector<float> dq(nq_el, 0.5f), dk(nkv_el, -0.25f), dv(nkv_el, 0.125f);
-    long long ld = W;
+    long long ld = W, ldk = Wk;
+    int rep = a.rep();
     int BQ = a.D == 64 ? 64 : 32;
     size_t smem = FB_SMEM_BYTES(a.D, BQ);
     dim3 grid{(unsigned)((a.nkv + FB_BK - 1) / FB_BK), (unsigned)(a.b * a.heads), 1};
     float scale = 1.0f / std::sqrt((float)a.D);
     emu::launch(grid, dim3{FB_THREADS, 1, 1}, smem, [&] {
         if (a.D == 64)
-            flash_bwd_d64(q.data(), k.data(), v.data(), dout.data(), ld, ld, ld, ld, lse.data(),
-                          delta.data(), dq.data(), dk.data(), dv.data(), ld, ld, ld, a.heads, a.nq,
-                          a.nkv, scale, a.causal);
+            flash_bwd_d64(q.data(), k.data(), v.data(), dout.data(), ld, ldk, ldk, ld, lse.data(),
+                          delta.data(), dq.data(), dk.data(), dv.data(), ld, ldk, ldk, a.heads,
+                          a.nq, a.nkv, scale, a.causal, rep);
         else
-            flash_bwd_d128(q.data(), k.data(), v.data(), dout.data(), ld, ld, ld, ld, lse.data(),
-                           delta.data(), dq.data(), dk.data(), dv.data(), ld, ld, ld, a.heads,
-                           a.nq, a.nkv, scale, a.causal);
+            flash_bwd_d128(q.data(), k.data(), v.data(), dout.data(), ld, ldk, ldk, ld, lse.data(),
+                           delta.data(), dq.data(), dk.data(), dv.data(), ld, ldk, ldk, a.heads,
+                           a.nq, a.nkv, scale, a.causal, rep);
     });
     // Reference gradients from the reference probabilities.
     std::vector<double> rdq(nq_el, 0), rdk(nkv_el, 0), rdv(nkv_el, 0);
@@ -208,7 +213,7 @@ static void test_attention(const Attn& a) {
                 for (int c = 0; c < a.D; c++) dl += (double)hbf(dout[qi + c]) * ro[qi + c];
                 for (int j = 0; j < a.nkv; j++) {
                     if (a.causal && j > i + a.nkv - a.nq) continue;
-                    size_t kj = ((size_t)beta * a.nkv + j) * W + h * a.D;
+                    size_t kj = ((size_t)beta * a.nkv + j) * Wk + (h / rep) * a.D;
                     double s = 0, dp = 0;
                     for (int c = 0; c < a.D; c++) {
                         s += (double)hbf(q[qi + c]) * hbf(k[kj + c]);
@@ -316,7 +321,7 @@ static void test_unfused() {
     check("lse_merge of two blocks", rel(to_d(acc), want), 1e-5);
 }
 
-// GeLU forward and backward (tanh form, as exec/mlp.rs), the pseudo-random fill, conversions.
+// GeLU forward and backward (tanh form, as backend/unit/mlp.rs), the pseudo-random fill, conversions.
 static void test_elementwise() {
     const unsigned n = 1000;
     auto x = random_bf(n, 3.0), g = random_bf(n, 1.0);
@@ -343,6 +348,31 @@ static void test_elementwise() {
     }
     check("gelu_fwd (tanh form)", rel(gy, wy), 1e-2);
     check("gelu_bwd", rel(gg, wg), 1e-2);
+
+    // SwiGLU forward and in-place backward (backend/unit/mlp.rs): rows of [gate | up].
+    const unsigned rows = 7, fp = 37;
+    auto hh = random_bf(rows * 2 * fp, 3.0), da = random_bf(rows * fp, 1.0);
+    std::vector<bf16_t> act(rows * fp), dh(rows * 2 * fp);
+    for (unsigned r = 0; r < rows; r++)
+        for (unsigned c = 0; c < fp; c++) dh[r * 2 * fp + fp + c] = da[r * fp + c];
+    emu::launch(dim3{3, 1, 1}, dim3{64, 1, 1}, 0, [&] {
+        swiglu_fwd(hh.data(), act.data(), fp, rows * fp);
+        swiglu_bwd(dh.data(), hh.data(), fp, rows * fp);
+    });
+    std::vector<double> ga, wa, gd, wd;
+    for (unsigned r = 0; r < rows; r++)
+        for (unsigned c = 0; c < fp; c++) {
+            double g = hbf(hh[r * 2 * fp + c]), u = hbf(hh[r * 2 * fp + fp + c]);
+            double d = hbf(da[r * fp + c]), s = 1.0 / (1.0 + std::exp(-g));
+            ga.push_back(hbf(act[r * fp + c]));
+            wa.push_back(g * s * u);
+            gd.push_back(hbf(dh[r * 2 * fp + c]));
+            wd.push_back(d * u * s * (1.0 + g * (1.0 - s)));
+            gd.push_back(hbf(dh[r * 2 * fp + fp + c]));
+            wd.push_back(d * g * s);
+        }
+    check("swiglu_fwd", rel(ga, wa), 1e-2);
+    check("swiglu_bwd (gate and up gradients, in place)", rel(gd, wd), 1e-2);
     std::printf("random_bf16: min %f max %f mean %f\n", lo, hi, mean);
     check("random_bf16 in [-1, 1] (bf16-rounded), mean near 0",
           (lo >= -1.0 && hi <= 1.0 && hi - lo > 1.8) ? std::fabs(mean) : INFINITY, 0.1);
@@ -358,6 +388,10 @@ int main() {
         test_attention(Attn{1, 1, 64, 150, D, true});
         test_attention(Attn{1, 2, 130, 70, D, true});
         test_attention(Attn{1, 1, 1, 33, D, true});
+        // Grouped-query attention: 2 query heads on one K/V head (their dK/dV added with
+        // atomics), non-causal with two merged key blocks, and causal with q != kv.
+        test_attention(Attn{1, 2, 80, 80, D, false, 1});
+        test_attention(Attn{1, 2, 70, 130, D, true, 1});
     }
     std::printf("emu: %d checks, %d failed\n", checks, failed);
     return failed ? 1 : 0;

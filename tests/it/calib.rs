@@ -5,12 +5,12 @@
 use std::path::Path;
 
 use assert_cmd::Command;
-use metp_sim::calibrate::mock::MockBackend;
+use metp_sim::backend::mock::MockBackend;
+use metp_sim::backend::unit::device::Link;
+use metp_sim::backend::unit::Shape;
 use metp_sim::calibrate::threshold::{measure_attention_rate, sweep};
-use metp_sim::calibrate::{calibrate, Options, Report};
+use metp_sim::calibrate::{calibrate, Options, Plan, Report};
 use metp_sim::config::load_hardware;
-use metp_sim::exec::device::Link;
-use metp_sim::exec::Shape;
 use metp_sim::Error;
 
 fn cmd() -> Command {
@@ -34,7 +34,7 @@ fn opts(out: &Path, force: bool) -> Options {
 
 fn mock_calibration(out: &Path) -> (MockBackend, metp_sim::Result<Report>) {
     let mut mock = MockBackend::new(MockBackend::truth_profile());
-    let plan = mock.plan();
+    let plan = Plan::for_mock();
     let r = calibrate(&mut mock, &plan, &opts(out, false), &mut |_| {});
     (mock, r)
 }
@@ -158,9 +158,10 @@ fn calib_mock_fit_recovers_the_known_profile() {
         }
     }
     // The measurements were written beside the profile, in the file format.
-    let m =
-        metp_sim::calibrate::KernelMeasurements::read(&dir.path().join("mock.measurements.json"))
-            .unwrap();
+    let m = metp_sim::fitting::measurements::KernelMeasurements::read(
+        &dir.path().join("mock.measurements.json"),
+    )
+    .unwrap();
     assert_eq!(m, r.measurements);
 }
 
@@ -213,7 +214,7 @@ fn calib_force_semantics() {
     std::fs::write(&out, "keep me").unwrap();
     let mut mock = MockBackend::new(MockBackend::truth_profile());
     mock.fail_at = Some(0); // any measurement would fail: the refusal must come first
-    let plan = mock.plan();
+    let plan = Plan::for_mock();
     match calibrate(&mut mock, &plan, &opts(&out, false), &mut |_| {}) {
         Err(e @ Error::Exists { .. }) => {
             assert_eq!(e.exit_code(), 1);
@@ -242,7 +243,7 @@ fn calib_failure_midway_leaves_no_partial_file() {
     let out = dir.path().join("sub").join("p.json");
     let mut mock = MockBackend::new(MockBackend::truth_profile());
     mock.fail_at = Some(5);
-    let plan = mock.plan();
+    let plan = Plan::for_mock();
     let e = calibrate(&mut mock, &plan, &opts(&out, false), &mut |_| {}).unwrap_err();
     assert!(e.to_string().contains("failure injected"), "{e}");
     assert!(!out.exists());
@@ -288,6 +289,7 @@ fn calib_cli_run_cpu_prints_the_design_fields() {
         for f in [
             "max_rel_error",
             "measured_peak_bytes",
+            "tracked_peak_bytes",
             "predicted_peak_bytes",
             "measured_time_s",
             "predicted_time_s",
@@ -296,6 +298,8 @@ fn calib_cli_run_cpu_prints_the_design_fields() {
         }
         assert!(v["max_rel_error"].as_f64().unwrap() < 1e-5, "{v}");
         assert_eq!(v["measured_peak_bytes"], v["predicted_peak_bytes"]);
+        // On the CPU the runtime's tracked buffers are its allocations: one figure.
+        assert_eq!(v["tracked_peak_bytes"], v["measured_peak_bytes"]);
         assert!(v["measured_time_s"].as_f64().unwrap() > 0.0);
         assert!(v["predicted_time_s"].as_f64().unwrap() > 0.0);
         assert!(v["notes"][0].as_str().unwrap().contains("memory inventory"));
@@ -316,11 +320,67 @@ fn calib_cli_run_cpu_prints_the_design_fields() {
     );
 }
 
+/// `run --kv-heads` (grouped-query attention) and `--activation swiglu` on the CPU: the
+/// reference agrees and METP's memory is the inventory's; a model brings its own (LLaMA-2 70B:
+/// 8 K/V heads, SwiGLU); a K/V head count the heads are no multiple of is a usage error.
+#[test]
+fn calib_cli_runs_grouped_query_attention_and_swiglu() {
+    let small = ["--hidden", "32", "--heads", "4", "--ffn", "64"];
+    for args in [
+        vec!["--unit", "attention", "--kv-heads", "2", "--causal"],
+        vec!["--unit", "mlp", "--activation", "swiglu"],
+    ]
+    .into_iter()
+    .map(|a| [&small[..], &a[..]].concat())
+    .chain([
+        vec![
+            "--unit",
+            "mlp",
+            "--model",
+            "llama2-70b",
+            "--hidden",
+            "64",
+            "--ffn",
+            "64",
+        ],
+        vec![
+            "--unit",
+            "attention",
+            "--model",
+            "llama2-70b",
+            "--hidden",
+            "128",
+            "--ffn",
+            "64",
+        ],
+    ]) {
+        let out = cmd()
+            .args(["run", "--seq", "32"])
+            .args(&args)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(v["max_rel_error"].as_f64().unwrap() < 1e-5, "{args:?}: {v}");
+        assert_eq!(
+            v["measured_peak_bytes"], v["predicted_peak_bytes"],
+            "{args:?}"
+        );
+    }
+    let out = cmd()
+        .args(["run", "--heads", "4", "--kv-heads", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--kv-heads"));
+}
+
 /// Without a GPU (or without the `cuda` feature) the CUDA backend refuses with one line and
 /// exit status 1, never a panic.
 #[test]
 fn calib_cli_cuda_fails_cleanly_without_a_gpu() {
-    if metp_sim::calibrate::cuda::probe().is_ok() {
+    if metp_sim::backend::cuda::probe().is_ok() {
         eprintln!("skipped: a CUDA device is present; this test checks the refusal without one");
         return;
     }
@@ -510,15 +570,15 @@ fn calib_overlap_threshold_on_a_throttled_link() {
     );
 }
 
-/// The CPU backend's transfers through a throttled exec channel fit back to the throttle:
+/// The CPU backend's transfers through a throttled CPU channel fit back to the throttle:
 /// least squares over ping-pong messages gives B within 25% and α within a factor 2 (sleeps
 /// overshoot by tens of microseconds; the copies add a little).
 #[test]
 fn calib_cpu_link_fit_recovers_the_throttle() {
     let _cpu = crate::cpu_exclusive();
-    use metp_sim::calibrate::cpu::CpuBackend;
-    use metp_sim::calibrate::fit::link as fit_link;
+    use metp_sim::backend::cpu::CpuBackend;
     use metp_sim::calibrate::{measure, Plan};
+    use metp_sim::fitting::fit::link as fit_link;
     let link = Link {
         bandwidth_bytes_per_s: 2e7,
         latency_s: 1e-3,
@@ -556,11 +616,12 @@ fn the_gpu_plan_calibrates_through_the_one_path_on_the_mock() {
     let mut o = opts(&out, false);
     // The mock's times follow a small profile, not a GPU, and take no real time.
     o.budget_s = Some(1e9);
-    let mut plan = metp_sim::calibrate::cuda::grid::measurement_plan(2, true);
+    let mut plan = metp_sim::calibrate::grid::measurement_plan(2, true);
     plan.budget.as_mut().unwrap().seconds = 1e9;
     let mut b = MockBackend::new(MockBackend::truth_profile());
     let r = calibrate(&mut b, &plan, &o, &mut |_| {}).unwrap();
-    let m = metp_sim::calibrate::KernelMeasurements::read(&r.measurements_path).unwrap();
+    let m =
+        metp_sim::fitting::measurements::KernelMeasurements::read(&r.measurements_path).unwrap();
     assert_eq!(m.gemm.len(), plan.gemms.len());
     assert_eq!(m.attention.len(), plan.attention.len());
     assert!(m.attention.iter().any(|a| a.causal));
@@ -586,15 +647,16 @@ fn the_gpu_plan_calibrates_through_the_one_path_on_the_mock() {
 fn fit_file(
     file: &serde_json::Value,
 ) -> (
-    metp_sim::calibrate::KernelMeasurements,
-    metp_sim::calibrate::FitReport,
+    metp_sim::fitting::measurements::KernelMeasurements,
+    metp_sim::fitting::kernel_fit::FitReport,
 ) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("m.json");
     std::fs::write(&p, file.to_string()).unwrap();
-    let m = metp_sim::calibrate::KernelMeasurements::read(&p).unwrap();
+    let m = metp_sim::fitting::measurements::KernelMeasurements::read(&p).unwrap();
     let base = load_hardware("hgx-h200").unwrap();
-    let r = metp_sim::calibrate::fit_profile(&m, &base, &|w| format!("test: {w}")).unwrap();
+    let r =
+        metp_sim::fitting::kernel_fit::fit_profile(&m, &base, &|w| format!("test: {w}")).unwrap();
     (m, r)
 }
 
@@ -605,8 +667,8 @@ fn fit_file(
 /// range's upper edge, valid, and reported as not determined by the data.
 #[test]
 fn calib_latency_bound_copies_leave_the_bandwidth_undetermined_and_in_range() {
-    use metp_sim::calibrate::kernel_fit::fit_profile;
     use metp_sim::config::limits::PROFILE_RATE_RANGE;
+    use metp_sim::fitting::kernel_fit::fit_profile;
     let copy: Vec<serde_json::Value> = (12..=22)
         .map(|e| serde_json::json!({"bytes": 1u64 << e, "copy_s": 5e-6, "mul_s": 5e-6}))
         .collect();
@@ -685,10 +747,11 @@ fn calib_latency_bound_messages_leave_the_link_bandwidth_in_range() {
 /// GEMM to anchor the clock gets no factor at all.
 #[test]
 fn calib_fit_recovers_a_later_sessions_clock() {
-    use metp_sim::calibrate::kernel_fit::predicted_s;
-    use metp_sim::calibrate::measurements::{GemmSample, Sample, Timing as FileTiming};
-    use metp_sim::calibrate::sessions::session_hardware;
-    use metp_sim::calibrate::{fit_profile, KernelMeasurements};
+    use metp_sim::fitting::kernel_fit::fit_profile;
+    use metp_sim::fitting::kernel_fit::predicted_s;
+    use metp_sim::fitting::measurements::KernelMeasurements;
+    use metp_sim::fitting::measurements::{GemmSample, Sample, Timing as FileTiming};
+    use metp_sim::fitting::sessions::session_hardware;
     use metp_sim::schedule::KernelShape;
 
     let truth = load_hardware("hgx-h200").unwrap();

@@ -212,3 +212,69 @@ fn usage_errors_exit_2() {
     fails(&["maxseq", "--methods", "tp,nope"], 2);
     fails(&["frobnicate"], 2);
 }
+
+/// `--grad-dtype` and `--optimizer-state` on a workload command: the JSON says what is in
+/// force (`grad_dtype`, `optimizer_state`, `zero`), the gradients' tensor is named by its
+/// dtype, the static bytes follow 18 → 16 bytes per parameter, and a placement that
+/// contradicts `--zero` is a usage error.
+#[test]
+fn training_state_flags_reach_memory_and_simulate() {
+    let json = |extra: &[&str], command: &str| -> serde_json::Value {
+        let mut args = vec![
+            command, "--method", "tp", "--p", "4", "--dp", "2", "--seq", "4k", "--format", "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = cmd().args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let fp32 = json(&[], "memory");
+    assert_eq!(
+        (&fp32["grad_dtype"], &fp32["optimizer_state"], &fp32["zero"]),
+        (&"fp32".into(), &"replicated".into(), &0.into())
+    );
+    let bf16 = json(
+        &["--grad-dtype", "bf16", "--optimizer-state", "sharded"],
+        "memory",
+    );
+    assert_eq!(
+        (&bf16["grad_dtype"], &bf16["optimizer_state"], &bf16["zero"]),
+        (&"bf16".into(), &"sharded".into(), &1.into())
+    );
+    let grads = |v: &serde_json::Value, name: &str| {
+        v["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["bytes"].as_u64().unwrap())
+    };
+    let g32 = grads(&fp32, "optimizer.main_grads_fp32").unwrap();
+    let g16 = grads(&bf16, "optimizer.main_grads_bf16").unwrap();
+    assert_eq!(g32, 2 * g16);
+    let sim = json(
+        &["--grad-dtype", "bf16", "--optimizer-state", "sharded"],
+        "simulate",
+    );
+    assert_eq!(
+        (&sim["grad_dtype"], &sim["optimizer_state"]),
+        (&"bf16".into(), &"sharded".into())
+    );
+    let e = fails(
+        &[
+            "memory",
+            "--method",
+            "tp",
+            "--p",
+            "4",
+            "--seq",
+            "4k",
+            "--zero",
+            "2",
+            "--optimizer-state",
+            "replicated",
+        ],
+        2,
+    );
+    assert!(e.contains("contradicts ZeRO stage 2"), "{e}");
+}

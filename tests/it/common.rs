@@ -17,6 +17,8 @@ pub fn gpt(h: u64, a: u64, layers: u64) -> Model {
         norm: Norm::Layernorm,
         dropout: true,
         tied_embeddings: true,
+        biases: Default::default(),
+        sliding_window: None,
         source: "test fixture".into(),
     }
 }

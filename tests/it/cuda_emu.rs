@@ -1,4 +1,4 @@
-//! The CUDA kernels (src/calibrate/cuda/kernels) run on a host emulator (tests/cuda-emu: each
+//! The CUDA kernels (src/backend/cuda/kernels) run on a host emulator (tests/cuda-emu: each
 //! CUDA thread an OS thread, the bf16 MMA computed from the PTX ISA's fragment layout) and
 //! compared with double-precision references: the fused attention forward (alone and merging
 //! two key blocks through the log-sum-exp) and backward, causal and not, q ≠ kv, head dimension

@@ -6,10 +6,10 @@
 #![cfg(feature = "cuda")]
 
 use crate::skipped;
-use metp_sim::calibrate::cuda::{compile_ptx, flash_selftest, open, probe, sources};
-use metp_sim::calibrate::{AttnCall, Backend, GemmShape, Pass};
+use metp_sim::backend::cuda::{compile_ptx, flash_selftest, open, probe, sources};
+use metp_sim::backend::unit::{ExecMethod, RunSpec, Shape, Unit};
+use metp_sim::backend::{AttnCall, Backend, GemmShape, Pass};
 use metp_sim::config::WeightExchange;
-use metp_sim::exec::{ExecMethod, RunSpec, Shape, Unit};
 
 /// The backend, or `None` after printing why the test is skipped.
 fn backend(p: usize) -> Option<Box<dyn Backend>> {
@@ -166,9 +166,11 @@ fn shape(h: usize, a: usize) -> Shape {
 /// Runs `spec`, checks it against the reference and (METP) its memory against the inventory.
 fn check_unit(b: &mut dyn Backend, spec: &RunSpec, failures: &mut Vec<String>) {
     let name = format!(
-        "{:?} {:?} causal={} fused={} rb={} {:?} h={}",
+        "{:?} {:?} {:?} kv_heads={} causal={} fused={} rb={} {:?} h={}",
         spec.unit,
         spec.method,
+        spec.activation,
+        spec.kv_heads,
         spec.causal,
         spec.fused,
         spec.metp.recv_buffers,
@@ -183,11 +185,13 @@ fn check_unit(b: &mut dyn Backend, spec: &RunSpec, failures: &mut Vec<String>) {
         }
     };
     eprintln!(
-        "{name}: error {:.2e} ({:?}), {:.3e} s, peak {} B (inventory {:?}), GPU view {:?}",
+        "{name}: error {:.2e} ({:?}), {:.3e} s, peak {} B measured, {} B tracked (inventory \
+         {:?}), GPU view {:?}",
         r.max_rel_error,
         r.errors,
         r.measured_time_s,
         r.measured_peak_bytes,
+        r.tracked_peak_bytes,
         r.inventory_peak_bytes,
         r.gpu_memory
     );
@@ -202,6 +206,15 @@ fn check_unit(b: &mut dyn Backend, spec: &RunSpec, failures: &mut Vec<String>) {
         failures.push(format!("{name}: time {}", r.measured_time_s));
     }
     for d in &r.devices {
+        // The driver's high-water mark of the device's own pool sees every tracked buffer.
+        if let Some(high) = d.allocator_peak_bytes {
+            if high < d.peak_bytes {
+                failures.push(format!(
+                    "{name}: device {} pool high-water {high} B below its tracked peak {} B",
+                    d.rank, d.peak_bytes
+                ));
+            }
+        }
         if d.end_live_bytes != 0 {
             failures.push(format!(
                 "{name}: device {} ended holding {} B",
@@ -254,6 +267,17 @@ fn gpu_units_match_the_reference_and_the_inventory() {
     }
     let spec = RunSpec::new(Unit::Attention, ExecMethod::Metp, shape(512, 4));
     check_unit(b.as_mut(), &spec, &mut failures);
+    // SwiGLU MLP (the CPU runtime's program): METP with one and two receive buffers, and TP.
+    for (method, rb) in [
+        (ExecMethod::Metp, 2),
+        (ExecMethod::Metp, 1),
+        (ExecMethod::Tp, 2),
+    ] {
+        let mut spec = RunSpec::new(Unit::Mlp, method, shape(256, 4));
+        spec.activation = metp_sim::config::Activation::Swiglu;
+        spec.metp.recv_buffers = rb;
+        check_unit(b.as_mut(), &spec, &mut failures);
+    }
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",

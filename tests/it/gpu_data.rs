@@ -6,11 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
-use metp_sim::calibrate::kernel_fit::fit_profile;
-use metp_sim::calibrate::measurements::KernelMeasurements;
-use metp_sim::calibrate::price::{price, price_at_clocks, read_input, KindErrors, Priced};
 use metp_sim::calibrate::repredict::{repredict, repredict_calibration};
 use metp_sim::config::{load_hardware, Hardware};
+use metp_sim::fitting::kernel_fit::fit_profile;
+use metp_sim::fitting::measurements::KernelMeasurements;
+use metp_sim::fitting::price::{price, price_at_clocks, read_input, KindErrors, Priced};
 
 const RUN2: &str = "reports/gpu/nvidia-h200-2026-11-30/run2";
 

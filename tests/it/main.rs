@@ -1,8 +1,10 @@
 //! Integration tests: one binary, one module per concern.
 
 mod analytic_vs_sim;
+mod attention_kernels;
 mod calib;
 mod cli;
+mod collectives;
 mod commands;
 mod common;
 mod compose;
@@ -12,7 +14,10 @@ mod evaluate;
 mod fabric;
 mod gpu;
 mod gpu_data;
+mod gpu_dist;
 mod gpu_script;
+mod gqa;
+mod hf;
 mod hostile;
 mod kernels;
 mod korthikanti;
@@ -22,6 +27,7 @@ mod pipeline;
 mod plan;
 mod plot;
 mod properties;
+mod runs;
 mod scaling;
 mod schedules;
 mod shard;
@@ -41,7 +47,14 @@ fn skipped(why: impl std::fmt::Display) {
 /// core (the CUDA emulator's build and its thread-per-CUDA-thread run), so that neither runs
 /// beside the other on a 2-core machine: the emulator slows the measured compute by a factor
 /// the timing tests cannot tell from the link they check.
-fn cpu_exclusive() -> std::sync::MutexGuard<'static, ()> {
-    static CPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    CPU.lock().unwrap_or_else(|e| e.into_inner())
+fn cpu_exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
+    CPU.write().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Held (shared) by the tests that run the binary in a process of its own (the hostile corpus):
+/// many of them at once, never beside a test that holds [`cpu_exclusive`].
+fn cpu_shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    CPU.read().unwrap_or_else(|e| e.into_inner())
+}
+
+static CPU: std::sync::RwLock<()> = std::sync::RwLock::new(());

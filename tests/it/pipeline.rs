@@ -148,6 +148,83 @@ fn stages_hold_the_micro_batches_1f1b_keeps_in_flight() {
     assert_eq!(16.0 * (1.0 + 3.0 / 8.0), 22.0);
 }
 
+/// Every stage of the interleaved schedule holds what Megatron-LM's
+/// `forward_backward_pipelining_with_interleaving` keeps in flight: its warm-up of
+/// (pp − s − 1)·2 + (v − 1)·pp virtual micro-batches (all m·v of them when m = pp), and one
+/// more forward before its first backward — each chunk of L/(pp·v) layers. Also Llama 3's
+/// layout (Grattafiori et al. 2024 §3.3.2): 126 layers over 16 ranks × 8 chunks, the first
+/// chunk of rank 0 only the embedding and the last chunk of rank 15 only the head; with 32
+/// micro-batches rank 1 holds 141 layers (140 warm-up chunks of one layer, and one more) and
+/// rank 0, whose 16 embedding-only chunks hold none, 112, as rank 15.
+#[test]
+fn interleaved_stages_hold_megatrons_warm_up_count() {
+    for (stages, v, m) in [(4, 2, 8), (4, 2, 4), (4, 3, 12), (2, 4, 6), (8, 2, 16)] {
+        let c = 2; // layers per chunk
+        let w = workload(
+            MethodId::TpSp,
+            2,
+            pp(stages, v),
+            1,
+            m,
+            stages * v * c,
+            4096,
+            false,
+        )
+        .validate()
+        .unwrap();
+        for (s, inv) in stage_inventories(&w).iter().enumerate() {
+            let s = s as u64;
+            let chunks = if m == stages {
+                m * v
+            } else {
+                ((stages - s - 1) * 2 + (v - 1) * stages + 1).min(m * v)
+            };
+            assert_eq!(
+                inv.in_flight_layers,
+                chunks * c,
+                "pp {stages}, v {v}, m {m}, stage {s}"
+            );
+        }
+    }
+    let mut model = load_model("llama3-405b").unwrap();
+    model.hidden = 1024;
+    model.ffn_hidden = 3328;
+    let mut hardware = load_hardware("dgx-h100").unwrap();
+    hardware.nodes = 16;
+    let w = Workload {
+        model,
+        hardware,
+        method: MethodId::TpSp,
+        p: 8,
+        dp: 1,
+        outer: pp(16, 8),
+        seq: 8192,
+        micro_batch: 1,
+        micro_batches: 32,
+        options: Options {
+            causal: true,
+            ..Options::default()
+        },
+    }
+    .validate()
+    .unwrap();
+    let inv = stage_inventories(&w);
+    assert_eq!((inv[0].layers, inv[1].layers, inv[15].layers), (7, 8, 7));
+    assert_eq!(inv[0].in_flight_layers, 112);
+    assert_eq!(inv[1].in_flight_layers, 141);
+    // Rank 15: 7·16 + 1 warm-up chunks, the last of them its head-only chunk 7.
+    assert_eq!(inv[15].in_flight_layers, 112);
+    // Two more virtual stages than that are refused.
+    let mut bad = w.into_workload();
+    bad.outer = pp(16, 8);
+    bad.model.layers = 125;
+    assert!(bad
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("plus the embedding"));
+}
+
 /// The reduced simulation (one device per distinct program) equals the simulation of every
 /// device: step time, critical-device compute, communication and exposed communication within
 /// 10⁻⁶ relative, and the memory high-water mark exactly. Each case also checks that the
@@ -224,6 +301,23 @@ fn the_symmetric_reduction_equals_the_full_simulation() {
             ),
         ),
     ];
+    // The same on an NVSwitch node with NVLS (dgx-h100): NVLS all-reduces and rings across
+    // nodes spread over the rails fold exactly too.
+    let h100: Vec<(String, Workload)> = cases
+        .iter()
+        .map(|(label, w)| {
+            let mut w = w.clone();
+            let nodes = w.hardware.nodes;
+            w.hardware = load_hardware("dgx-h100").unwrap();
+            w.hardware.nodes = nodes;
+            (format!("{label} on dgx-h100"), w)
+        })
+        .collect();
+    let cases: Vec<(String, Workload)> = cases
+        .into_iter()
+        .map(|(l, w)| (l.to_string(), w))
+        .chain(h100)
+        .collect();
     for (label, w) in cases {
         let w = w.validate().unwrap();
         let stages = stage_inventories(&w);

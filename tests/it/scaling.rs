@@ -22,6 +22,8 @@ fn wide() -> Model {
         norm: Norm::Layernorm,
         dropout: false,
         tied_embeddings: true,
+        biases: Default::default(),
+        sliding_window: None,
         source: "test".into(),
     }
 }

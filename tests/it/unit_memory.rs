@@ -4,10 +4,11 @@
 //! layer inventory's METP transient phases are its phase peaks.
 
 use crate::common::inventory;
+use metp_sim::backend::cpu::units::run_unit;
+use metp_sim::backend::unit::{ExecMethod, RunSpec};
 use metp_sim::config::{
     Activation, MethodId, MetpOptions, Model, Norm, Options, Recompute, WeightExchange,
 };
-use metp_sim::exec::{run_unit, ExecMethod, RunSpec};
 use metp_sim::memory::unit::{moments, phases};
 use metp_sim::memory::{phase_peaks, unit_inventory, Kind, Phase, Unit, UnitShape, UnitSpec};
 
@@ -226,6 +227,8 @@ fn model(h: u64, a: u64, kv: u64, f: u64, activation: Activation) -> Model {
         norm: Norm::Layernorm,
         dropout: true,
         tied_embeddings: true,
+        biases: Default::default(),
+        sliding_window: None,
         source: "test".into(),
     }
 }
@@ -345,5 +348,6 @@ fn layer_inventory_metp_phases_are_the_unit_phase_peaks() {
             }
         }
     }
-    assert!(checked > 200, "{checked}");
+    // (Grouped-query cases with more head groups than K/V heads are refused, issue 21.)
+    assert!(checked >= 200, "{checked}");
 }

@@ -38,8 +38,8 @@ impl AttnSizes {
         let r = b * c;
         let d = h / a;
         let (hg, ag) = (h / g, a / g);
-        // K/V heads are split while there are enough, then replicated (one per group).
-        let wkv = if kv_heads >= g { kv_heads / g } else { 1 } * d;
+        // Whole K/V heads per group (`UnitSpec::validate` refuses fewer K/V heads than groups).
+        let wkv = (kv_heads / g).max(1) * d;
         let q = hg + 2 * wkv;
         let ws = prod(&[2, h, q]).saturating_add(prod(&[2, hg, h]));
         AttnSizes {

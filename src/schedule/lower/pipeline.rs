@@ -1,9 +1,10 @@
 //! One pipeline stage's step: its 1F1B order of forwards and backwards, the activations and
 //! gradients it exchanges with its neighbours, the gradient synchronisation after each
-//! chunk's last micro-batch, the embedding group's all-reduce and the optimizer (`lower`'s
-//! module docs).
+//! chunk's last micro-batch (after every micro-batch under ZeRO ≥ 2,
+//! `StepPlan::grad_sync_every_micro_batch`), the embedding group's all-reduce and the
+//! optimizer (`lower`'s module docs).
 
-use super::sync::{grad_sync_collective, zero3_gather};
+use super::sync::{grad_sync_collective, param_gather, zero3_gather};
 use super::*;
 use crate::config::PipeOp;
 use crate::memory::{Block, Kind};
@@ -135,7 +136,8 @@ impl Lower<'_> {
                         self.phase(b, Pass::Bwd, Some(layer as u32));
                     }
                     self.each_mem(false, per_layer, "layer-activations");
-                    if mb + 1 == m && plan.layer_grad_sync_bytes > 0 {
+                    let sync_now = mb + 1 == m || plan.grad_sync_every_micro_batch;
+                    if sync_now && plan.layer_grad_sync_bytes > 0 {
                         for (d, id) in grad_sync_collective(self, plan) {
                             grad_sync[d as usize].push(id);
                         }
@@ -187,6 +189,12 @@ impl Lower<'_> {
             } else {
                 self.frontier[dev as usize].extend(extra);
             }
+        }
+        if optimizer {
+            param_gather(self, plan, stage);
+        }
+        for i in 0..self.active.len() {
+            let dev = self.active[i];
             self.label.name = "static+reserved";
             self.mem(
                 dev,

@@ -140,8 +140,8 @@ pub fn graph_size(w: &ValidWorkload, plan: &StepPlan, devices: Devices) -> Graph
     let zero3 = u64::from(plan.zero3_gather_bytes > 0);
     let sync = u64::from(plan.layer_grad_sync_bytes > 0);
     // Per layer and micro-batch: the forward and backward blocks, the stored activations'
-    // alloc and free, ZeRO-3's two gathers and (after the last micro-batch) the gradient
-    // synchronisation.
+    // alloc and free, ZeRO-3's two gathers and the gradient synchronisation (counted every
+    // micro-batch: under ZeRO ≥ 2 it is).
     let layer = blocks(&plan.layer_fwd, p)
         + blocks(&plan.layer_bwd, p)
         + Count {
@@ -162,16 +162,26 @@ pub fn graph_size(w: &ValidWorkload, plan: &StepPlan, devices: Devices) -> Graph
             tasks: optimizer + 8,
             collectives: 0,
         };
-    // Member lists: a method collective holds its p ranks; a gradient synchronisation or
-    // ZeRO-3 gather the ranks holding the same weights (every replica and context rank, and
+    // Member lists: a method collective holds its p ranks; a gradient synchronisation, a
+    // ZeRO-3 gather or the weights' all-gather after a sharded optimizer's step the ranks
+    // holding the same weights (every replica and context rank, and
     // every method rank for replicated weights); the tied embedding's all-reduce two.
     let (dp, cp) = (w.dp, w.outer.cp);
     let sync_group = dp
         .saturating_mul(cp)
         .saturating_mul(if plan.grad_sync_over_p { p } else { 1 });
+    let param_gather = u64::from(plan.layer_param_gather_bytes > 0);
+    // Gradients are synchronised once per step, or after every micro-batch under ZeRO ≥ 2.
+    let sync_rounds = if plan.grad_sync_every_micro_batch {
+        mbs
+    } else {
+        1
+    };
     let syncs = layers
         .saturating_mul(sync)
-        .saturating_add(layers.saturating_mul(mbs).saturating_mul(2 * zero3));
+        .saturating_mul(sync_rounds)
+        .saturating_add(layers.saturating_mul(mbs).saturating_mul(2 * zero3))
+        .saturating_add(param_gather);
     let entries_per_device = per_device
         .collectives
         .saturating_mul(p)

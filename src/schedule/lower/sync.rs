@@ -1,6 +1,7 @@
 //! Data-parallel synchronisation in the lowered graph: each layer's gradient all-reduce (or
-//! reduce-scatter) and ZeRO-3's weight all-gathers, over the devices that hold the same
-//! weights.
+//! reduce-scatter), ZeRO-3's weight all-gathers and, with a sharded optimizer state below
+//! ZeRO-3, the all-gather of the updated weights after the step, over the devices that hold the
+//! same weights.
 
 use super::*;
 
@@ -68,6 +69,28 @@ pub(super) fn grad_sync_collective(l: &mut Lower<'_>, plan: &StepPlan) -> Vec<(D
 
 pub(super) fn zero3_gather(l: &mut Lower<'_>, plan: &StepPlan) {
     l.label.name = "zero3-all-gather";
+    blocking_gather(l, plan, plan.zero3_gather_bytes);
+}
+
+/// The all-gather of stage `stage`'s updated weights after its optimizer step (sharded
+/// optimizer state below ZeRO-3): every device waits for it.
+pub(super) fn param_gather(l: &mut Lower<'_>, plan: &StepPlan, stage: u32) {
+    let bytes = plan
+        .param_gather_bytes
+        .get(stage as usize)
+        .or(plan.param_gather_bytes.last())
+        .copied()
+        .unwrap_or(0);
+    if bytes == 0 {
+        return;
+    }
+    l.label.name = "param-all-gather";
+    blocking_gather(l, plan, bytes);
+}
+
+/// An all-gather of `bytes` per device over each group holding the same weights, on the
+/// stream the compute stream waits for.
+fn blocking_gather(l: &mut Lower<'_>, plan: &StepPlan, bytes: u64) {
     for group in sync_groups(l, plan.grad_sync_over_p) {
         if group.len() < 2 {
             continue;
@@ -82,7 +105,7 @@ pub(super) fn zero3_gather(l: &mut Lower<'_>, plan: &StepPlan) {
                     op: CollectiveOp::AllGather,
                     id,
                     group: group.clone(),
-                    bytes: plan.zero3_gather_bytes,
+                    bytes,
                 },
                 deps,
                 l.label,

@@ -122,22 +122,23 @@ impl<'g> Engine<'g> {
                 }
             }
             Kind::Collective => {
-                let Work::Collective {
-                    op,
-                    ref group,
-                    bytes,
-                    ..
-                } = self.g.tasks[ti].work
-                else {
-                    unreachable!("kind follows work")
-                };
                 let c = self.ts[ti].peer;
                 let coll = &mut self.colls[c as usize];
                 coll.started += 1;
                 if coll.started == coll.members.end - coll.members.start {
-                    let algorithm = self.net.algorithm(op, group, bytes);
-                    let steps = collective::steps(algorithm, op, group.len());
-                    let rep = self.coll_tasks[coll.members.start as usize];
+                    let Work::Collective {
+                        op,
+                        ref group,
+                        bytes,
+                        ..
+                    } = self.g.tasks[ti].work
+                    else {
+                        unreachable!("kind follows work")
+                    };
+                    let plan = self.net.plan(op, group, bytes);
+                    let steps = plan.steps();
+                    self.colls[c as usize].plan = Some(Box::new(plan));
+                    let rep = self.coll_tasks[self.colls[c as usize].members.start as usize];
                     self.begin_op(OpKind::Coll { coll: c }, steps, rep);
                 }
             }
@@ -318,62 +319,53 @@ impl<'g> Engine<'g> {
         self.begin_step(op);
     }
 
-    /// Fills `self.transfers` with the op's current step; returns the step's latency.
-    fn step_transfers(&mut self, op: u32) -> SimTime {
+    /// The latency of the op's current step: a message's α, or the step latency of the
+    /// collective's plan.
+    fn step_latency(&self, op: u32) -> SimTime {
         let o = self.ops[op as usize];
-        self.transfers.clear();
-        let rule = match o.kind {
+        match o.kind {
             OpKind::P2p { send, .. } => {
                 let Work::Send { to, .. } = self.g.tasks[send as usize].work else {
                     unreachable!("p2p ops start from a send")
                 };
+                self.net
+                    .latency_ps(self.g.rank_of(self.ts[send as usize].device), to)
+            }
+            OpKind::Coll { coll } => self.colls[coll as usize]
+                .plan
+                .as_ref()
+                .and_then(|p| p.phase_of(o.step))
+                .map_or(0, |(phase, _)| secs_to_ps(phase.step_latency_s)),
+        }
+    }
+
+    /// Fills `self.transfers` with the op's current step.
+    fn step_transfers(&mut self, op: u32) {
+        let o = self.ops[op as usize];
+        self.transfers.clear();
+        match o.kind {
+            OpKind::P2p { send, .. } => {
+                let Work::Send { to, .. } = self.g.tasks[send as usize].work else {
+                    unreachable!("p2p ops start from a send")
+                };
+                let src = self.g.rank_of(self.ts[send as usize].device);
+                let bytes = self.ts[send as usize].work as f64;
                 self.transfers.push(Transfer {
-                    src: self.g.rank_of(self.ts[send as usize].device),
+                    src,
                     dst: to,
-                    bytes: self.ts[send as usize].work as f64,
+                    bytes: self.net.p2p_wire_bytes(src, to, bytes),
                 });
-                StepLatency::Parallel
             }
             OpKind::Coll { coll } => {
-                let Work::Collective {
-                    op: cop,
-                    ref group,
-                    bytes,
-                    ..
-                } = self.g.tasks[o.rep as usize].work
-                else {
+                let Work::Collective { ref group, .. } = self.g.tasks[o.rep as usize].work else {
                     unreachable!("collective ops start from a collective")
                 };
-                let algorithm = self.net.algorithm(cop, group, bytes);
-                let senders = &self.colls[coll as usize].senders;
-                let rule = collective::step_from(
-                    algorithm,
-                    cop,
-                    group,
-                    bytes,
-                    o.step,
-                    (!senders.is_empty()).then_some(&senders[..]),
-                    &mut self.transfers,
-                );
-                // Steps whose transfers run in parallel: a mirrored rank's transfer is an image
-                // of a canonical one over the same link class (graph module docs), so neither
-                // its flow nor its latency adds anything; dropping them here keeps a step's
-                // cost to the distinct ranks, not the group's size. A chain's latencies add up
-                // over every hop, so it keeps them all.
-                if matches!(rule, StepLatency::Parallel) && self.g.placement.is_some() {
-                    let g = self.g;
-                    self.transfers.retain(|x| g.is_canonical(x.src));
+                let c = &self.colls[coll as usize];
+                let senders = (!c.senders.is_empty()).then_some(&c.senders[..]);
+                if let Some(plan) = &c.plan {
+                    plan.transfers(o.step, group, senders, &mut self.transfers);
                 }
-                rule
             }
-        };
-        let lats = self
-            .transfers
-            .iter()
-            .map(|x| self.net.latency_ps(x.src, x.dst));
-        match rule {
-            StepLatency::Parallel => lats.max().unwrap_or(0),
-            StepLatency::Chain => lats.sum(),
         }
     }
 
@@ -383,29 +375,24 @@ impl<'g> Engine<'g> {
             self.finish_op(op);
             return;
         }
-        let lat = self.step_transfers(op);
+        let lat = self.step_latency(op);
         if lat > 0 {
             self.q
                 .push(self.now.saturating_add(lat), Ev::Latency { op });
         } else {
-            // The step's transfers are the ones just listed.
-            self.start_listed_flows(op);
+            self.start_flows(op);
         }
     }
 
     fn start_flows(&mut self, op: u32) {
         self.step_transfers(op);
-        self.start_listed_flows(op);
-    }
-
-    /// Starts the flows of `self.transfers`, the op's current step.
-    fn start_listed_flows(&mut self, op: u32) {
-        let mut n = 0;
+        // Of a collective's transfers, those of mirrored ranks are images of a simulated
+        // rank's (graph module docs): only the canonical senders' move, and a transfer to a
+        // mirrored rank loads that rank's representative's links instead.
+        self.routes.clear();
+        let mut kept = 0;
         for i in 0..self.transfers.len() {
             let x = self.transfers[i];
-            // Of a collective's transfers, those of mirrored ranks are images of a simulated
-            // rank's (graph module docs): only the canonical senders' move, and a transfer to a
-            // mirrored rank loads that rank's representative's links instead.
             if !self.g.is_canonical(x.src) {
                 continue;
             }
@@ -415,7 +402,38 @@ impl<'g> Engine<'g> {
                 let mirror = self.g.device_of(x.dst).map_or(x.dst, |d| self.g.rank_of(d));
                 self.net.route_mirrored(x.src, x.dst, mirror)
             };
-            let slot = self.flows.add(self.now, route, x.bytes, op, n) as usize;
+            self.transfers[kept] = x;
+            self.routes.push(route);
+            kept += 1;
+        }
+        self.transfers.truncate(kept);
+        // Ideal links: no contention with other operations, but the flows of one step share
+        // the links they have in common equally (a step is never faster than its busiest
+        // link: what the cost model's step time assumes).
+        let ideal = self.flows.model() == LinkModel::Ideal;
+        if ideal {
+            for r in &self.routes {
+                for &l in r.links() {
+                    self.link_count[l as usize] += 1;
+                }
+            }
+        }
+        let mut n = 0;
+        for i in 0..self.transfers.len() {
+            let (x, route) = (self.transfers[i], self.routes[i]);
+            let cap = if ideal {
+                route
+                    .links()
+                    .iter()
+                    .map(|&l| {
+                        self.net.links()[l as usize].bytes_per_s
+                            / self.link_count[l as usize] as f64
+                    })
+                    .fold(f64::INFINITY, f64::min)
+            } else {
+                f64::INFINITY
+            };
+            let slot = self.flows.add(self.now, route, x.bytes, op, n, cap) as usize;
             if let Some(d) = self.trace_device {
                 if self.flow_traced.len() <= slot {
                     self.flow_traced.resize(slot + 1, false);
@@ -426,6 +444,13 @@ impl<'g> Engine<'g> {
                     x.src == self.g.rank_of(d) || self.g.device_of(x.dst) == Some(d);
             }
             n += 1;
+        }
+        if ideal {
+            for r in &self.routes {
+                for &l in r.links() {
+                    self.link_count[l as usize] = 0;
+                }
+            }
         }
         self.ops[op as usize].flows_left = n;
         if n == 0 {

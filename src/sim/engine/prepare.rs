@@ -259,10 +259,12 @@ impl<'g> Engine<'g> {
                 members,
                 started: 0,
                 senders,
+                plan: None,
             });
         }
 
         let slow_rate = 1.0 - cost.overlap_slowdown();
+        let links = net.links().len();
         let mut e = Engine {
             g,
             net,
@@ -286,6 +288,8 @@ impl<'g> Engine<'g> {
             slowdown: slow_rate < 1.0,
             actions: VecDeque::new(),
             transfers: Vec::new(),
+            link_count: vec![0; links],
+            routes: Vec::new(),
             changed: Vec::new(),
             devs: Vec::new(),
             done: 0,

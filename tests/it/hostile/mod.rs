@@ -13,6 +13,13 @@ mod class6_hangs;
 mod class7_interrupted;
 mod class8_unbounded_cost;
 mod class9_small_things;
+mod pass2_class1_shards;
+mod pass2_class2_measurements;
+mod pass2_class3_inputs;
+mod pass2_class4_bounded_work;
+mod pass2_class5_flags;
+mod pass2_class6_small_things;
+mod pass2_fresh;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -91,6 +98,8 @@ pub fn small_sweep<'a>(out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 
 /// Runs `metp-sim ARGS` (under the limit), killing it after `limit` — a hang fails the test.
 pub fn run_within(args: &[&str], limit: Duration) -> Output {
+    // Never beside a test whose assertions rest on CPU timings.
+    let _shared = crate::cpu_shared();
     let mut child = command(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -1,0 +1,92 @@
+//! The training state's precision and placement: the dtype gradients are accumulated, held and
+//! reduced in, and whether the optimizer state is replicated on every data-parallel rank or
+//! sharded over them (Megatron's distributed optimizer; ZeRO stage 1 and up).
+//!
+//! Bytes per parameter, with bf16 weights and an fp32 optimizer (master weights, Adam m and v:
+//! 12 bytes) over a group of d ranks that hold the same weights:
+//!
+//! | gradients | optimizer state replicated | sharded (distributed optimizer, ZeRO-1) |
+//! |---|---|---|
+//! | fp32 | 2 + 4 + 12 = 18 | 6 + 12/d |
+//! | bf16 | 2 + 2 + 12 = 16 | 4 + 12/d |
+//!
+//! The fp32 row is Megatron Core's table for bf16 parameters with fp32 gradients (Distributed
+//! Optimizer, docs.nvidia.com/megatron-core/developer-guide/latest/api-guide/dist_optimizer.html);
+//! the bf16 row is the ZeRO paper's mixed-precision Adam (Rajbhandari et al. 2019, §3.1: 2Ψ of
+//! fp16 weights + 2Ψ of fp16 gradients + 12Ψ of optimizer state = 16Ψ), where the optimizer
+//! reads the 16-bit gradients and casts them as it steps (Megatron's fp16 row, 20 and 4 + 16/d,
+//! keeps an extra fp32 copy of the gradients; this tool does not model that variant).
+//!
+//! Communication follows the same two choices: a replicated optimizer state all-reduces the
+//! gradients (in their dtype: Megatron reduces bf16 training's gradients in fp32); a sharded
+//! one reduce-scatters them and all-gathers the updated bf16 weights after the step (Megatron's
+//! distributed optimizer and ZeRO-1/2), unless ZeRO-3 gathers each layer's weights where it is
+//! used anyway.
+
+use serde::{Deserialize, Serialize};
+
+/// The dtype of the main gradients: accumulated over micro-batches, held until the optimizer
+/// step, and reduced across data-parallel ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum GradDtype {
+    /// fp32 main gradients (Megatron-LM's default for bf16 training: 18 bytes per parameter).
+    #[default]
+    Fp32,
+    /// bf16 gradients (ZeRO/FSDP with 16-bit reduction: 16 bytes per parameter).
+    Bf16,
+}
+
+impl GradDtype {
+    /// Bytes per gradient element.
+    pub fn bytes(self) -> u128 {
+        match self {
+            GradDtype::Fp32 => 4,
+            GradDtype::Bf16 => 2,
+        }
+    }
+
+    /// `fp32` or `bf16`, as on the command line and in JSON.
+    pub fn id(self) -> &'static str {
+        match self {
+            GradDtype::Fp32 => "fp32",
+            GradDtype::Bf16 => "bf16",
+        }
+    }
+}
+
+/// Where the optimizer state (fp32 master weights and Adam moments) lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerState {
+    /// A full copy on every rank that holds the same weights (ZeRO-0).
+    Replicated,
+    /// Sharded over those ranks: Megatron's distributed optimizer (`--use-distributed-optimizer`),
+    /// ZeRO stage 1 (and, with more sharded, stages 2 and 3).
+    Sharded,
+}
+
+impl OptimizerState {
+    /// `replicated` or `sharded`, as on the command line and in JSON.
+    pub fn id(self) -> &'static str {
+        match self {
+            OptimizerState::Replicated => "replicated",
+            OptimizerState::Sharded => "sharded",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_bytes() {
+        assert_eq!((GradDtype::Fp32.bytes(), GradDtype::Bf16.bytes()), (4, 2));
+        assert_eq!(GradDtype::default(), GradDtype::Fp32);
+        assert_eq!(
+            serde_json::to_string(&(GradDtype::Bf16, OptimizerState::Sharded)).unwrap(),
+            r#"["bf16","sharded"]"#
+        );
+    }
+}

@@ -1,0 +1,87 @@
+//! Grouped-query attention with more devices than K/V heads (issue 21, item 2): one rule in
+//! every method that splits heads — the K/V heads must divide the ways heads are split, as
+//! Megatron-LM requires (`divide(num_query_groups, tp_size)`) — refused in one line by the
+//! memory inventories, schedules and analytic model (all behind `Workload::validate`), and by
+//! the executed units (`UnitSpec::check`); ring attention, which splits no heads, runs.
+
+use crate::common::{inventory, workload};
+use metp_sim::config::{load_model, ExecMethod, MethodId, Options, Unit, UnitShape, UnitSpec};
+use metp_sim::memory::names;
+
+/// LLaMA-3-8B at p = 16: 8 K/V heads cannot split 16 ways. Splitting the weights 1/16 (the old
+/// behaviour) gave 83,886,080 attention parameters per device; replicating K/V heads would give
+/// 100,663,296; Megatron refuses, and so does every head-splitting method here.
+#[test]
+fn llama3_8b_at_p16_is_refused_by_every_head_splitting_method() {
+    let m = load_model("llama3-8b").unwrap();
+    assert_eq!((m.heads, m.kv_heads), (32, 8));
+    for method in [
+        MethodId::Tp,
+        MethodId::TpSp,
+        MethodId::Ulysses,
+        MethodId::Metp,
+    ] {
+        let w = workload(m.clone(), method, 16, 16384, Options::default());
+        let e = w.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("kv_heads (8) is not divisible by") && !e.contains('\n'),
+            "{method}: {e}"
+        );
+    }
+    let ring = workload(m.clone(), MethodId::Ring, 16, 16384, Options::default());
+    assert!(ring.validate().is_ok());
+}
+
+/// Where the K/V heads divide, each device holds whole heads: at p = 8 one K/V head and four
+/// query heads per device, 4096 · 128 · (2·4 + 2·1) = 5,242,880 attention parameters per layer,
+/// 167,772,160 over 32 layers — exactly 1/8 of the model's attention weights.
+#[test]
+fn where_the_kv_heads_divide_the_weights_split_exactly() {
+    let m = load_model("llama3-8b").unwrap();
+    let w = workload(m.clone(), MethodId::Tp, 8, 16384, Options::default());
+    let inv = inventory(&w).unwrap();
+    let attn = inv
+        .tensors
+        .iter()
+        .find(|t| t.name == names::ATTN_WEIGHTS)
+        .unwrap();
+    assert_eq!(attn.bytes(), 2 * 167_772_160);
+    assert_eq!(m.layers * m.attention_params_per_layer(), 8 * 167_772_160);
+}
+
+/// METP's head groups obey the same rule (G = 16 groups at p = 8 would need 16 K/V heads), and
+/// so do the executed units: the spec `run` builds from a model refuses 8 K/V heads over 16
+/// groups with the same words.
+#[test]
+fn metp_head_groups_and_executed_units_follow_the_same_rule() {
+    let m = load_model("llama3-8b").unwrap();
+    let mut o = Options::default();
+    o.metp.head_groups = Some(16);
+    let e = workload(m, MethodId::Metp, 8, 16384, o)
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("kv_heads (8) is not divisible by head groups (16)"),
+        "{e}"
+    );
+    let shape = UnitShape {
+        b: 1,
+        s: 256,
+        h: 256,
+        a: 32,
+        f: 512,
+        p: 16,
+    };
+    for method in [ExecMethod::Metp, ExecMethod::Tp] {
+        let mut spec = UnitSpec::new(Unit::Attention, method, shape);
+        spec.kv_heads = 8;
+        let e = spec.check().unwrap_err().to_string();
+        assert!(
+            e.contains("kv_heads (8) is not divisible by head groups (16)"),
+            "{e}"
+        );
+        spec.kv_heads = 16;
+        spec.check().unwrap();
+    }
+}
