@@ -426,7 +426,6 @@ fn price_the_best(
     spec: &PlanSpec,
     hw: &Hardware,
     pool: usize,
-    on_progress: &(dyn Fn(PlanProgress) + Sync),
 ) -> (Vec<Priced>, Vec<Rejection>) {
     feasible.sort_by(|a, b| {
         b.bound_tokens_per_s
@@ -448,12 +447,10 @@ fn price_the_best(
         let priced: Vec<std::result::Result<Priced, Box<Rejection>>> = feasible[next..end]
             .par_iter()
             .map(|f| {
-                let r = evaluation(f.c, spec, hw).map(|e| Priced {
+                evaluation(f.c, spec, hw).map(|e| Priced {
                     c: f.c,
                     analytic_tokens_per_s: e.metrics.tokens_per_s,
-                });
-                on_progress(PlanProgress::Evaluated);
-                r
+                })
             })
             .collect();
         for p in priced {
@@ -490,7 +487,12 @@ pub fn plan_part_with(
     on_progress(PlanProgress::Evaluating(candidates.len()));
     let outcomes: Vec<Outcome> = candidates
         .par_iter()
-        .map(|&c| evaluate(c, spec, &hw))
+        .map(|&c| {
+            // Screening is the bulk of a large plan's time: the progress bar counts it.
+            let o = evaluate(c, spec, &hw);
+            on_progress(PlanProgress::Evaluated);
+            o
+        })
         .collect();
     let mut fits = Vec::new();
     for o in outcomes {
@@ -521,7 +523,7 @@ pub fn plan_part_with(
         }
     }
     let n_feasible = feasible.len();
-    let (priced, invalid) = price_the_best(feasible, spec, &hw, pool_size(spec), on_progress);
+    let (priced, invalid) = price_the_best(feasible, spec, &hw, pool_size(spec));
     rejected.extend(invalid);
     let pool: Vec<Candidate> = priced.iter().map(|f| f.c).collect();
     let owners = Shard::owners(shard.count, priced.len());
