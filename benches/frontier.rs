@@ -2,8 +2,9 @@
 //! fast-path simulation of LLaMA 3 405B's 16,384-GPU layout at 128k (TP 8, CP 16, PP 16, V 4,
 //! DP 8), Korthikanti's 1T step (PP 64, 512 GPUs, full recomputation) on the fast path and
 //! exactly, the default sweep, and the two plans (405B on 16,384 H100 at 128k, GPT-3 175B on
-//! 1,024 A100). The plans take tens of seconds to minutes an iteration on two cores: run them
-//! alone (`cargo bench --bench frontier -- plan`) when you mean to.
+//! 1,024 A100). The plans take tens of seconds to minutes an iteration on two cores (release):
+//! run them alone (`cargo bench --bench frontier -- plan`) when you mean to; `cargo test` skips
+//! them.
 
 use std::time::Duration;
 
@@ -147,5 +148,13 @@ fn plans(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, simulations, plans);
+/// The plans only under `cargo bench` (criterion is given `--bench`): `cargo test
+/// --all-targets` runs every bench once, and a debug build would take many minutes on them.
+fn plans_when_benching(c: &mut Criterion) {
+    if std::env::args().any(|a| a == "--bench") {
+        plans(c);
+    }
+}
+
+criterion_group!(benches, simulations, plans_when_benching);
 criterion_main!(benches);
