@@ -17,6 +17,10 @@
 //!   state below ZeRO-3, then all-gathers its updated weights). Without a pipeline a step
 //!   whose every micro-batch synchronises is walked here too (one stage, forward then
 //!   backward per micro-batch), so the queue carries over from one micro-batch to the next.
+//! - `config::runtime`: with blocking exchanges a stage's compute waits until the message it
+//!   sent has arrived (the receiver's readiness is not modelled: a message leaves when its
+//!   sender is done); with the synchronisation after the backward, each stage's layers are
+//!   synchronised one after the other once its last backward has ended.
 //! - Exposed communication: the layers' own, the part of a wait for a neighbour's message
 //!   during which that message is in flight (the rest of a wait is the bubble), and the
 //!   synchronisation left after the last backward. The critical stage is the one that
@@ -25,7 +29,7 @@
 use std::collections::HashMap;
 
 use super::{PartTimes, Pricer};
-use crate::config::{Coord, ValidWorkload};
+use crate::config::{Coord, GradSync, PipeP2p, ValidWorkload};
 use crate::schedule::{CollectiveOp, StepPlan, StepTimes};
 
 /// The prices the unpipelined step is made of.
@@ -95,6 +99,10 @@ pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Part
         0.0
     };
     let sigma = pr.sigma;
+    // `config::runtime`: exchanges that block the compute stream until they have arrived, and
+    // a gradient synchronisation that starts only after the stage's whole backward.
+    let blocking = w.options.runtime.pp_p2p == PipeP2p::Blocking;
+    let after_backward = w.options.runtime.grad_sync == GradSync::AfterBackward;
     let overlap = |a0: f64, a1: f64, b0: f64, b1: f64| (a1.min(b1) - a0.max(b0)).max(0.0);
     // Arrivals of messages: (backward, micro-batch, receiving virtual stage) → (leaves, arrives).
     let mut arrivals: HashMap<(bool, u32, u64), (f64, f64)> = HashMap::new();
@@ -154,8 +162,9 @@ pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Part
                     c.slowed += ext;
                     t += d.wall + ext;
                 } else {
-                    let last_mb =
-                        (op.micro_batch + 1 == m || plan.grad_sync_every_micro_batch) && sync > 0.0;
+                    let last_mb = (op.micro_batch + 1 == m || plan.grad_sync_every_micro_batch)
+                        && sync > 0.0
+                        && !after_backward;
                     for _ in 0..n {
                         let c0 = t + gather;
                         let c1 = c0 + bwd_layer.wall;
@@ -205,6 +214,10 @@ pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Part
                     c.sent[dir] = arrives;
                     c.comm += arrives - leaves;
                     arrivals.insert((!op.forward, op.micro_batch, to), (leaves, arrives));
+                    if blocking {
+                        c.exposed += arrives - c.t;
+                        c.t = arrives;
+                    }
                 }
                 idx[su] += 1;
                 progress = true;
@@ -212,6 +225,15 @@ pub(super) fn price(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: Part
         }
         if !progress {
             break;
+        }
+    }
+    // After the whole backward (`GradSync::AfterBackward`): each layer's synchronisation,
+    // one after the other, nothing left to overlap them with.
+    if after_backward && sync > 0.0 {
+        for (s, c) in clocks.iter_mut().enumerate() {
+            let n: u64 = chunks[s].iter().map(|ch| ch.1).sum();
+            c.queue_end = c.t + n as f64 * sync;
+            c.comm += n as f64 * sync;
         }
     }
     // The synchronisation left after the last backward, the embedding group, the optimizer.

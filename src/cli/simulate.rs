@@ -81,6 +81,7 @@ pub fn workload(
     let axes = outer.axes()?;
     let mut w = common.workload(method, p, seq)?;
     w.outer = axes;
+    outer.apply(&mut w.options)?;
     if let Some(g) = global_batch {
         let g = parse_count("--global-batch", g)?;
         let Some(per) = w.dp.checked_mul(w.micro_batch) else {

@@ -146,7 +146,8 @@ pub fn run(a: SweepArgs) -> Result<String> {
     distinct("--hw", hardware.iter().map(|h| h.name.as_str()))?;
     // Options and micro-batch only (the profiles and models are the lists above).
     let micro_batch = parse_count("--micro-batch", &a.common.micro_batch)?;
-    let options = a.common.options()?;
+    let mut options = a.common.options()?;
+    a.outer.apply(&mut options)?;
     super::args::check_attention(&options, &hardware)?;
     // Context-parallel ranks outermost, then pipeline stages (the planner's order).
     let outer = cps

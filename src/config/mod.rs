@@ -25,6 +25,7 @@ mod method;
 mod model;
 mod options;
 mod precision;
+mod runtime;
 mod scale;
 mod seq;
 mod topology;
@@ -43,12 +44,15 @@ pub use hf::{from_hf_config, is_hf_config, FAMILIES as HF_FAMILIES};
 pub use kernel_model::{
     AttentionModel, AttentionTiles, GemmModel, HostModel, KernelModel, MemoryModel,
 };
-pub use layout::{pipeline_order, virtual_stage_layers, Axes, Coord, OuterAxes, PipeOp};
+pub use layout::{
+    flexible_order, pipeline_order, virtual_stage_layers, Axes, Coord, OuterAxes, PipeOp,
+};
 pub use library::{CollectiveLibrary, Nvls, Protocol, ProtocolFigures, Protocols};
 pub use method::MethodId;
 pub use model::{Activation, LinearBiases, Model, Norm};
 pub use options::{MetpOptions, Options, Recompute, WeightExchange, ZeroStage};
 pub use precision::{GradDtype, OptimizerState};
+pub use runtime::{GradSync, PipeP2p, Runtime};
 pub use scale::{apply_scales, parse_scales, Scale, ALIASES as SCALE_ALIASES};
 pub use seq::{parse_count, parse_list, parse_seq_spec};
 pub use topology::{

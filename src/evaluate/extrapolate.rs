@@ -136,7 +136,11 @@ pub fn extrapolated_times(
     let m1 = if w.outer.pp == 1 && w.zero_stage() >= crate::config::ZeroStage::Zero2 {
         2
     } else {
-        w.outer.pp
+        // LLaMA 3's flexible schedule (`config::runtime`) repeats in rounds of its own size.
+        match w.options.runtime.pp_round {
+            Some(round) if w.outer.interleave > 1 => round.max(w.outer.pp),
+            _ => w.outer.pp,
+        }
     };
     let t = if depth == SimDepth::Full || m <= 2 * m1 {
         in_layers(m)?
