@@ -111,7 +111,6 @@ fn weight_grad_qkv(
 }
 
 /// `dX += dQKV·W_qkvᵀ` part by part (`beta` of the first part: 0 overwrites dX, 1 adds).
-#[allow(clippy::too_many_arguments)]
 fn input_grad_qkv(
     w: &World,
     i: usize,
