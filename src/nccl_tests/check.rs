@@ -6,7 +6,7 @@
 
 use super::log::{Log, Row, Timing};
 use super::op::TestOp;
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 
 /// What a checked log says about its run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,16 +31,6 @@ fn time_half_ulp(t: f64) -> f64 {
 
 /// Slack for a printed bandwidth `expected` from unrounded inputs: the cell's own rounding
 /// (0.005), the time's relative rounding, and 1%.
-/// A figure read from a log, as an error message shows it: as written up to a million, in
-/// scientific notation beyond (a tampered row's 1e300 is one short word, not 301 digits).
-fn shown(x: f64) -> String {
-    if x.abs() < 1e6 {
-        format!("{x}")
-    } else {
-        format!("{x:.3e}")
-    }
-}
-
 fn slack(expected: f64, time_us: f64) -> f64 {
     0.006 + expected * (0.01 + time_half_ulp(time_us) / time_us.max(1e-9))
 }
