@@ -363,10 +363,20 @@ pub fn axes_text(w: &crate::config::Workload) -> String {
     if w.outer.pp > 1 {
         s.push_str(&format!(", pp = {}", w.outer.pp));
         if w.outer.interleave > 1 {
-            s.push_str(&format!(" (interleave {})", w.outer.interleave));
+            s.push_str(&format!(" (interleave {}", w.outer.interleave));
+            if let Some(n) = w.options.runtime.pp_round {
+                s.push_str(&format!(", rounds of {n}"));
+            }
+            s.push(')');
+        }
+        if w.options.runtime.pp_p2p == crate::config::PipeP2p::Blocking {
+            s.push_str(", blocking p2p");
         }
     }
     s.push_str(&format!(", dp = {}", w.dp));
+    if w.options.runtime.grad_sync == crate::config::GradSync::AfterBackward {
+        s.push_str(" (grad sync after the backward)");
+    }
     s
 }
 

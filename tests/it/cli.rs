@@ -310,6 +310,14 @@ fn runtime_flags_reach_memory_and_are_checked() {
         v["peak_bytes"].as_u64().unwrap()
     };
     let megatron = peak(&[]);
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["--pp-round", "8", "--pp-p2p", "blocking"]);
+    let out = cmd().args(&args).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&v["pp_round"], &v["pp_p2p"], &v["grad_sync"]),
+        (&8.into(), &"blocking".into(), &"overlapped".into())
+    );
     assert_eq!(peak(&["--pp-round", "4"]), megatron);
     assert!(peak(&["--pp-round", "8", "--pp-p2p", "blocking"]) > megatron);
     let mut args = base.to_vec();
