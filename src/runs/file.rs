@@ -14,7 +14,7 @@ use crate::config::{
     limits, load_hardware, load_model, read_json, AttentionKernel, GradDtype, Hardware, MethodId,
     Model, Recompute,
 };
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 use crate::evaluate::{AttentionFlops, FlopConvention};
 
 use super::knobs::{configurations, Knob, Knobs};
@@ -429,20 +429,20 @@ fn check(f: &RunFile, bad: &dyn Fn(&str, String) -> Error) -> Result<()> {
     if !(m.value.is_finite() && m.value > 0.0) {
         return Err(bad(
             "measured.value",
-            format!("must be a positive number, got {}", m.value),
+            format!("must be a positive number, got {}", shown(m.value)),
         ));
     }
     match m.quantity {
         Quantity::Mfu if m.value > 1.0 => {
             return Err(bad(
                 "measured.value",
-                format!("an MFU is at most 1, got {}", m.value),
+                format!("an MFU is at most 1, got {}", shown(m.value)),
             ))
         }
         Quantity::IterationS if m.value > 86_400.0 => {
             return Err(bad(
                 "measured.value",
-                format!("{} s is more than a day per iteration", m.value),
+                format!("{} s is more than a day per iteration", shown(m.value)),
             ))
         }
         _ => {}
@@ -465,7 +465,7 @@ fn check(f: &RunFile, bad: &dyn Fn(&str, String) -> Error) -> Result<()> {
     if !(f.tolerance.is_finite() && f.tolerance > 0.0 && f.tolerance <= 1.0) {
         return Err(bad(
             "tolerance",
-            format!("must be a fraction in (0, 1], got {}", f.tolerance),
+            format!("must be a fraction in (0, 1], got {}", shown(f.tolerance)),
         ));
     }
     if f.tolerance > 0.05 && f.tolerance_why.trim().is_empty() {

@@ -499,6 +499,17 @@ fn logs_that_do_not_add_up_are_refused_in_one_line() {
         ),
         // Not a number.
         ("nan", good.replace("40.12", "NaN"), "not a finite"),
+        // A log that lists no ranks, with a bus bandwidth no rank count gives (a tampered
+        // column is not a 10^297-rank run).
+        (
+            "rankless",
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong \
+             time   algbw   busbw #wrong\n\
+             1048576        262144     float     sum      -1    5.000  209.72   1e300      0 \
+             5.000  209.72   1e300      0\n"
+                .to_string(),
+            "no rank count gives",
+        ),
     ];
     for (tag, text, want) in cases {
         let p = dir.path().join(format!("{tag}.txt"));
