@@ -227,7 +227,9 @@ pub struct CommonArgs {
     pub metp: MetpArgs,
     #[command(flatten)]
     pub state: StateArgs,
-    /// Output format.
+    /// Output format: a table for people, JSON, or CSV (a header row, numbers unformatted:
+    /// memory one row per tensor, maxseq per method and degree, simulate one row, overlap per
+    /// local length, sweep what it writes to sweep.csv).
     #[arg(long, value_enum, default_value = "table")]
     pub format: FormatArg,
 }

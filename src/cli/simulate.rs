@@ -166,6 +166,7 @@ pub fn run(a: SimulateArgs) -> Result<String> {
     }
     Ok(match a.common.format.into() {
         Format::Json => report::simulate_json(&e),
-        Format::Table | Format::Csv => report::simulate_table(&e),
+        Format::Table => report::simulate_table(&e),
+        Format::Csv => report::simulate_csv(&e),
     })
 }
