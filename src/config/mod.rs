@@ -47,7 +47,7 @@ pub use kernel_model::{
 pub use layout::{
     flexible_order, pipeline_order, virtual_stage_layers, Axes, Coord, OuterAxes, PipeOp,
 };
-pub use library::{CollectiveLibrary, Nvls, Protocol, ProtocolFigures, Protocols};
+pub use library::{CollectiveLibrary, Nvls, P2pChannels, Protocol, ProtocolFigures, Protocols};
 pub use method::MethodId;
 pub use model::{Activation, LinearBiases, Model, Norm};
 pub use options::{MetpOptions, Options, Recompute, WeightExchange, ZeroStage};
