@@ -28,7 +28,8 @@
 #   6. splits the measurements (every 4th entry of each kind held out: `metp-sim gpu-check
 #      split`), refits on the rest (`calibrate --fit`) and prices the held-out entries
 #      (`kernels --compare`); a build without those subcommands logs them as skipped;
-#   7. if time is left, runs the units again with the refitted profile (`run --hw`);
+#   7. if time is left, runs the units again with the refitted profile (`run --hw`), and METP
+#      grouped-query attention (LLaMA-3 8B's: 32 query heads on 8 K/V heads);
 #   9. ends with ONE table (`metp-sim gpu-check table`): per kernel kind, the median and largest
 #      |error| of the refitted profile on the held-out measurements; per unit, predicted against
 #      measured time and memory.
@@ -37,8 +38,9 @@
 #      back only a few files).
 #
 # GPU_CHECK_ONLY=units (about 2 minutes, only METP_SIM_BIN needed): steps 1-3, then only the
-# units — METP and TP, attention and MLP, forward and backward, LLaMA-2 7B (s/p = 2048) and METP
-# attention and MLP of LLaMA-2 13B (s/p = 1024), 4 virtual devices on GPU 0 (or the GPUs when
+# units — METP and TP, attention and MLP, forward and backward, LLaMA-2 7B (s/p = 2048), METP
+# attention and MLP of LLaMA-2 13B (s/p = 1024), and METP and TP grouped-query attention of
+# LLaMA-3 8B (32 query heads on 8 K/V heads, s/p = 2048), 4 virtual devices on GPU 0 (or the GPUs when
 # there are 2, 4 or 8) — each predicted with the committed profile GPU_CHECK_PROFILE (default
 # reports/gpu/nvidia-h200-2026-11-30/profile-units.json: the kernel model fitted to run 2's
 # CUDA measurements, fit part), then the table and the packing. Outputs go to $OUT if set, else
@@ -335,11 +337,11 @@ if [ "$ONLY" = units ]; then
     [ -s "$UPROFILE" ] || die "GPU_CHECK_PROFILE: $UPROFILE is not a file"
     cp "$UPROFILE" "$OUT/profile-units.json"
     say "units only, $DEVICES devices, predicted with $UPROFILE"
-    # unit NAME METHOD UNIT SEQ HIDDEN HEADS FFN
+    # unit NAME METHOD UNIT SEQ HIDDEN HEADS FFN [KV_HEADS]
     unit() {
         step "run-$1" 45 sh -c "\"$BIN\" run --backend cuda --unit $3 --method $2 --p $DEVICES \
-            --seq $4 --hidden $5 --heads $6 --ffn $7 --runs 2 --hw \"$UPROFILE\" \
-            --format json >\"$OUT/run-$1.json\""
+            --seq $4 --hidden $5 --heads $6 --ffn $7 ${8:+--kv-heads $8} --runs 2 \
+            --hw \"$UPROFILE\" --format json >\"$OUT/run-$1.json\""
     }
     for spec in "metp attention" "metp mlp" "tp attention" "tp mlp"; do
         set -- $spec
@@ -348,6 +350,10 @@ if [ "$ONLY" = units ]; then
     for spec in "metp attention" "metp mlp"; do
         set -- $spec
         unit "$1-$2-13b" "$1" "$2" $((1024 * DEVICES)) 5120 40 13824
+    done
+    # Grouped-query attention: LLaMA-3 8B's attention (32 query heads on 8 K/V heads).
+    for method in metp tp; do
+        unit "$method-attention-gqa-8b" "$method" attention $((2048 * DEVICES)) 4096 32 14336 8
     done
     UNITS=()
     for f in "$OUT"/run-*.json; do [ -s "$f" ] && UNITS+=(--units "$f"); done
@@ -452,6 +458,15 @@ if [ -s "$FITTED" ] && (($(left) > 60)); then
             --seq $((2048 * DEVICES)) --hidden 4096 --heads 32 --ffn 11008 --runs 2 --hw \"$FITTED\" \
             --format json >\"$OUT/run-$1-$2.json\""
     done
+    # Grouped-query attention (LLaMA-3 8B: 32 query heads on 8 K/V heads).
+    if (($(left) >= 25)); then
+        step "run-metp-attention-gqa" 30 sh -c "\"$BIN\" run --backend cuda --unit attention \
+            --method metp --p $DEVICES --seq $((2048 * DEVICES)) --hidden 4096 --heads 32 \
+            --kv-heads 8 --ffn 14336 --runs 2 --hw \"$FITTED\" --format json \
+            >\"$OUT/run-metp-attention-gqa.json\""
+    else
+        say "run-metp-attention-gqa: skipped (time)"
+    fi
 fi
 
 # ---- 9. The table ---------------------------------------------------------------------------

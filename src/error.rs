@@ -6,6 +6,17 @@
 
 use std::path::PathBuf;
 
+/// A number read from a file, as an error message shows it: as written up to a million, in
+/// scientific notation beyond (a tampered 1e308 is one short word in a one-line error, not
+/// 309 digits).
+pub fn shown(x: f64) -> String {
+    if x.abs() < 1e6 || !x.is_finite() {
+        format!("{x}")
+    } else {
+        format!("{x:.3e}")
+    }
+}
+
 /// Result alias used throughout the library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -168,5 +179,18 @@ impl Error {
             flag: flag.to_string(),
             message: message.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown;
+
+    #[test]
+    fn numbers_in_messages_stay_short() {
+        assert_eq!(shown(245.5), "245.5");
+        assert_eq!(shown(-1.0), "-1");
+        assert_eq!(shown(1e308), "1.000e308");
+        assert_eq!(shown(f64::NAN), "NaN");
     }
 }

@@ -24,7 +24,7 @@ mod pipeline;
 
 pub use overlap::{solve_thresholds, thresholds, SolvedThresholds, Thresholds};
 
-use crate::config::{ValidWorkload, Workload};
+use crate::config::{GradSync, ValidWorkload, Workload};
 use crate::cost::CostModel;
 
 /// α and rate of a message between ring neighbours of a group.
@@ -616,7 +616,8 @@ fn price_walking(w: &ValidWorkload, plan: &StepPlan, max_walk_ops: u64) -> StepT
             step += fwd_layer;
         }
         step += head;
-        if last && sync > 0.0 {
+        let after_backward = w.options.runtime.grad_sync == GradSync::AfterBackward;
+        if last && sync > 0.0 && !after_backward {
             // Each layer's gradients are synchronised on their own stream as soon as its
             // backward ends, one collective after the other, while the layers below gather
             // their weights and run their backward; compute slows by σ while that traffic
@@ -661,6 +662,10 @@ fn price_walking(w: &ValidWorkload, plan: &StepPlan, max_walk_ops: u64) -> StepT
                 step += bwd_layer;
             }
             step += PartTimes::computing(emb_b);
+            if last && after_backward {
+                // `config::runtime`: every layer's synchronisation once the backward has ended.
+                step += PartTimes::waiting_on_comm(layers * sync);
+            }
         }
     }
     let opt = pr.kernels(plan.optimizer.first().map_or(&[][..], Vec::as_slice));

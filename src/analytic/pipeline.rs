@@ -17,13 +17,17 @@
 //!   state below ZeRO-3, then all-gathers its updated weights). Without a pipeline a step
 //!   whose every micro-batch synchronises is walked here too (one stage, forward then
 //!   backward per micro-batch), so the queue carries over from one micro-batch to the next.
+//! - `config::runtime`: with blocking exchanges a stage's compute waits until the message it
+//!   sent has arrived (the receiver's readiness is not modelled: a message leaves when its
+//!   sender is done); with the synchronisation after the backward, each stage's layers are
+//!   synchronised one after the other once its last backward has ended.
 //! - Exposed communication: the layers' own, the part of a wait for a neighbour's message
 //!   during which that message is in flight (the rest of a wait is the bubble), and the
 //!   synchronisation left after the last backward. The critical stage is the one that
 //!   computes longest (as the simulator's critical device).
 
 use super::{PartTimes, Pricer};
-use crate::config::{pipeline_op, Coord, ValidWorkload};
+use crate::config::{flexible_order, pipeline_op, Coord, GradSync, PipeOp, PipeP2p, ValidWorkload};
 use crate::schedule::{CollectiveOp, Mailboxes, StepPlan, StepTimes};
 
 /// The prices the unpipelined step is made of.
@@ -74,8 +78,13 @@ pub(super) fn price(
 ) -> StepTimes {
     let (pp, v, m) = (w.outer.pp, w.outer.interleave, w.micro_batches);
     let ops = 2 * pp * v * m;
-    // Micro-batches per steady round (Megatron's interleaving goes in groups of pp).
-    let period = if v > 1 { pp } else { 1 };
+    // Micro-batches per steady round (Megatron's interleaving goes in groups of pp, LLaMA 3's
+    // flexible schedule in its rounds: `config::runtime`).
+    let period = if v > 1 {
+        w.options.runtime.pp_round.unwrap_or(pp)
+    } else {
+        1
+    };
     // Enough micro-batches for every stage's warm-up and cool-down and a few steady rounds.
     let m1 = (4 * pp * v).div_ceil(period) * period;
     if ops <= max_walk_ops || m <= m1 + period {
@@ -149,7 +158,20 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
         |a: u32, b: u32| cost.message_s(stage_rank(a), stage_rank(b), plan.pipeline_bytes as f64);
     let v32 = v as u32;
     let len = 2 * m * v32;
-    let op_at = |s: u32, k: u32| pipeline_op(pp, v32, m, s, k);
+    // Megatron's order is computed op by op (a long walk keeps no list); another schedule's
+    // (`config::runtime`: LLaMA 3's flexible rounds) is listed per stage.
+    let listed: Option<Vec<Vec<PipeOp>>> = match w.options.runtime.pp_round {
+        Some(round) if v > 1 => Some(
+            (0..pp)
+                .map(|s| flexible_order(pp, v32, m, round as u32, s))
+                .collect(),
+        ),
+        _ => None,
+    };
+    let op_at = |s: u32, k: u32| match &listed {
+        Some(orders) => orders[s as usize][k as usize],
+        None => pipeline_op(pp, v32, m, s, k),
+    };
     let chunks: Vec<_> = (0..pp).map(|s| w.stage_chunks(s)).collect();
     let Parts {
         emb_f,
@@ -167,6 +189,10 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
         0.0
     };
     let sigma = pr.sigma;
+    // `config::runtime`: exchanges that block the compute stream until they have arrived, and
+    // a gradient synchronisation that starts only after the stage's whole backward.
+    let blocking = w.options.runtime.pp_p2p == PipeP2p::Blocking;
+    let after_backward = w.options.runtime.grad_sync == GradSync::AfterBackward;
     let overlap = |a0: f64, a1: f64, b0: f64, b1: f64| (a1.min(b1) - a0.max(b0)).max(0.0);
     // Arrivals of messages: (backward, micro-batch, receiving virtual stage) → (leaves, arrives).
     let mut arrivals = Mailboxes::new(pp as u64 * v);
@@ -238,8 +264,9 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
                     c.slowed += ext;
                     t += d.wall + ext;
                 } else {
-                    let last_mb =
-                        (op.micro_batch + 1 == m || plan.grad_sync_every_micro_batch) && sync > 0.0;
+                    let last_mb = (op.micro_batch + 1 == m || plan.grad_sync_every_micro_batch)
+                        && sync > 0.0
+                        && !after_backward;
                     for _ in 0..n {
                         let c0 = t + gather;
                         let c1 = c0 + bwd_layer.wall;
@@ -289,6 +316,10 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
                     c.sent[dir] = arrives;
                     c.comm += arrives - leaves;
                     arrivals.post(!op.forward, op.micro_batch, to, leaves, arrives);
+                    if blocking {
+                        c.exposed += arrives - c.t;
+                        c.t = arrives;
+                    }
                 }
                 idx[su] += 1;
                 progress = true;
@@ -296,6 +327,15 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
         }
         if !progress {
             break;
+        }
+    }
+    // After the whole backward (`GradSync::AfterBackward`): each layer's synchronisation,
+    // one after the other, nothing left to overlap them with.
+    if after_backward && sync > 0.0 {
+        for (s, c) in clocks.iter_mut().enumerate() {
+            let n: u64 = chunks[s].iter().map(|ch| ch.1).sum();
+            c.queue_end = c.t + n as f64 * sync;
+            c.comm += n as f64 * sync;
         }
     }
     // The synchronisation left after the last backward, the embedding group, the optimizer.

@@ -4,8 +4,8 @@ use clap::{Args, ValueEnum};
 
 use crate::config::{
     apply_scales, load_hardware, load_model, parse_attention_kernel, parse_count, parse_list,
-    parse_scales, AttentionKernel, GradDtype, Hardware, MethodId, MetpOptions, OptimizerState,
-    Options, OuterAxes, Recompute, WeightExchange, Workload, ZeroStage,
+    parse_scales, AttentionKernel, GradDtype, GradSync, Hardware, MethodId, MetpOptions,
+    OptimizerState, Options, OuterAxes, PipeP2p, Recompute, WeightExchange, Workload, ZeroStage,
 };
 use crate::error::{Error, Result};
 use crate::report::{self, Format};
@@ -78,6 +78,36 @@ impl From<GradDtypeArg> for GradDtype {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum GradSyncArg {
+    Overlapped,
+    AfterBackward,
+}
+
+impl From<GradSyncArg> for GradSync {
+    fn from(g: GradSyncArg) -> GradSync {
+        match g {
+            GradSyncArg::Overlapped => GradSync::Overlapped,
+            GradSyncArg::AfterBackward => GradSync::AfterBackward,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum PipeP2pArg {
+    Async,
+    Blocking,
+}
+
+impl From<PipeP2pArg> for PipeP2p {
+    fn from(g: PipeP2pArg) -> PipeP2p {
+        match g {
+            PipeP2pArg::Async => PipeP2p::Async,
+            PipeP2pArg::Blocking => PipeP2p::Blocking,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum OptimizerStateArg {
     Replicated,
     Sharded,
@@ -105,6 +135,11 @@ pub struct StateArgs {
     /// gradients reduce-scattered, updated weights all-gathered). Default: as --zero says.
     #[arg(long, value_enum)]
     pub optimizer_state: Option<OptimizerStateArg>,
+    /// When the data-parallel gradients are synchronised: overlapped (layer by layer as the
+    /// backward produces them) or after-backward (once the whole backward has ended, exposed,
+    /// as Megatron-LM of 2021 did; ZeRO 0 or 1).
+    #[arg(long, value_enum, default_value = "overlapped")]
+    pub grad_sync: GradSyncArg,
 }
 
 impl StateArgs {
@@ -113,6 +148,7 @@ impl StateArgs {
     pub fn apply(&self, options: &mut Options) -> Result<()> {
         options.grad_dtype = self.grad_dtype.into();
         options.optimizer_state = self.optimizer_state.map(Into::into);
+        options.runtime.grad_sync = self.grad_sync.into();
         match Workload::optimizer_state_conflict(options) {
             Some(m) => Err(Error::arg("--optimizer-state", m)),
             None => Ok(()),
@@ -227,7 +263,9 @@ pub struct CommonArgs {
     pub metp: MetpArgs,
     #[command(flatten)]
     pub state: StateArgs,
-    /// Output format.
+    /// Output format: a table for people, JSON, or CSV (a header row, numbers unformatted:
+    /// memory one row per tensor, maxseq per method and degree, simulate one row, overlap per
+    /// local length, sweep what it writes to sweep.csv).
     #[arg(long, value_enum, default_value = "table")]
     pub format: FormatArg,
 }
@@ -342,6 +380,15 @@ pub struct OuterArgs {
     /// per replica to be a multiple of --pp).
     #[arg(long, default_value = "1")]
     pub pp_interleave: String,
+    /// Micro-batches each model chunk runs in a row under interleaving (LLaMA 3's flexible
+    /// schedule, PyTorch's ScheduleInterleaved1F1B); default --pp (Megatron's). At least --pp,
+    /// or all the micro-batches in one round; they must be a multiple of it.
+    #[arg(long)]
+    pub pp_round: Option<String>,
+    /// Pipeline exchanges: async (on their own streams, overlapped with compute) or blocking
+    /// (the stage's compute waits for its sends, as Megatron-LM of 2021-22 ran them).
+    #[arg(long, value_enum, default_value = "async")]
+    pub pp_p2p: PipeP2pArg,
     /// Context-parallel degree for tp-sp (Megatron CP: ring attention across cp groups of p).
     #[arg(long, default_value = "1")]
     pub cp: String,
@@ -355,6 +402,17 @@ impl OuterArgs {
             interleave: parse_count("--pp-interleave", &self.pp_interleave)?,
             cp: parse_count("--cp", &self.cp)?,
         })
+    }
+
+    /// Sets `options`' pipeline schedule from `--pp-round` and `--pp-p2p`.
+    pub fn apply(&self, options: &mut Options) -> Result<()> {
+        options.runtime.pp_round = self
+            .pp_round
+            .as_deref()
+            .map(|r| parse_count("--pp-round", r))
+            .transpose()?;
+        options.runtime.pp_p2p = self.pp_p2p.into();
+        Ok(())
     }
 }
 

@@ -30,6 +30,7 @@ pub fn run(a: MaxseqArgs) -> Result<String> {
     let outer = a.outer.axes()?;
     let mut template = a.common.workload(methods[0], degrees[0], 1)?;
     template.outer = outer;
+    a.outer.apply(&mut template.options)?;
     apply_global_batch(&mut template, a.batch.global_batch.as_deref())?;
     let rows = search::max_seq_grid(&template, &methods, &degrees);
     Ok(match a.common.format.into() {

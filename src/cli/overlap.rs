@@ -55,6 +55,7 @@ pub fn run(a: OverlapArgs) -> Result<String> {
     let st = study(&base, &locals, a.link_model.into())?;
     Ok(match a.common.format.into() {
         Format::Json => report::overlap_json(&base, &st),
-        Format::Table | Format::Csv => report::overlap_table(&base, &st),
+        Format::Table => report::overlap_table(&base, &st),
+        Format::Csv => report::overlap_csv(&st),
     })
 }

@@ -93,6 +93,7 @@ pub fn workload(
     let axes = outer.axes()?;
     let mut w = common.workload(method, p, seq)?;
     w.outer = axes;
+    outer.apply(&mut w.options)?;
     super::args::apply_global_batch(&mut w, global_batch)?;
     Ok(w)
 }
@@ -186,6 +187,7 @@ pub fn run(a: SimulateArgs) -> Result<String> {
     });
     Ok(match a.common.format.into() {
         Format::Json => report::simulate_json_with(&e, training),
-        Format::Table | Format::Csv => report::simulate_table_with(&e, training),
+        Format::Table => report::simulate_table_with(&e, training),
+        Format::Csv => report::simulate_csv(&e),
     })
 }

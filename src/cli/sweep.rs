@@ -15,7 +15,7 @@ use crate::config::{
 };
 use crate::error::{Error, Result};
 use crate::evaluate::Timing;
-use crate::report;
+use crate::report::{self, Format};
 use crate::shard::{self, Shard, ShardFile};
 use crate::sweep::{self, Point, SweepResult, SweepSpec};
 
@@ -94,6 +94,16 @@ pub fn run(a: SweepArgs) -> Result<String> {
     let seqs = parse_seq_spec("--seq", &a.seq)?;
     let model_names = names("--model", &a.common.model)?;
     let hw_names = names("--hw", &a.common.hw)?;
+    let format: Format = a.common.format.into();
+    if let (Some(shard), Format::Json | Format::Csv) = (shard, format) {
+        return Err(Error::arg(
+            "--format",
+            format!(
+                "a shard ({shard}) prints only which part it wrote; `metp-sim merge` writes the \
+                 whole sweep's sweep.csv and sweep.json"
+            ),
+        ));
+    }
     if a.common.dp.trim() != "1" {
         return Err(Error::arg(
             "--dp",
@@ -162,7 +172,8 @@ pub fn run(a: SweepArgs) -> Result<String> {
             Some(g / micro_batch)
         }
     };
-    let options = a.common.options()?;
+    let mut options = a.common.options()?;
+    a.outer.apply(&mut options)?;
     super::args::check_attention(&options, &hardware)?;
     // Context-parallel ranks outermost, then pipeline stages (the planner's order).
     let outer = cps
@@ -242,7 +253,12 @@ pub fn run(a: SweepArgs) -> Result<String> {
         folder.wrote(p);
     }
     folder.finish()?;
-    Ok(report::sweep_table(&result, &spec, &out, &plots))
+    // The files are written whatever the format; the format is what is printed.
+    Ok(match format {
+        Format::Table => report::sweep_table(&result, &spec, &out, &plots),
+        Format::Json => report::sweep_json(&result, &spec),
+        Format::Csv => report::sweep_csv(&result, &spec),
+    })
 }
 
 /// Reads the parts of a sweep whose envelopes were checked as one set (in part order),

@@ -215,7 +215,8 @@ pub fn parse_json<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
         let inner = e.into_inner();
-        parse(if field.is_empty() || field == "." {
+        // A syntax error inside an unnamed key comes back as the path "?": not a field.
+        parse(if field.is_empty() || field == "." || field == "?" {
             inner.to_string()
         } else {
             format!("field '{field}': {inner}")

@@ -546,7 +546,8 @@ impl Hardware {
     }
 
     /// Checks the collective library's figures: rates in the profile range, latencies from 0 to
-    /// the bound, bandwidth fractions in (0, 1]; NVLS only through a switch.
+    /// the bound, bandwidth fractions in (0, 1], channel counts and the point-to-point chunk
+    /// whole numbers within their limits; NVLS only through a switch.
     fn validate_library(&self, path: &Path) -> Result<()> {
         use super::limits::{MAX_PROFILE_LATENCY_S, PROFILE_RATE_RANGE};
         let Some(lib) = &self.collective_library else {
@@ -570,7 +571,19 @@ impl Hardware {
         let (lo, hi) = PROFILE_RATE_RANGE;
         for (field, fig) in lib.figures() {
             let v = fig.value;
-            let (ok, want) = if field.ends_with("_latency_s") || field.ends_with(".latency_s") {
+            let whole = |lo: f64, hi: f64| {
+                (
+                    v.is_finite() && v.fract() == 0.0 && (lo..=hi).contains(&v),
+                    format!("a whole number from {lo} to {hi}"),
+                )
+            };
+            let (ok, want) = if field.ends_with("p2p_channels.channels")
+                || field.ends_with("p2p_channels.channels_per_peer")
+            {
+                whole(1.0, super::limits::MAX_P2P_CHANNELS as f64)
+            } else if field.ends_with("p2p_channels.chunk_bytes") {
+                whole(8.0, super::limits::MAX_P2P_CHUNK_BYTES as f64)
+            } else if field.ends_with("_latency_s") || field.ends_with(".latency_s") {
                 (
                     v.is_finite() && (0.0..=MAX_PROFILE_LATENCY_S).contains(&v),
                     format!("a latency from 0 to {MAX_PROFILE_LATENCY_S} s"),

@@ -17,7 +17,7 @@
 //! | `intermediate_size` | `ffn_hidden` | all |
 //! | `vocab_size` | `vocab` | all |
 //! | `tie_word_embeddings` (absent: false) | `tied_embeddings` | all |
-//! | `hidden_act`: `silu` with the gated MLP; `gelu*` for gpt_neox | `activation`: swiglu / gelu | all |
+//! | `hidden_act` (absent: the family's transformers default, silu or gelu): `silu` with the gated MLP; `gelu*` for gpt_neox | `activation`: swiglu / gelu | all |
 //! | family: RMSNorm for llama, mistral, qwen2; LayerNorm for gpt_neox | `norm` | all |
 //! | `attention_dropout` (gpt_neox also `attention_probs_dropout_prob`, `hidden_dropout`, `hidden_dropout_prob`), above 0 | `dropout` | all |
 //! | `attention_bias` (Q, K, V, output), `mlp_bias` | `biases` | llama |
@@ -174,7 +174,20 @@ pub fn from_hf_config(v: &Value, path: &Path) -> Result<Model> {
             ));
         }
     }
-    let act = obj.get("hidden_act").and_then(Value::as_str).unwrap_or("");
+    // Absent, the family's default in transformers' config classes (LlamaConfig, MistralConfig,
+    // Qwen2Config: silu; GPTNeoXConfig: gelu), as transformers itself would read the file.
+    let act = match obj.get("hidden_act") {
+        None => {
+            if neox {
+                "gelu"
+            } else {
+                "silu"
+            }
+        }
+        Some(v) => v
+            .as_str()
+            .ok_or_else(|| bad("hidden_act", format!("must be a string, got {v}")))?,
+    };
     let (activation, norm) = if neox {
         if !act.starts_with("gelu") {
             return Err(bad(
@@ -296,8 +309,13 @@ pub fn from_hf_config(v: &Value, path: &Path) -> Result<Model> {
         source: format!(
             "Hugging Face config.json ({}, model_type {family}) mapped by metp-sim: \
              num_hidden_layers, hidden_size, num_attention_heads, intermediate_size, vocab_size, \
-             tie_word_embeddings, hidden_act ({act}), {read}; {} by family",
+             tie_word_embeddings, hidden_act ({act}{}), {read}; {} by family",
             path.display(),
+            if obj.contains_key("hidden_act") {
+                ""
+            } else {
+                ", the family's default"
+            },
             match norm {
                 Norm::Rmsnorm => "RMSNorm",
                 Norm::Layernorm => "LayerNorm",
@@ -380,6 +398,31 @@ mod tests {
             assert!(e.contains(needle), "{e}");
             assert!(!e.contains('\n'), "{e}");
         }
+    }
+
+    /// A config without `hidden_act` takes its family's default as transformers does (llama:
+    /// silu → SwiGLU; gpt_neox: gelu) and says so in the source; a non-string is refused.
+    #[test]
+    fn hidden_act_absent_is_the_familys_default() {
+        let llama = r#"{"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
+            "num_hidden_layers": 32, "intermediate_size": 11008, "vocab_size": 32000}"#;
+        let m = map(llama).unwrap();
+        assert_eq!(m.activation, Activation::Swiglu);
+        assert!(
+            m.source.contains("silu, the family's default"),
+            "{}",
+            m.source
+        );
+        let neox = r#"{"model_type": "gpt_neox", "hidden_size": 2048, "num_attention_heads": 16,
+            "num_hidden_layers": 24, "intermediate_size": 8192, "vocab_size": 50304}"#;
+        assert_eq!(map(neox).unwrap().activation, Activation::Gelu);
+        let e = map(&llama.replace("\"hidden_size\"", "\"hidden_act\": 3, \"hidden_size\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("hidden_act") && e.contains("must be a string"),
+            "{e}"
+        );
     }
 
     /// Every mixture-of-experts field refuses the file, in any family; null, 0 and false are

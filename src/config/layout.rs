@@ -24,7 +24,9 @@
 //! warm-up is `(pp − s − 1)·2 + (v − 1)·pp` virtual micro-batches (all of them when m = pp),
 //! forward k runs chunk `(k mod pp·v) / pp` of micro-batch `(k / pp·v)·pp + k mod pp`, and
 //! backward k the chunk `v − 1 −` that (Megatron-LM `schedules.py`,
-//! `forward_backward_pipelining_with_interleaving`).
+//! `forward_backward_pipelining_with_interleaving`). LLaMA 3's flexible schedule
+//! ([`flexible_order`], `--pp-round N`) runs N micro-batches per chunk in a row instead of pp
+//! (`config::runtime`).
 
 use serde::{Deserialize, Serialize};
 
@@ -136,23 +138,44 @@ pub fn virtual_stage_layers(layers: u64, stages: u64) -> Vec<u64> {
 }
 
 /// The 1F1B order of one stage (module docs): `pp` stages, `v` chunks per stage, `m`
-/// micro-batches. Interleaving (v > 1) needs m to be a multiple of pp (validated).
+/// micro-batches, Megatron's interleaving (each chunk runs `pp` micro-batches in a row; v > 1
+/// needs m to be a multiple of pp, validated).
 pub fn pipeline_order(pp: u32, v: u32, m: u32, stage: u32) -> Vec<PipeOp> {
     let pp = pp.max(1);
     let v = v.max(1);
+    let warmup = warmup_forwards(pp, v, m, stage);
+    interleaved_order(pp.min(m.max(1)), v, m, warmup)
+}
+
+/// The order of LLaMA 3's flexible interleaved schedule (`config::runtime`): each chunk runs
+/// `round` micro-batches in a row (m a multiple of it, validated), and stage `stage` warms up
+/// with (v − 1)·round + 2·(pp − 1 − stage) forwards, as PyTorch's `ScheduleInterleaved1F1B`
+/// does. With round = pp it is Megatron's order except when m = pp (Megatron then runs every
+/// forward first). Validation allows round ≥ pp, or one round of fewer micro-batches than
+/// stages: several rounds shorter than the pipeline deadlock in this order.
+pub fn flexible_order(pp: u32, v: u32, m: u32, round: u32, stage: u32) -> Vec<PipeOp> {
+    let pp = pp.max(1);
+    let v = v.max(1);
+    let round = round.clamp(1, m.max(1));
+    let warmup = ((v - 1) * round + 2 * (pp - 1 - stage)).min(m * v);
+    interleaved_order(round, v, m, warmup)
+}
+
+/// Forwards and backwards in rounds of `round` micro-batches per chunk: `warmup` forwards,
+/// then one forward and one backward alternately, then the remaining backwards.
+fn interleaved_order(round: u32, v: u32, m: u32, warmup: u32) -> Vec<PipeOp> {
     let total = m * v;
-    let group = pp * v;
+    let group = round * v;
     let fwd = |k: u32| PipeOp {
         forward: true,
-        micro_batch: (k / group) * pp + k % pp,
-        chunk: (k % group) / pp,
+        micro_batch: (k / group) * round + k % round,
+        chunk: (k % group) / round,
     };
     let bwd = |k: u32| PipeOp {
         forward: false,
-        micro_batch: (k / group) * pp + k % pp,
-        chunk: v - 1 - (k % group) / pp,
+        micro_batch: (k / group) * round + k % round,
+        chunk: v - 1 - (k % group) / round,
     };
-    let warmup = warmup_forwards(pp, v, m, stage);
     let mut out = Vec::with_capacity(2 * total as usize);
     for k in 0..warmup {
         out.push(fwd(k));
@@ -229,11 +252,22 @@ pub struct SteadyRounds {
     pub rounds: u32,
 }
 
-/// [`SteadyRounds`] of stage `stage` (the arguments of [`pipeline_order`]).
-pub fn steady_rounds(pp: u32, v: u32, m: u32, stage: u32) -> SteadyRounds {
-    let order = pipeline_order(pp, v, m, stage);
-    let warmup = warmup_forwards(pp, v, m, stage);
-    let pairs_per_round = if v.max(1) == 1 { 1 } else { pp.max(1) * v };
+/// [`SteadyRounds`] of stage `stage` (the arguments of [`pipeline_order`]; with `round`,
+/// LLaMA 3's flexible order in rounds of that many micro-batches, [`flexible_order`]).
+pub fn steady_rounds(pp: u32, v: u32, m: u32, round: Option<u32>, stage: u32) -> SteadyRounds {
+    let (order, warmup, group) = match round {
+        Some(r) if v > 1 => {
+            let r = r.clamp(1, m.max(1));
+            let warmup = ((v - 1) * r + 2 * (pp.max(1) - 1 - stage)).min(m * v);
+            (flexible_order(pp, v, m, r, stage), warmup, r)
+        }
+        _ => (
+            pipeline_order(pp, v, m, stage),
+            warmup_forwards(pp, v, m, stage),
+            pp.max(1),
+        ),
+    };
+    let pairs_per_round = if v.max(1) == 1 { 1 } else { group * v };
     let pairs = (m * v.max(1)).saturating_sub(warmup);
     let last_mb = m.saturating_sub(1);
     let mut rounds = 0;
@@ -259,6 +293,87 @@ pub fn steady_rounds(pp: u32, v: u32, m: u32, stage: u32) -> SteadyRounds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Walks every stage's order with unit-time ops and the pipeline's dependencies (a forward
+    /// of virtual stage u after u − 1's, a backward after u + 1's); true when every op runs.
+    fn completes(orders: &[Vec<PipeOp>], pp: u32, v: u32) -> bool {
+        let last = pp * v - 1;
+        let mut done = std::collections::HashSet::new();
+        let mut idx = vec![0usize; orders.len()];
+        loop {
+            let mut progress = false;
+            for (s, order) in orders.iter().enumerate() {
+                while let Some(op) = order.get(idx[s]) {
+                    let u = op.chunk * pp + s as u32;
+                    let ready = if op.forward {
+                        u == 0 || done.contains(&(true, op.micro_batch, u - 1))
+                    } else {
+                        done.contains(&(true, op.micro_batch, u))
+                            && (u == last || done.contains(&(false, op.micro_batch, u + 1)))
+                    };
+                    if !ready {
+                        break;
+                    }
+                    done.insert((op.forward, op.micro_batch, u));
+                    idx[s] += 1;
+                    progress = true;
+                }
+            }
+            if !progress {
+                return idx.iter().zip(orders).all(|(&i, o)| i == o.len());
+            }
+        }
+    }
+
+    /// LLaMA 3's flexible order: every (micro-batch, chunk) once each way, deadlock-free for
+    /// rounds below, at and above pp; at round = pp and m > pp it is Megatron's order; a smaller
+    /// round holds fewer forwards before the first backward.
+    #[test]
+    fn flexible_orders_run_every_op_once_and_complete() {
+        for pp in 2..6u32 {
+            for v in 2..4u32 {
+                for round in 1..=2 * pp {
+                    for m in [round, 2 * round, 3 * round] {
+                        // Several rounds shorter than the pipeline are refused (validation):
+                        // their order deadlocks without the bubbles PyTorch inserts.
+                        if round < pp && m > round {
+                            continue;
+                        }
+                        let orders: Vec<_> = (0..pp)
+                            .map(|s| flexible_order(pp, v, m, round, s))
+                            .collect();
+                        for o in &orders {
+                            let mut seen: Vec<_> = o
+                                .iter()
+                                .map(|x| (x.forward, x.micro_batch, x.chunk))
+                                .collect();
+                            seen.sort();
+                            seen.dedup();
+                            assert_eq!(
+                                seen.len() as u32,
+                                2 * m * v,
+                                "pp {pp} v {v} N {round} m {m}"
+                            );
+                        }
+                        assert!(completes(&orders, pp, v), "pp {pp} v {v} N {round} m {m}");
+                        if round == pp && m > pp {
+                            for s in 0..pp {
+                                assert_eq!(orders[s as usize], pipeline_order(pp, v, m, s));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let before_first_bwd = |o: &[PipeOp]| o.iter().take_while(|x| x.forward).count();
+        assert_eq!(before_first_bwd(&flexible_order(16, 8, 32, 16, 1)), 141);
+        assert_eq!(before_first_bwd(&flexible_order(16, 8, 32, 8, 1)), 85);
+        // The Megatron orders complete too.
+        for (pp, v, m) in [(4, 1, 6), (4, 2, 8), (4, 2, 4), (3, 3, 9)] {
+            let orders: Vec<_> = (0..pp).map(|s| pipeline_order(pp, v, m, s)).collect();
+            assert!(completes(&orders, pp, v));
+        }
+    }
 
     #[test]
     fn pipeline_op_is_the_order_op_by_op() {

@@ -1,7 +1,8 @@
 //! The collective library of a hardware profile (`collective_library`): what NCCL or RCCL
 //! charge per protocol (LL, LL128, Simple: a latency and a share of the link bandwidth), the
-//! rate of NVLink SHARP (NVLS) where the switch has it, and the library's point-to-point rate
-//! where it differs from its collectives'. Plain data with a source on every figure;
+//! rate of NVLink SHARP (NVLS) where the switch has it, the library's point-to-point rate
+//! where it differs from its collectives', and how it spreads one send over its channels
+//! inside a node. Plain data with a source on every figure;
 //! `cost::collective` gives it meaning (which algorithm and protocol the library picks per
 //! size, and what each costs).
 //!
@@ -86,6 +87,48 @@ pub struct Nvls {
     pub latency_s: Figure,
 }
 
+/// How NCCL spreads one send over its channels inside a node (`src/enqueue.cc`,
+/// `addP2pToPlan`): a send starts on `channels_per_peer` halved until that many channels for
+/// every rank of the communicator fit in `channels`, each channel taking a part of at most
+/// 32 chunks; a larger send doubles its channels (up to `channels_per_peer`) until its parts fit.
+/// Each channel moves its part at `bytes_per_s_per_channel`, so a send runs at
+/// min(point-to-point rate, channels × that): small sends are channel-bound, large ones
+/// port-bound. Only inside one node (across nodes NCCL uses the network's chunk and part sizes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P2pChannels {
+    /// The rate of one channel's part of a send, per GPU and direction.
+    pub bytes_per_s_per_channel: Figure,
+    /// The library's point-to-point channels per GPU (NCCL's `p2pnChannels`): a whole number.
+    pub channels: Figure,
+    /// The most channels one peer's send may use (NCCL's `p2pnChannelsPerPeer`): a whole number.
+    pub channels_per_peer: Figure,
+    /// The point-to-point chunk (NCCL's `NCCL_P2P_NVL_CHUNKSIZE`): a part is at least an eighth
+    /// of it and at most 32 of them. Whole bytes.
+    pub chunk_bytes: Figure,
+}
+
+impl P2pChannels {
+    /// The channels NCCL gives a send of `bytes` in a communicator of `ranks` ranks.
+    pub fn channels_for(&self, bytes: f64, ranks: u64) -> u64 {
+        let total = self.channels.value.max(1.0) as u64;
+        let max = (self.channels_per_peer.value.max(1.0) as u64).min(total);
+        let mut min = max;
+        while min * ranks.max(1) > total && min > 1 {
+            min /= 2;
+        }
+        let chunk = self.chunk_bytes.value.max(8.0);
+        let (min_part, max_part) = (chunk / 8.0, chunk * 32.0);
+        let mut n = min.min((bytes / min_part).ceil().max(1.0) as u64).max(1);
+        let mut part = (bytes / n as f64).ceil().max(min_part);
+        while part > max_part && n <= max / 2 {
+            n *= 2;
+            part = (bytes / n as f64).ceil();
+        }
+        n
+    }
+}
+
 /// The collective library of a profile.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -102,6 +145,10 @@ pub struct CollectiveLibrary {
     /// none: the port's rate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p2p_bytes_per_s: Option<Figure>,
+    /// How the library spreads a send over its channels inside a node; none: every send at
+    /// the point-to-point rate whatever its size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p2p_channels: Option<P2pChannels>,
 }
 
 impl CollectiveLibrary {
@@ -128,6 +175,7 @@ impl CollectiveLibrary {
             },
             nvls: None,
             p2p_bytes_per_s: None,
+            p2p_channels: None,
         }
     }
 
@@ -161,6 +209,16 @@ impl CollectiveLibrary {
         }
         if let Some(p) = &self.p2p_bytes_per_s {
             out.push(("collective_library.p2p_bytes_per_s".into(), p));
+        }
+        if let Some(c) = &self.p2p_channels {
+            for (f, fig) in [
+                ("bytes_per_s_per_channel", &c.bytes_per_s_per_channel),
+                ("channels", &c.channels),
+                ("channels_per_peer", &c.channels_per_peer),
+                ("chunk_bytes", &c.chunk_bytes),
+            ] {
+                out.push((format!("collective_library.p2p_channels.{f}"), fig));
+            }
         }
         out
     }

@@ -67,6 +67,11 @@ pub const MAX_KERNEL_FIGURE: f64 = 86_400.0;
 /// Most entries of a list in a profile (collective rules, attention tiles per pass): every
 /// priced kernel or collective walks them.
 pub const MAX_PROFILE_LIST: usize = 256;
+/// Most point-to-point channels a profile's collective library may give a GPU (and a peer):
+/// NCCL has 64; a send's channel count is doubled up to it.
+pub const MAX_P2P_CHANNELS: u64 = 1 << 10;
+/// Largest point-to-point chunk a profile may give (NCCL's default on NVLink is 512 KiB).
+pub const MAX_P2P_CHUNK_BYTES: u64 = 1 << 30;
 
 /// Longest sequence.
 pub const MAX_SEQ: u64 = 1 << 40;
@@ -277,6 +282,15 @@ pub fn table() -> Vec<Limit> {
             what: "profile lists (collective rules, attention tiles per pass)",
             value: MAX_PROFILE_LIST.to_string(),
             why: "every collective and every attention call of a step walks them",
+            commands: &["*"],
+        },
+        Limit {
+            what: "profile point-to-point channels (per GPU, per peer) / chunk",
+            value: format!(
+                "{MAX_P2P_CHANNELS}, whole / {}, whole bytes from 8",
+                pow2(MAX_P2P_CHUNK_BYTES)
+            ),
+            why: "a send's channels double until its parts fit: bounded loops, no zero-sized part",
             commands: &["*"],
         },
         Limit {

@@ -25,6 +25,7 @@ mod method;
 mod model;
 mod options;
 mod precision;
+mod runtime;
 mod scale;
 mod seq;
 mod topology;
@@ -44,14 +45,15 @@ pub use kernel_model::{
     AttentionModel, AttentionTiles, GemmModel, HostModel, KernelModel, MemoryModel,
 };
 pub use layout::{
-    pipeline_op, pipeline_order, steady_rounds, virtual_stage_layers, Axes, Coord, OuterAxes,
-    PipeOp, SteadyRounds,
+    flexible_order, pipeline_op, pipeline_order, steady_rounds, virtual_stage_layers, Axes, Coord,
+    OuterAxes, PipeOp, SteadyRounds,
 };
-pub use library::{CollectiveLibrary, Nvls, Protocol, ProtocolFigures, Protocols};
+pub use library::{CollectiveLibrary, Nvls, P2pChannels, Protocol, ProtocolFigures, Protocols};
 pub use method::MethodId;
 pub use model::{Activation, LinearBiases, Model, Norm};
 pub use options::{MetpOptions, Options, Recompute, WeightExchange, ZeroStage};
 pub use precision::{GradDtype, OptimizerState};
+pub use runtime::{GradSync, PipeP2p, Runtime};
 pub use scale::{apply_scales, parse_scales, Scale, ALIASES as SCALE_ALIASES};
 pub use seq::{parse_amount, parse_count, parse_list, parse_seq_spec};
 pub use topology::{

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::precision::{GradDtype, OptimizerState};
-use super::{AttentionKernel, Hardware};
+use super::{AttentionKernel, Hardware, Runtime};
 
 /// Activation recomputation policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -131,6 +131,10 @@ pub struct Options {
     /// an automatic stage to at least 1 (Megatron's distributed optimizer); `Replicated`
     /// lowers it to 0. An explicit stage that contradicts it is refused.
     pub optimizer_state: Option<OptimizerState>,
+    /// How the software schedules its pipeline and gradient synchronisation
+    /// (`config::runtime`).
+    #[serde(default, skip_serializing_if = "Runtime::is_default")]
+    pub runtime: Runtime,
 }
 
 impl Default for Options {
@@ -147,6 +151,7 @@ impl Default for Options {
             metp: MetpOptions::default(),
             grad_dtype: GradDtype::Fp32,
             optimizer_state: None,
+            runtime: Runtime::default(),
         }
     }
 }

@@ -39,6 +39,7 @@ pub const ALIASES: &[(&str, &[&str])] = &[
             "collective_library.nvls.bus_bytes_per_s",
             "collective_library.nvls.port_bytes_per_s",
             "collective_library.p2p_bytes_per_s",
+            "collective_library.p2p_channels.bytes_per_s_per_channel",
         ],
     ),
     (

@@ -1,7 +1,7 @@
 //! A workload: model × hardware × method × degree × sequence × batch × options — everything one
 //! memory or time estimate needs.
 
-use super::layout::{pipeline_order, virtual_stage_layers, Axes, Coord, PipeOp};
+use super::layout::{flexible_order, pipeline_order, virtual_stage_layers, Axes, Coord, PipeOp};
 use super::precision::OptimizerState;
 use super::{Hardware, MethodId, Model, Options, OuterAxes, ZeroStage};
 use crate::error::{Error, Result};
@@ -256,11 +256,44 @@ impl Workload {
                 o.pp, o.interleave, self.model.layers
             )));
         }
+        if self.options.runtime.grad_sync == super::GradSync::AfterBackward
+            && self.zero_stage() >= ZeroStage::Zero2
+        {
+            return Err(self.invalid(
+                "--grad-sync after-backward keeps every gradient until the backward has ended: \
+                 it needs ZeRO 0 or 1 (ZeRO 2 and 3 reduce-scatter each micro-batch's gradients \
+                 as they are produced)",
+            ));
+        }
+        if let Some(round) = self.options.runtime.pp_round {
+            if o.interleave < 2 {
+                return Err(self.invalid(
+                    "--pp-round sets the micro-batches per round of an interleaved pipeline: \
+                     it needs --pp-interleave 2 or more",
+                ));
+            }
+            if round == 0 || !self.micro_batches.is_multiple_of(round) {
+                return Err(self.invalid(format!(
+                    "--pp-round {round}: the micro-batches per replica ({}) must be a multiple \
+                     of the micro-batches per round (LLaMA 3's flexible schedule runs whole \
+                     rounds)",
+                    self.micro_batches
+                )));
+            }
+            if round < o.pp && round != self.micro_batches {
+                return Err(self.invalid(format!(
+                    "--pp-round {round} is fewer micro-batches than the {} pipeline stages: \
+                     allowed only as the one round of the step (--pp-round = the micro-batches \
+                     per replica, {})",
+                    o.pp, self.micro_batches
+                )));
+            }
+        }
         if o.interleave > 1 {
             if o.pp < 2 {
                 return Err(self.invalid("--pp-interleave needs at least 2 pipeline stages"));
             }
-            if !self.micro_batches.is_multiple_of(o.pp) {
+            if self.options.runtime.pp_round.is_none() && !self.micro_batches.is_multiple_of(o.pp) {
                 return Err(self.invalid(format!(
                     "interleaved 1F1B needs the micro-batches per replica ({}) to be a multiple \
                      of pp = {} (Megatron's rule); set --global-batch",
@@ -399,12 +432,15 @@ impl ValidWorkload {
 
     /// The 1F1B order of stage `stage` (`config::layout::pipeline_order`).
     pub fn pipeline_order(&self, stage: u32) -> Vec<PipeOp> {
-        pipeline_order(
+        let (pp, v, m) = (
             self.outer.pp as u32,
             self.outer.interleave as u32,
             self.micro_batches as u32,
-            stage,
-        )
+        );
+        match self.options.runtime.pp_round {
+            Some(round) if v > 1 => flexible_order(pp, v, m, round as u32, stage),
+            _ => pipeline_order(pp, v, m, stage),
+        }
     }
 
     /// Whether stage `stage` runs the embedding (the first virtual stage is chunk 0 of

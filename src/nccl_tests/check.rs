@@ -6,7 +6,7 @@
 
 use super::log::{Log, Row, Timing};
 use super::op::TestOp;
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 
 /// What a checked log says about its run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,15 +66,20 @@ pub fn check(log: &Log, op: TestOp, ranks: Option<u64>) -> Result<Run> {
                     format!(
                         "the row does not add up: {} bytes in {} µs ({place}) is an algbw of \
                          {algbw:.2} GB/s, the row says {}",
-                        r.size_bytes, t.time_us, t.algbw_gb_s
+                        r.size_bytes,
+                        shown(t.time_us),
+                        shown(t.algbw_gb_s)
                     ),
                 ));
             }
         }
     }
     let listed = (!log.ranks.is_empty()).then_some(log.ranks.len() as u64);
-    // The bus factor's ranks, from the row whose bandwidth is printed most precisely.
-    let implied = log
+    // The bus factor's ranks, from the row whose bandwidth is printed most precisely. Where
+    // the factor depends on the ranks, a ratio that no rank count gives is a log whose bus
+    // bandwidth is not its own (a tampered or mislabelled column), refused here.
+    let depends = op.bus_factor(2) != op.bus_factor(4);
+    let best = log
         .rows
         .iter()
         .filter(|r| r.out_of_place.algbw_gb_s >= 1.0)
@@ -82,11 +87,29 @@ pub fn check(log: &Log, op: TestOp, ranks: Option<u64>) -> Result<Run> {
             a.out_of_place
                 .algbw_gb_s
                 .total_cmp(&b.out_of_place.algbw_gb_s)
-        })
-        .and_then(|r| {
-            op.ranks_from_ratio(r.out_of_place.busbw_gb_s / r.out_of_place.algbw_gb_s)
-                .map(|n| (n, r.line))
         });
+    let implied = match best {
+        None => None,
+        Some(r) => {
+            let ratio = r.out_of_place.busbw_gb_s / r.out_of_place.algbw_gb_s;
+            match op.ranks_from_ratio(ratio) {
+                Some(n) => Some((n, r.line)),
+                None if depends => {
+                    return Err(fail(
+                        r.line,
+                        format!(
+                            "busbw / algbw is {}, which no rank count gives for {} \
+                             (nccl-tests' factor): the log's bus bandwidth does not match its \
+                             algorithm bandwidth",
+                            shown(ratio),
+                            op.id()
+                        ),
+                    ))
+                }
+                None => None,
+            }
+        }
+    };
     let n = match (listed, implied) {
         (Some(l), Some((i, line))) if l != i => {
             return Err(fail(
@@ -102,7 +125,13 @@ pub fn check(log: &Log, op: TestOp, ranks: Option<u64>) -> Result<Run> {
         (None, Some((i, _))) => Some(i),
         (None, None) => ranks,
     };
-    if let Some(n) = n {
+    // A factor of 1 (sendrecv, broadcast, reduce) is checked whatever the ranks.
+    if let Some(n) = n.or((!depends).then_some(1)) {
+        let over = if depends {
+            format!(" over {n} ranks")
+        } else {
+            String::new()
+        };
         let f = op.bus_factor(n);
         for r in &log.rows {
             for (t, place) in placements(r) {
@@ -116,9 +145,9 @@ pub fn check(log: &Log, op: TestOp, ranks: Option<u64>) -> Result<Run> {
                         r.line,
                         format!(
                             "busbw {} GB/s ({place}) is not algbw × {f:.4} = {want:.2}, nccl-tests' \
-                             factor for {} over {n} ranks: the log's bus bandwidth does not match \
+                             factor for {}{over}: the log's bus bandwidth does not match \
                              its ranks",
-                            t.busbw_gb_s,
+                            shown(t.busbw_gb_s),
                             op.id()
                         ),
                     ));

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::{to_json, write_atomic};
 use crate::error::Result;
 use crate::plot::{self, AxisFormat, Chart, Series};
-use crate::validate::{Assumption, Claim, Verdict};
+use crate::validate::{Assumption, Claim, Revision, Verdict};
 
 #[derive(Serialize)]
 struct ClaimJson<'a> {
@@ -17,13 +17,15 @@ struct ClaimJson<'a> {
     rule: &'a str,
     basis: &'a str,
     would_flip: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision: Option<&'a Revision>,
     summary: &'a str,
     measured: &'a serde_json::Value,
     assumptions: &'a [Assumption],
 }
 
-/// `claims.json`: `[{id, claim, verdict, rule, basis, would_flip, summary, measured,
-/// assumptions}]`.
+/// `claims.json`: `[{id, claim, verdict, rule, basis, would_flip, revision, summary, measured,
+/// assumptions}]` (`revision`: `{previous, previous_rule, why}`, absent for a claim not checked).
 pub fn claims_json(claims: &[Claim]) -> String {
     to_json(
         &claims
@@ -35,6 +37,7 @@ pub fn claims_json(claims: &[Claim]) -> String {
                 rule: &c.rule,
                 basis: &c.basis,
                 would_flip: &c.would_flip,
+                revision: c.revision.as_ref(),
                 summary: &c.summary,
                 measured: &c.measured,
                 assumptions: &c.assumptions,
@@ -63,6 +66,40 @@ pub fn claims_attention_note(profiles: &[crate::config::Hardware]) -> String {
     s
 }
 
+/// The "what changed" list under the summary table: per claim, the previous rule, its verdict
+/// on these numbers and why the two differ (empty when no claim ran).
+fn what_changed(claims: &[Claim]) -> String {
+    let revised: Vec<(&Claim, &Revision)> = claims
+        .iter()
+        .filter_map(|c| c.revision.as_ref().map(|r| (c, r)))
+        .collect();
+    if revised.is_empty() {
+        return String::new();
+    }
+    let moved = revised
+        .iter()
+        .filter(|(c, r)| r.previous != c.verdict)
+        .count();
+    let mut s = format!(
+        "\n**What changed.** Each rule was rewritten this round to read the claim's words and to \
+         be able to lose; run on these same numbers, the previous rules give {moved} of {} \
+         verdict(s) differently.\n\n",
+        revised.len()
+    );
+    for (c, r) in revised {
+        let head = if r.previous == c.verdict {
+            format!("{} (unchanged)", c.verdict.words())
+        } else {
+            format!("{} → {}", r.previous.words(), c.verdict.words())
+        };
+        s.push_str(&format!(
+            "- **{}: {head}.** Previous rule: {}. {}\n",
+            c.id, r.previous_rule, r.why
+        ));
+    }
+    s
+}
+
 /// `claims.md`: a section per claim with its verdict, what the tool computes, the assumptions
 /// that flip it, tables and plots. `hw` names the profiles given with `validate --hw` (empty:
 /// the bundled ones); `attention` is [`claims_attention_note`]'s line.
@@ -82,8 +119,10 @@ pub fn claims_markdown(claims: &[Claim], exts: &[&str], hw: &[String], attention
          {source}; regenerating gives the same bytes. The claims are those of the FITEE 2025 \
          abstract (DESIGN §1); the paper body is not available, so each verdict says which \
          assumptions it depends on. Each verdict follows a rule on the computed numbers (its \
-         section states it); the table says what each verdict rests on and what would flip \
-         it.\n\n{attention}\n\n| claim | verdict | rests on | would flip if |\n|---|---|---|---|\n",
+         section states it); the table says what each verdict rests on, what would flip it, \
+         and what the previous round's rule gives on the same numbers.\n\n{attention}\n\n\
+         | claim | verdict | rests on | would flip if | previous rule gives |\n\
+         |---|---|---|---|---|\n",
     );
     let cell = |t: &str| {
         if t.is_empty() {
@@ -93,14 +132,20 @@ pub fn claims_markdown(claims: &[Claim], exts: &[&str], hw: &[String], attention
         }
     };
     for c in claims {
+        let previous = match &c.revision {
+            None => "-".to_string(),
+            Some(r) if r.previous == c.verdict => format!("{} (unchanged)", r.previous.words()),
+            Some(r) => format!("{} (changed)", r.previous.words()),
+        };
         s.push_str(&format!(
-            "| {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {previous} |\n",
             c.id,
             c.verdict.words(),
             cell(&c.basis),
             cell(&c.would_flip)
         ));
     }
+    s.push_str(&what_changed(claims));
     for c in claims {
         s.push_str(&format!(
             "\n## {} — {}\n\n**Claim.** {}\n\n**Verdict: {}.** {}\n\n",

@@ -27,15 +27,15 @@ pub use claims::{
 pub use collectives::{collectives_csv, collectives_table, link_fit_table};
 pub use columns::{csv, csv_header, csv_row, json_rows, table, Cell, Column, JsonRow};
 pub use memory::{maxseq_csv, maxseq_json, maxseq_table, memory_csv, memory_json, memory_table};
-pub use overlap::{overlap_json, overlap_table};
+pub use overlap::{overlap_csv, overlap_json, overlap_table};
 pub use plan::{plan_csv, plan_json, plan_table, ranked_columns, rejected_columns};
 pub use runs::{
     paper_short, runs_chart, runs_json, runs_markdown, runs_summary, runs_table, write_runs,
     PLOT_STEM as RUNS_PLOT_STEM,
 };
 pub use simulate::{
-    axes_text, fits_line, simulate_json, simulate_json_with, simulate_table, simulate_table_with,
-    write_timeline, write_trace,
+    axes_text, fits_line, simulate_csv, simulate_json, simulate_json_with, simulate_table,
+    simulate_table_with, write_timeline, write_trace,
 };
 pub use sweep::{sweep_csv, sweep_csv_header, sweep_csv_row, sweep_json, sweep_table, write_sweep};
 pub use sweep_plots::plot_files as sweep_plot_files;

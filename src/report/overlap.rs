@@ -1,8 +1,9 @@
-//! `overlap` outputs: METP's full-overlap thresholds, closed form and solved, and the simulated
-//! exposure of its rings on either side of them.
+//! `overlap` outputs (table, JSON, CSV): METP's full-overlap thresholds, closed form and solved,
+//! and the simulated exposure of its rings on either side of them.
 
 use serde::Serialize;
 
+use super::columns::{self, Column};
 use super::table::Table;
 use super::to_json;
 use crate::analytic::{SolvedThresholds, Thresholds};
@@ -54,6 +55,47 @@ fn output<'a>(base: &'a Workload, st: &'a Study) -> Output<'a> {
 /// JSON for `metp-sim overlap` (DESIGN §8 fields).
 pub fn overlap_json(base: &Workload, st: &Study) -> String {
     to_json(&output(base, st))
+}
+
+/// The columns of `overlap --format csv`: each row's figures under the JSON's keys, with the
+/// study's solved thresholds repeated on every row (`threshold_local_seq` of the JSON).
+fn overlap_columns(st: &Study) -> Vec<Column<Row>> {
+    type C = Column<Row>;
+    let (attn, mlp) = (st.attention_threshold, st.solved.mlp_local_seq);
+    vec![
+        C::data("seq", |r| r.seq.into()),
+        C::data("p", |r| r.p.into()),
+        C::data("local_seq", |r| r.local_seq.into()),
+        C::data("threshold_local_seq_attention", move |_| attn.into()),
+        C::data("threshold_local_seq_mlp", move |_| mlp.into()),
+        C::data("condition_holds", |r| r.condition_holds.into()),
+        C::data("mlp_condition_holds", |r| r.mlp_condition_holds.into()),
+        C::data("exposed_communication_s", |r| {
+            r.exposed_communication_s.into()
+        }),
+        C::data("attention_ring_exposed_s", |r| {
+            r.attention_ring_exposed_s.into()
+        }),
+        C::data("attention_ring_exposed_share", |r| {
+            r.attention_ring_exposed_share.into()
+        }),
+        C::data("mlp_ring_exposed_s", |r| r.mlp_ring_exposed_s.into()),
+        C::data("mlp_ring_exposed_share", |r| {
+            r.mlp_ring_exposed_share.into()
+        }),
+        C::data("attention_bwd_ring_exposed_share", |r| {
+            r.attention_bwd_ring_exposed_share.into()
+        }),
+        C::data("attention_agrees", |r| r.attention_agrees.into()),
+        C::data("mlp_agrees", |r| r.mlp_agrees.into()),
+        C::data("agrees", |r| r.agrees.into()),
+    ]
+}
+
+/// CSV for `metp-sim overlap`: a header and one row per local sequence length (numbers as the
+/// JSON writes them, unformatted; an undecided agreement is an empty cell).
+pub fn overlap_csv(st: &Study) -> String {
+    columns::csv(&overlap_columns(st), &st.rows)
 }
 
 /// Human table for `metp-sim overlap`.

@@ -169,9 +169,21 @@ fn section(s: &mut String, r: &RunResult) {
         fmt_bytes(r.peak_bytes),
         fmt_bytes(r.capacity_bytes),
         if r.fits {
-            "fits"
+            "fits".to_string()
         } else {
-            "does not fit by the tool's memory model, though the run ran"
+            let tensors = r.peak_bytes.saturating_sub(r.reserved_bytes);
+            format!(
+                "does not fit by the tool's memory model, though the run ran: its tensors take \
+                 {} and the profile reserves {} for the CUDA context, NCCL and allocator \
+                 headroom, {}",
+                fmt_bytes(tensors),
+                fmt_bytes(r.reserved_bytes),
+                if tensors <= r.capacity_bytes {
+                    "so the reserve, an assumption, decides"
+                } else {
+                    "so the tensors alone are too many"
+                }
+            )
         }
     ));
     s.push_str(&format!(

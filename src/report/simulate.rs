@@ -1,10 +1,11 @@
-//! `simulate` outputs: the simulated step beside the closed-form estimate (table, JSON), and
+//! `simulate` outputs: the simulated step beside the closed-form estimate (table, JSON, CSV), and
 //! its trace and timeline files.
 
 use std::path::Path;
 
 use serde::Serialize;
 
+use super::columns::{self, Column};
 use super::table::{fmt_bytes, Table};
 use super::{timeline_spans, to_json, write_atomic};
 use crate::error::Result;
@@ -169,6 +170,87 @@ pub fn simulate_json_with(e: &Evaluation, training: Option<Training>) -> String 
         stages: stage_rows(e),
         devices: run.map_or(&[], |r| &r.result.devices),
     })
+}
+
+/// The columns of `simulate --format csv`: the JSON's top-level figures under the same keys,
+/// the closed-form ones prefixed `analytic_` (the per-stage and per-device figures are in the
+/// JSON only).
+fn simulate_columns() -> Vec<Column<Evaluation>> {
+    type C = Column<Evaluation>;
+    fn run(e: &Evaluation) -> Option<&crate::sim::WorkloadSim> {
+        e.simulation.as_ref().and_then(|s| s.run.as_ref())
+    }
+    vec![
+        C::data("model", |e| e.workload.model.name.clone().into()),
+        C::data("hardware", |e| e.workload.hardware.name.clone().into()),
+        C::data("attention_kernel", |e| {
+            super::attention_kernel(&e.workload).into()
+        }),
+        C::data("kernel_placeholder", |e| {
+            super::placeholder(&e.workload).into()
+        }),
+        C::data("method", |e| e.workload.method.id().into()),
+        C::data("p", |e| e.workload.p.into()),
+        C::data("dp", |e| e.workload.dp.into()),
+        C::data("pp", |e| e.workload.outer.pp.into()),
+        C::data("pp_interleave", |e| e.workload.outer.interleave.into()),
+        C::data("cp", |e| e.workload.outer.cp.into()),
+        C::data("simulated_devices", |e| {
+            run(e).map(|r| u64::from(r.devices)).into()
+        }),
+        C::data("cluster_devices", |e| e.workload.devices().into()),
+        C::data("seq", |e| e.workload.seq.into()),
+        C::data("micro_batch", |e| e.workload.micro_batch.into()),
+        C::data("micro_batches", |e| e.workload.micro_batches.into()),
+        C::data("link_model", |e| {
+            e.simulation.as_ref().map_or("none", |s| s.link.id()).into()
+        }),
+        C::data("step_time_s", |e| e.metrics.step_time_s.into()),
+        C::data("compute_s", |e| e.metrics.compute_s.into()),
+        C::data("communication_s", |e| e.metrics.communication_s.into()),
+        C::data("exposed_communication_s", |e| {
+            e.metrics.exposed_communication_s.into()
+        }),
+        C::data("exposed_share", |e| e.metrics.exposed_share.into()),
+        C::data("overlap_efficiency", |e| {
+            e.metrics.overlap_efficiency.into()
+        }),
+        C::data("peak_bytes", |e| e.metrics.peak_bytes.into()),
+        C::data("capacity_bytes", |e| e.metrics.capacity_bytes.into()),
+        C::data("headroom_bytes", |e| e.metrics.headroom_bytes.into()),
+        C::data("fits", |e| e.metrics.fits.into()),
+        C::data("simulated_memory_high_water_bytes", |e| {
+            run(e)
+                .map(|r| r.result.max_memory_high_water_bytes())
+                .into()
+        }),
+        C::data("tokens_per_s", |e| e.metrics.tokens_per_s.into()),
+        C::data("mfu", |e| e.metrics.mfu.into()),
+        C::data("analytic_step_time_s", |e| {
+            e.analytic_metrics().step_time_s.into()
+        }),
+        C::data("analytic_peak_bytes", |e| {
+            e.analytic_metrics().peak_bytes.into()
+        }),
+        C::data("analytic_exposed_communication_s", |e| {
+            e.analytic_metrics().exposed_communication_s.into()
+        }),
+        C::data("analytic_tokens_per_s", |e| {
+            e.analytic_metrics().tokens_per_s.into()
+        }),
+        C::data("analytic_mfu", |e| e.analytic_metrics().mfu.into()),
+        C::data("tasks", |e| run(e).map(|r| r.result.tasks).into()),
+        C::data("events", |e| run(e).map(|r| r.result.events).into()),
+    ]
+}
+
+/// CSV for `metp-sim simulate`: a header and one row, the step's figures (numbers as the JSON
+/// writes them, unformatted).
+pub fn simulate_csv(e: &Evaluation) -> String {
+    let columns = simulate_columns();
+    let mut s = columns::csv_header(&columns);
+    s.push_str(&columns::csv_row(&columns, e));
+    s
 }
 
 /// One line on memory: `fits: peak … of …` or `does not fit: peak … > capacity …` (every
@@ -360,10 +442,20 @@ pub fn axes_text(w: &crate::config::Workload) -> String {
     if w.outer.pp > 1 {
         s.push_str(&format!(", pp = {}", w.outer.pp));
         if w.outer.interleave > 1 {
-            s.push_str(&format!(" (interleave {})", w.outer.interleave));
+            s.push_str(&format!(" (interleave {}", w.outer.interleave));
+            if let Some(n) = w.options.runtime.pp_round {
+                s.push_str(&format!(", rounds of {n}"));
+            }
+            s.push(')');
+        }
+        if w.options.runtime.pp_p2p == crate::config::PipeP2p::Blocking {
+            s.push_str(", blocking p2p");
         }
     }
     s.push_str(&format!(", dp = {}", w.dp));
+    if w.options.runtime.grad_sync == crate::config::GradSync::AfterBackward {
+        s.push_str(" (grad sync after the backward)");
+    }
     s
 }
 

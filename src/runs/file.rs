@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{
-    limits, load_hardware, load_model, read_json, AttentionKernel, GradDtype, Hardware, MethodId,
-    Model, Recompute,
+    limits, load_hardware, load_model, read_json, AttentionKernel, GradDtype, GradSync, Hardware,
+    MethodId, Model, PipeP2p, Recompute,
 };
-use crate::error::{Error, Result};
+use crate::error::{shown, Error, Result};
 use crate::evaluate::{AttentionFlops, FlopConvention};
 
 use super::knobs::{configurations, Knob, Knobs};
@@ -158,6 +158,18 @@ pub struct RunFile {
     pub attention_kernel: AttentionKernel,
     /// Causal attention.
     pub causal: bool,
+    /// Pipeline exchanges as the run's software ran them (`config::runtime`): `async`
+    /// (default) or `blocking`.
+    #[serde(default)]
+    pub pp_p2p: PipeP2p,
+    /// When its data-parallel gradients were synchronised: `overlapped` (default) or
+    /// `after-backward`.
+    #[serde(default)]
+    pub grad_sync: GradSync,
+    /// Micro-batches per round of its interleaved schedule (LLaMA 3's flexible schedule);
+    /// absent: pp, Megatron's.
+    #[serde(default)]
+    pub pp_round: Option<u64>,
     /// The published figure.
     pub measured: Measured,
     /// The largest relative error this run may show before the CI test fails.
@@ -367,7 +379,7 @@ fn check(f: &RunFile, bad: &dyn Fn(&str, String) -> Error) -> Result<()> {
     for (field, name) in [("model", &f.model), ("hardware", &f.hardware)] {
         limits::check_name(name).map_err(|m| bad(field, m))?;
     }
-    let counts: [(&str, u64, u64); 9] = [
+    let counts: [(&str, u64, u64); 10] = [
         ("nodes", f.nodes, limits::MAX_NODES),
         ("p", f.p, limits::MAX_GPUS),
         ("cp", f.cp, limits::MAX_GPUS),
@@ -377,6 +389,7 @@ fn check(f: &RunFile, bad: &dyn Fn(&str, String) -> Error) -> Result<()> {
         ("micro_batch", f.micro_batch, limits::MAX_MICRO_BATCH),
         ("global_batch", f.global_batch, u64::MAX),
         ("seq", f.seq, limits::MAX_SEQ),
+        ("pp_round", f.pp_round.unwrap_or(1), u64::from(u32::MAX)),
     ];
     for (field, v, max) in counts {
         if v == 0 {
@@ -429,20 +442,20 @@ fn check(f: &RunFile, bad: &dyn Fn(&str, String) -> Error) -> Result<()> {
     if !(m.value.is_finite() && m.value > 0.0) {
         return Err(bad(
             "measured.value",
-            format!("must be a positive number, got {}", m.value),
+            format!("must be a positive number, got {}", shown(m.value)),
         ));
     }
     match m.quantity {
         Quantity::Mfu if m.value > 1.0 => {
             return Err(bad(
                 "measured.value",
-                format!("an MFU is at most 1, got {}", m.value),
+                format!("an MFU is at most 1, got {}", shown(m.value)),
             ))
         }
         Quantity::IterationS if m.value > 86_400.0 => {
             return Err(bad(
                 "measured.value",
-                format!("{} s is more than a day per iteration", m.value),
+                format!("{} s is more than a day per iteration", shown(m.value)),
             ))
         }
         _ => {}
@@ -465,7 +478,7 @@ fn check(f: &RunFile, bad: &dyn Fn(&str, String) -> Error) -> Result<()> {
     if !(f.tolerance.is_finite() && f.tolerance > 0.0 && f.tolerance <= 1.0) {
         return Err(bad(
             "tolerance",
-            format!("must be a fraction in (0, 1], got {}", f.tolerance),
+            format!("must be a fraction in (0, 1], got {}", shown(f.tolerance)),
         ));
     }
     if f.tolerance > 0.05 && f.tolerance_why.trim().is_empty() {

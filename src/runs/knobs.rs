@@ -27,6 +27,8 @@ pub enum Knob {
     GradDtype,
     /// How the paper's FLOP convention counts attention under a causal mask.
     FlopAttention,
+    /// Micro-batches per round of LLaMA 3's flexible interleaved schedule (`config::runtime`).
+    PpRound,
 }
 
 impl Knob {
@@ -40,6 +42,7 @@ impl Knob {
             Knob::AttentionKernel => "attention-kernel",
             Knob::GradDtype => "grad-dtype",
             Knob::FlopAttention => "flop-attention",
+            Knob::PpRound => "pp-round",
         }
     }
 }
@@ -61,6 +64,8 @@ pub struct Knobs {
     pub grad_dtype: GradDtype,
     /// FLOP convention's attention counting (only for TFLOP/s and MFU figures).
     pub flop_attention: Option<AttentionFlops>,
+    /// Micro-batches per round of the interleaved schedule (`None`: pp, Megatron's).
+    pub pp_round: Option<u64>,
 }
 
 impl Knobs {
@@ -87,6 +92,7 @@ impl Knobs {
                 Some(AttentionFlops::Causal) => "causal".into(),
                 None => "-".into(),
             },
+            Knob::PpRound => self.pp_round.map_or_else(|| "pp".into(), |n| n.to_string()),
         }
     }
 }
@@ -123,6 +129,7 @@ pub(super) fn configurations(
         attention_kernel: f.attention_kernel,
         grad_dtype: f.grad_dtype,
         flop_attention: f.measured.flops.as_ref().map(|fl| fl.attention),
+        pp_round: f.pp_round,
     };
     let mut all = vec![own.clone()];
     let mut seen: Vec<Knob> = Vec::new();
@@ -251,6 +258,7 @@ fn set_knob(k: &mut Knobs, knob: Knob, v: &serde_json::Value) -> std::result::Re
                 other => return Err(format!("must be fp32 or bf16, got '{other}'")),
             }
         }
+        Knob::PpRound => k.pp_round = Some(count(u64::from(u32::MAX))?),
         Knob::FlopAttention => {
             k.flop_attention = Some(match text()? {
                 "full" => AttentionFlops::Full,
@@ -272,5 +280,6 @@ fn set_knob_from(k: &mut Knobs, knob: Knob, from: &Knobs) {
         Knob::AttentionKernel => k.attention_kernel = from.attention_kernel,
         Knob::GradDtype => k.grad_dtype = from.grad_dtype,
         Knob::FlopAttention => k.flop_attention = from.flop_attention,
+        Knob::PpRound => k.pp_round = from.pp_round,
     }
 }

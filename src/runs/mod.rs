@@ -22,7 +22,7 @@ pub use breakdown::{Breakdown, Suspect};
 pub use file::{load, load_dir, Quantity, Run, RunFile};
 pub use knobs::{Knob, Knobs};
 
-use crate::config::{Options, OuterAxes, ValidWorkload, Workload};
+use crate::config::{GradSync, Options, OuterAxes, PipeP2p, Runtime, ValidWorkload, Workload};
 use crate::error::{Error, Result};
 use crate::evaluate::{step_flops, Evaluation, FlopConvention, SimDepth, SimulateOptions};
 use crate::schedule::{Devices, StepTimes};
@@ -155,6 +155,9 @@ pub struct RunResult {
     pub peak_bytes: u128,
     /// Device memory.
     pub capacity_bytes: u128,
+    /// Of the peak, what the profile reserves (CUDA context, NCCL buffers, allocator
+    /// headroom): the part that is an assumption rather than a tensor.
+    pub reserved_bytes: u128,
     /// Whether the run fits by the tool's memory model.
     pub fits: bool,
     /// Where the predicted step goes.
@@ -207,6 +210,11 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
             zero: Some(knobs::zero_stage(k.zero)),
             grad_dtype: k.grad_dtype,
             causal: f.causal,
+            runtime: Runtime {
+                pp_round: k.pp_round,
+                pp_p2p: f.pp_p2p,
+                grad_sync: f.grad_sync,
+            },
             ..Options::default()
         },
     })
@@ -325,6 +333,17 @@ fn layout(run: &Run, w: &ValidWorkload) -> String {
         k.attention_kernel,
         if f.causal { ", causal" } else { "" }
     ));
+    if let Some(n) = k.pp_round {
+        s.push_str(&format!("; {n} micro-batches per round"));
+    }
+    // What the software did, where it shows: exchanges with a pipeline, the gradient
+    // synchronisation with data-parallel replicas.
+    if f.pp > 1 && f.pp_p2p != PipeP2p::default() {
+        s.push_str(&format!("; {} p2p", f.pp_p2p.id()));
+    }
+    if f.dp > 1 && f.grad_sync != GradSync::default() {
+        s.push_str(&format!("; grad sync {}", f.grad_sync.id()));
+    }
     s
 }
 
@@ -402,6 +421,7 @@ pub fn evaluate(run: &Run, timing: RunTiming) -> Result<RunResult> {
         analytic_error: analytic_predicted / measured - 1.0,
         peak_bytes: e.inventory.peak_bytes,
         capacity_bytes: e.inventory.capacity_bytes,
+        reserved_bytes: e.inventory.reserved_bytes,
         fits: e.inventory.fits,
         suspects: breakdown::suspects(&b, gap_s),
         explanation: breakdown::explain(&b, gap_s, times.step_time_s),

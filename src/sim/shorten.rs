@@ -75,6 +75,11 @@ impl Shortened {
 /// to leave out.
 pub fn shortening(w: &ValidWorkload) -> Option<(ValidWorkload, Rounds, u64, Shortened)> {
     if w.outer.pp == 1 {
+        // A synchronisation after the whole backward (`config::runtime`) runs once per layer of
+        // the model after the layer rounds: a copy with fewer layers would leave some out.
+        if w.options.runtime.grad_sync == crate::config::GradSync::AfterBackward {
+            return None;
+        }
         let layers = w.model.layers;
         let simulated = SHORT_LAYERS + (layers.saturating_sub(SHORT_LAYERS) % 2);
         if layers <= simulated {
@@ -95,15 +100,25 @@ pub fn shortening(w: &ValidWorkload) -> Option<(ValidWorkload, Rounds, u64, Shor
         w.outer.interleave as u32,
         u32::try_from(w.micro_batches).ok()?,
     );
-    // Micro-batches come in groups of pp when interleaved (Megatron's rule).
-    let step = if v > 1 { pp } else { 1 };
-    let min_rounds = |mb: u32| (0..pp).map(|s| steady_rounds(pp, v, mb, s).rounds).min();
+    // Micro-batches come in groups of pp when interleaved (Megatron's rule), or of the
+    // flexible schedule's rounds (`config::runtime`).
+    let round = w
+        .options
+        .runtime
+        .pp_round
+        .and_then(|r| u32::try_from(r).ok());
+    let step = if v > 1 { round.unwrap_or(pp) } else { 1 };
+    let min_rounds = |mb: u32| {
+        (0..pp)
+            .map(|s| steady_rounds(pp, v, mb, round, s).rounds)
+            .min()
+    };
     let mut short = pp.max(step);
     while short < m && min_rounds(short).unwrap_or(0) < SHORT_ROUNDS {
         short += step;
     }
     // An even number of rounds left out (see SHORT_LAYERS).
-    let per_round = if v > 1 { pp } else { 1 };
+    let per_round = step;
     if ((m.saturating_sub(short)) / per_round) % 2 == 1 {
         short += step;
     }
@@ -114,9 +129,9 @@ pub fn shortening(w: &ValidWorkload) -> Option<(ValidWorkload, Rounds, u64, Shor
     // left out of each stage's steady part).
     let lacks: Vec<u32> = (0..pp)
         .map(|s| {
-            steady_rounds(pp, v, m, s)
+            steady_rounds(pp, v, m, round, s)
                 .rounds
-                .saturating_sub(steady_rounds(pp, v, short, s).rounds)
+                .saturating_sub(steady_rounds(pp, v, short, round, s).rounds)
         })
         .collect();
     let insert = lacks[0];

@@ -149,6 +149,62 @@ pub fn verdict(judged: &[(f64, f64)]) -> Verdict {
     }
 }
 
+/// The previous round's rule, which read one case (the first: korthikanti-22b at s = 128k):
+/// its whole peak's exponent within [`CUBIC_TOLERANCE`] of −3 → holds, its attention block's →
+/// holds under assumptions, else does not hold.
+pub fn previous_verdict(block: f64, peak: f64) -> Verdict {
+    let near_cubic = |e: f64| (e + 3.0).abs() <= CUBIC_TOLERANCE;
+    if near_cubic(peak) {
+        Verdict::Holds
+    } else if near_cubic(block) {
+        Verdict::HoldsUnderAssumptions
+    } else {
+        Verdict::DoesNotHold
+    }
+}
+
+/// What this round's rule changed, from the numbers (see [`super::Revision`]).
+fn revision(
+    first: Option<(&Case, &Measured)>,
+    judged: usize,
+    verdict: Verdict,
+    label: &dyn Fn(&Case) -> String,
+) -> Option<super::Revision> {
+    let (case, m) = first?;
+    let previous = previous_verdict(m.quad, m.peak);
+    let read = format!(
+        "it read one case, {} (s² memory {:.2}, whole peak {:.2})",
+        label(case),
+        m.quad,
+        m.peak
+    );
+    let why = if previous == verdict {
+        format!(
+            "Unchanged: the previous rule gives '{}' too — {read}. This rule judges all {judged} \
+             case(s) and measures the s² memory from what a device holds, not from the named \
+             attention block, so any stored s² tensor (TP's scores fall as p⁻¹) now makes it \
+             lose.",
+            previous.words()
+        )
+    } else {
+        format!(
+            "The previous rule gives '{}': {read}; judged over all {judged} case(s), with the \
+             s² memory measured from what a device holds, the verdict is '{}'.",
+            previous.words(),
+            verdict.words()
+        )
+    };
+    Some(super::Revision {
+        previous,
+        previous_rule: format!(
+            "one case: its whole peak falls as p⁻³ (an exponent within {CUBIC_TOLERANCE} of −3) \
+             → holds; its unfused attention block does → holds under assumptions; else does \
+             not hold"
+        ),
+        why,
+    })
+}
+
 /// One case measured.
 #[derive(Debug, Clone)]
 struct Measured {
@@ -472,6 +528,12 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
         rule,
         basis,
         would_flip,
+        revision: revision(
+            measured.first().map(|(c, m)| (*c, m)),
+            judged.len(),
+            verdict,
+            &label,
+        ),
         summary,
         measured: serde_json::Value::Object(measured_json),
         assumptions: detail.assumptions,
@@ -673,6 +735,38 @@ mod tests {
         let mut inp = Inputs::bundled().unwrap();
         inp.cases.truncate(1);
         inp
+    }
+
+    /// The previous rule read one case's block and peak; it gives each verdict, and the
+    /// revision says "unchanged" only when the two rules agree.
+    #[test]
+    fn previous_rule_is_rerun_on_the_numbers() {
+        assert_eq!(previous_verdict(-3.0, -2.95), Verdict::Holds);
+        assert_eq!(
+            previous_verdict(-3.0, -1.15),
+            Verdict::HoldsUnderAssumptions
+        );
+        assert_eq!(previous_verdict(-1.0, -1.0), Verdict::DoesNotHold);
+        let case = Case {
+            model_id: "m".into(),
+            ..small().cases[0].clone()
+        };
+        let m = Measured {
+            points: vec![],
+            quad: -3.0,
+            peak: -1.15,
+            transient: -2.0,
+        };
+        let label = |c: &Case| c.model_id.clone();
+        let same = revision(Some((&case, &m)), 5, Verdict::HoldsUnderAssumptions, &label).unwrap();
+        assert!(same.why.starts_with("Unchanged"), "{}", same.why);
+        let moved = revision(Some((&case, &m)), 5, Verdict::DoesNotHold, &label).unwrap();
+        assert_eq!(moved.previous, Verdict::HoldsUnderAssumptions);
+        assert!(
+            moved.why.contains("the verdict is 'does not hold'"),
+            "{}",
+            moved.why
+        );
     }
 
     #[test]

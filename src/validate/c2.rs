@@ -159,6 +159,21 @@ pub fn verdict(cases: &[(f64, f64)]) -> Verdict {
     }
 }
 
+/// The previous round's rule, on the accountings of one model by degree (DESIGN §1's with one
+/// and two received blocks and with Q, K, V recomputed; the inventories' stored attention,
+/// attention and whole peak): every one meets 41.7% at every degree → holds, any one at any
+/// degree → holds under assumptions, none → does not hold.
+pub fn previous_verdict(accountings: &[Vec<f64>]) -> Verdict {
+    let mut all = accountings.iter().flatten();
+    if all.clone().all(|&s| meets(s)) {
+        Verdict::Holds
+    } else if all.any(|&s| meets(s)) {
+        Verdict::HoldsUnderAssumptions
+    } else {
+        Verdict::DoesNotHold
+    }
+}
+
 /// Where `savings` (by degree) meet the claim, in words: "at every degree", "for p ≥ 8",
 /// "at p = 2, 8", "at no degree".
 fn where_met(degrees: &[u64], savings: &[f64]) -> String {
@@ -349,7 +364,7 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
         format!(" Not judged: {}.", left_out.join("; "))
     };
     // The explanation: the DESIGN accounting and the inventories by degree.
-    let (explain, explain_measured, assumptions, tables, plots) = explanation(inp)?;
+    let (explain, explain_measured, assumptions, tables, plots, previous) = explanation(inp)?;
     let summary = format!(
         "On the claim's setting — {} case(s): multi-head models on {profiles} at p = {r}, \
          FlashAttention on, each at the longest sequence TP fits — the tensor inventories give \
@@ -417,6 +432,7 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
         rule,
         basis,
         would_flip,
+        revision: previous.map(|p| revision(p, verdict)),
         summary,
         measured: serde_json::Value::Object(measured),
         assumptions,
@@ -425,13 +441,55 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
     })
 }
 
+/// What this round's rule changed, from the numbers (see [`super::Revision`]).
+fn revision(p: Previous, verdict: Verdict) -> super::Revision {
+    let how = format!(
+        "it counted the claim met by any accounting at any degree, and DESIGN §1's 1 − 7/(p + 4) \
+         meets 41.7% {} whatever the model or hardware (read on {}), so it could not lose",
+        p.design_met, p.model
+    );
+    let why = if p.verdict == verdict {
+        format!(
+            "Unchanged: the previous rule gives '{}' too, but {how}. This rule reads the tool's \
+             inventories case by case (the whole peak for 'holds', activation memory for \
+             'holds under assumptions').",
+            p.verdict.words()
+        )
+    } else {
+        format!(
+            "The previous rule gives '{}': {how}. Read from the inventories case by case, the \
+             verdict is '{}'.",
+            p.verdict.words(),
+            verdict.words()
+        )
+    };
+    super::Revision {
+        previous: p.verdict,
+        previous_rule: "one model by degree: every accounting (DESIGN §1's, with one or two \
+                        received blocks or Q, K, V recomputed; the inventories' stored \
+                        attention, attention and peak) meets 41.7% at every degree → holds; \
+                        any one at any degree → holds under assumptions; none → does not hold"
+            .into(),
+        why,
+    }
+}
+
 type Explanation = (
     String,
     Vec<(String, serde_json::Value)>,
     Vec<Assumption>,
     Vec<Table>,
     Vec<ClaimPlot>,
+    Option<Previous>,
 );
+
+/// The previous rule's verdict on the explanation's accountings, and where DESIGN §1's meets
+/// the claim.
+struct Previous {
+    verdict: Verdict,
+    design_met: String,
+    model: String,
+}
 
 /// Where 41.7% may come from (the DESIGN accounting) and how the inventories' savings change
 /// with the degree and with what is counted: prose, numbers, assumptions, a table and the plot.
@@ -439,7 +497,7 @@ fn explanation(inp: &Inputs) -> Result<Explanation> {
     let (seq, name) = (inp.explain_seq, &inp.explain_id);
     // The last profile (DGX-A100-80GB among the bundled ones).
     let Some(hw) = inp.profiles.last() else {
-        return Ok((String::new(), vec![], vec![], vec![], vec![]));
+        return Ok((String::new(), vec![], vec![], vec![], vec![], None));
     };
     let model = &inp.explain_model;
     let degrees = &inp.degrees;
@@ -641,7 +699,26 @@ fn explanation(inp: &Inputs) -> Result<Explanation> {
             },
         ],
     };
-    Ok((text, measured, assumptions, vec![table], vec![plot]))
+    let previous = Previous {
+        verdict: previous_verdict(&[
+            design1.clone(),
+            design2,
+            recompute,
+            inv_stored,
+            inv_attn,
+            inv_peak,
+        ]),
+        design_met: where_met(degrees, &design1),
+        model: format!("{name} at s = {seq} on {}", hw.name),
+    };
+    Ok((
+        text,
+        measured,
+        assumptions,
+        vec![table],
+        vec![plot],
+        Some(previous),
+    ))
 }
 
 #[cfg(test)]
@@ -654,6 +731,31 @@ mod tests {
         assert!((design_saving(8.0, 1.0, false) - 5.0 / 12.0).abs() < 1e-15);
         assert!(meets(design_saving(8.0, 1.0, false)));
         assert!(!meets(design_saving(4.0, 1.0, false)));
+    }
+
+    /// The previous rule counted any accounting at any degree: it could not lose while one of
+    /// them met 41.7% somewhere.
+    #[test]
+    fn previous_rule_counted_any_accounting() {
+        assert_eq!(previous_verdict(&[vec![0.5, 0.6]]), Verdict::Holds);
+        assert_eq!(
+            previous_verdict(&[vec![0.125, 0.417], vec![0.1, 0.1]]),
+            Verdict::HoldsUnderAssumptions
+        );
+        assert_eq!(previous_verdict(&[vec![0.1, 0.2]]), Verdict::DoesNotHold);
+        let p = |v| Previous {
+            verdict: v,
+            design_met: "for p ≥ 8".into(),
+            model: "m".into(),
+        };
+        let moved = revision(p(Verdict::HoldsUnderAssumptions), Verdict::DoesNotHold);
+        assert!(
+            moved.why.contains("the verdict is 'does not hold'"),
+            "{}",
+            moved.why
+        );
+        let same = revision(p(Verdict::Holds), Verdict::Holds);
+        assert!(same.why.starts_with("Unchanged"), "{}", same.why);
     }
 
     #[test]

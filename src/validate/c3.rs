@@ -144,6 +144,57 @@ fn is_judged(s: &Study) -> bool {
     s.rows.len() >= REACHED_POINTS
 }
 
+/// The previous round's rule: holds when at least one point is judged and the closed form
+/// agrees at every one, else does not hold.
+pub fn previous_verdict(judged: usize, disagreements: usize) -> Verdict {
+    if judged > 0 && disagreements == 0 {
+        Verdict::Holds
+    } else {
+        Verdict::DoesNotHold
+    }
+}
+
+/// What this round's rule changed, from the numbers (see [`super::Revision`]).
+fn revision(
+    judged: usize,
+    disagreements: usize,
+    reached: usize,
+    studies: usize,
+    verdict: Verdict,
+) -> super::Revision {
+    let previous = previous_verdict(judged, disagreements);
+    let read = format!(
+        "it read the closed form's point-by-point agreement as the claim (here {} of {judged} \
+         points agree)",
+        judged - disagreements
+    );
+    let why = if previous == verdict {
+        format!(
+            "Unchanged: the previous rule gives '{}' too — {read}. The claim is existential (a \
+             condition above which full overlap is reached); this rule asks exactly that, on \
+             each study, and full overlap is reached on {reached} of {studies}.",
+            previous.words()
+        )
+    } else {
+        format!(
+            "The previous rule gives '{}': {read}, and judged 'exposed above 2% below the \
+             threshold', which the claim does not assert. The claim is existential — a \
+             condition above which full overlap is reached — and it is reached on {reached} of \
+             {studies} studies, so the verdict is '{}'; the closed form's agreement is \
+             reported as a finding.",
+            previous.words(),
+            verdict.words()
+        )
+    };
+    super::Revision {
+        previous,
+        previous_rule: "holds when the closed-form condition and the simulation agree at every \
+                        point judged (and some point is judged), else does not hold"
+            .into(),
+        why,
+    }
+}
+
 fn disagreements(s: &Study) -> usize {
     s.rows.iter().filter(|r| r.agrees == Some(false)).count()
 }
@@ -615,6 +666,13 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
         rule,
         basis,
         would_flip,
+        revision: Some(revision(
+            judged,
+            total_disagree,
+            reached.len(),
+            n_judged,
+            verdict,
+        )),
         summary,
         measured: serde_json::Value::Object(measured),
         assumptions: vec![
@@ -650,6 +708,22 @@ mod tests {
         assert_eq!(verdict(&[true, false]), Verdict::HoldsUnderAssumptions);
         assert_eq!(verdict(&[false, false]), Verdict::DoesNotHold);
         assert_eq!(verdict(&[]), Verdict::NotEstablished);
+    }
+
+    /// The previous rule read the closed form's agreement as the claim: one disagreeing point,
+    /// or none judged, made it "does not hold"; the revision says so when the verdicts differ.
+    #[test]
+    fn previous_rule_read_the_closed_form() {
+        assert_eq!(previous_verdict(63, 0), Verdict::Holds);
+        assert_eq!(previous_verdict(63, 4), Verdict::DoesNotHold);
+        assert_eq!(previous_verdict(0, 0), Verdict::DoesNotHold);
+        let moved = revision(63, 4, 8, 8, Verdict::Holds);
+        assert_eq!(moved.previous, Verdict::DoesNotHold);
+        assert!(moved.why.contains("59 of 63 points agree"), "{}", moved.why);
+        assert!(moved.why.contains("reached on 8 of 8"), "{}", moved.why);
+        assert!(revision(63, 0, 8, 8, Verdict::Holds)
+            .why
+            .starts_with("Unchanged"));
     }
 
     /// One profile, short base grid (the studies extend it past their thresholds).

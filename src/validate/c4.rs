@@ -126,6 +126,64 @@ pub fn verdict(outcomes: &[Outcome]) -> Verdict {
     }
 }
 
+/// The previous round's rule: every case's ratio over the best other method (FlashAttention
+/// on) within the range → holds; any ratio over any baseline, with or without FlashAttention,
+/// within it → holds under assumptions; else does not hold.
+pub fn previous_verdict(best_within: usize, best_cases: usize, any_within: usize) -> Verdict {
+    if best_cases > 0 && best_within == best_cases {
+        Verdict::Holds
+    } else if any_within > 0 {
+        Verdict::HoldsUnderAssumptions
+    } else {
+        Verdict::DoesNotHold
+    }
+}
+
+/// What this round's rule changed, from the numbers (see [`super::Revision`]).
+fn revision(
+    outcomes: &[Outcome],
+    ratios: usize,
+    any_within: usize,
+    verdict: Verdict,
+) -> super::Revision {
+    let count = |o: Outcome| outcomes.iter().filter(|&&x| x == o).count();
+    let (within, exceeds, short) = (
+        count(Outcome::Within),
+        count(Outcome::Exceeds),
+        count(Outcome::Short),
+    );
+    let previous = previous_verdict(within, outcomes.len(), any_within);
+    let read = format!(
+        "it said 'holds under assumptions' when any of the {ratios} ratios (every baseline, \
+         FlashAttention on and off) fell in 2.38–2.99× ({any_within} do), whatever the others"
+    );
+    let now = format!(
+        "this rule reads METP over the best other method, FlashAttention on, per case: \
+         {within} within, {exceeds} above, {short} below"
+    );
+    let why = if previous == verdict {
+        format!(
+            "Unchanged: the previous rule gives '{}' too, but {read}; {now}, and a case below \
+             the range now makes it lose.",
+            previous.words()
+        )
+    } else {
+        format!(
+            "The previous rule gives '{}': {read}; {now}, so the verdict is '{}'.",
+            previous.words(),
+            verdict.words()
+        )
+    };
+    super::Revision {
+        previous,
+        previous_rule: "every case's ratio over the best other method (FlashAttention on) in \
+                        2.38–2.99× → holds; any ratio over any baseline in it → holds under \
+                        assumptions; else does not hold"
+            .into(),
+        why,
+    }
+}
+
 /// `a–b×` of a set of ratios (or `-` when empty).
 fn span(v: &[f64]) -> String {
     if v.is_empty() {
@@ -267,10 +325,12 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
         .collect();
     // Which baselines and settings land in the claimed range.
     let mut hits = Vec::new();
+    let mut ratios_counted = 0;
     let mut hits_by = std::collections::BTreeMap::<(bool, MethodId), usize>::new();
     for c in &cases {
         for &b in &baselines {
             if let Some(r) = c.ratio(b) {
+                ratios_counted += 1;
                 if in_range(r) {
                     *hits_by.entry((!c.flash, b)).or_default() += 1;
                     hits.push(format!(
@@ -602,6 +662,7 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
         rule,
         basis,
         would_flip,
+        revision: Some(revision(&outcomes, ratios_counted, hits.len(), verdict)),
         summary,
         measured,
         assumptions: vec![
@@ -638,6 +699,25 @@ pub fn check_with(inp: &Inputs) -> Result<Claim> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The previous rule said "holds under assumptions" when any ratio over any baseline was in
+    /// range, even with a case below it; the new rule loses there.
+    #[test]
+    fn previous_rule_counted_any_ratio() {
+        use Outcome::{Exceeds, Short, Within};
+        assert_eq!(previous_verdict(2, 2, 5), Verdict::Holds);
+        assert_eq!(previous_verdict(1, 2, 5), Verdict::HoldsUnderAssumptions);
+        assert_eq!(previous_verdict(0, 2, 0), Verdict::DoesNotHold);
+        let outcomes = [Within, Exceeds, Short];
+        let r = revision(&outcomes, 30, 4, verdict(&outcomes));
+        assert_eq!(r.previous, Verdict::HoldsUnderAssumptions);
+        assert!(
+            r.why.contains("so the verdict is 'does not hold'"),
+            "{}",
+            r.why
+        );
+        assert!(r.why.contains("1 within, 1 above, 1 below"), "{}", r.why);
+    }
 
     #[test]
     fn verdict_reads_the_range() {

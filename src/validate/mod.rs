@@ -57,6 +57,19 @@ pub struct Assumption {
     pub effect: String,
 }
 
+/// What a claim's rule changed (issue 21): the previous round's rule (as of commit `a48eb17`) run on
+/// this round's numbers, so the report can say whether the verdict moved
+/// and why — computed, not written once.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Revision {
+    /// The verdict the previous rule gives on these numbers.
+    pub previous: Verdict,
+    /// The previous rule, in words.
+    pub previous_rule: String,
+    /// Why the verdict moved or stayed, from the numbers.
+    pub why: String,
+}
+
 /// A table of numbers for the report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Table {
@@ -117,6 +130,9 @@ pub struct Claim {
     pub basis: String,
     /// What would flip the verdict, computed from the numbers.
     pub would_flip: String,
+    /// What this round's rule changed: the verdict the previous rule gives on the same
+    /// numbers, and why the two differ (`None` when the check did not run).
+    pub revision: Option<Revision>,
     /// One paragraph: what the tool computes and concludes.
     pub summary: String,
     /// The key numbers.
@@ -235,6 +251,7 @@ impl Claim {
             rule: String::new(),
             basis: String::new(),
             would_flip: String::new(),
+            revision: None,
             summary: sentence.trim_start().to_string(),
             measured: serde_json::json!({ "not_checked": measured }),
             assumptions: vec![],

@@ -278,3 +278,69 @@ fn training_state_flags_reach_memory_and_simulate() {
     );
     assert!(e.contains("contradicts ZeRO stage 2"), "{e}");
 }
+
+/// The software's schedule flags (`--pp-round`, `--pp-p2p`, `--grad-sync`) reach the workload:
+/// rounds of more micro-batches hold more activations, and what no software can run is one line
+/// naming the flag.
+#[test]
+fn runtime_flags_reach_memory_and_are_checked() {
+    let base = [
+        "memory",
+        "--method",
+        "tp-sp",
+        "--p",
+        "2",
+        "--pp",
+        "4",
+        "--pp-interleave",
+        "2",
+        "--global-batch",
+        "16",
+        "--seq",
+        "4k",
+        "--format",
+        "json",
+    ];
+    let peak = |extra: &[&str]| -> u64 {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let out = cmd().args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["peak_bytes"].as_u64().unwrap()
+    };
+    let megatron = peak(&[]);
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["--pp-round", "8", "--pp-p2p", "blocking"]);
+    let out = cmd().args(&args).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&v["pp_round"], &v["pp_p2p"], &v["grad_sync"]),
+        (&8.into(), &"blocking".into(), &"overlapped".into())
+    );
+    assert_eq!(peak(&["--pp-round", "4"]), megatron);
+    assert!(peak(&["--pp-round", "8", "--pp-p2p", "blocking"]) > megatron);
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["--pp-round", "2"]);
+    assert!(fails(&args, 1).contains("--pp-round 2"));
+    let e = fails(
+        &[
+            "memory",
+            "--method",
+            "tp",
+            "--p",
+            "4",
+            "--dp",
+            "2",
+            "--seq",
+            "4k",
+            "--zero",
+            "2",
+            "--grad-sync",
+            "after-backward",
+        ],
+        1,
+    );
+    assert!(e.contains("after-backward"), "{e}");
+    fails(&["memory", "--pp-p2p", "eager"], 2);
+}

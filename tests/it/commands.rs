@@ -184,3 +184,192 @@ fn overlap_condition_matches_simulation_on_a100_and_h100() {
         }
     }
 }
+
+/// Runs `args`, expects success, returns stdout.
+fn stdout(args: &[&str]) -> String {
+    let out = cmd().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A CSV text as its header and records (the csv crate's reader: quoting as RFC 4180).
+fn parse_csv(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut r = csv::ReaderBuilder::new().from_reader(text.as_bytes());
+    let header = r.headers().unwrap().iter().map(String::from).collect();
+    let rows = r
+        .records()
+        .map(|x| x.unwrap().iter().map(String::from).collect())
+        .collect();
+    (header, rows)
+}
+
+/// The CSV cell under `key` as the JSON value `v` would print it: numbers equal as numbers,
+/// flags and names as text, a missing value an empty cell.
+fn cell_matches(cell: &str, v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Null => cell.is_empty(),
+        serde_json::Value::Number(n) => cell.parse::<f64>().ok() == n.as_f64(),
+        serde_json::Value::Bool(b) => cell == b.to_string(),
+        serde_json::Value::String(s) => cell == s,
+        _ => false,
+    }
+}
+
+/// `simulate --format csv` is CSV, not the table: one header and one row whose every number
+/// is the JSON's (unformatted: `step_time_s` in seconds, bytes as integers), the closed-form
+/// figures under `analytic_*`; the same command prints the same bytes twice.
+#[test]
+fn simulate_format_csv_is_one_row_of_the_json_figures() {
+    let args = |format| {
+        vec![
+            "simulate",
+            "--model",
+            "gpt3-1.3b",
+            "--method",
+            "metp",
+            "--p",
+            "4",
+            "--seq",
+            "16k",
+            "--format",
+            format,
+        ]
+    };
+    let text = stdout(&args("csv"));
+    assert!(!text.contains(" ms") && !text.contains('%'), "{text}");
+    assert_eq!(text, stdout(&args("csv")), "not deterministic");
+    let (header, rows) = parse_csv(&text);
+    assert_eq!(rows.len(), 1, "{text}");
+    let row: std::collections::HashMap<&str, &str> = header
+        .iter()
+        .map(String::as_str)
+        .zip(rows[0].iter().map(String::as_str))
+        .collect();
+    let v = json(&args("json"));
+    for key in [
+        "model",
+        "hardware",
+        "method",
+        "p",
+        "seq",
+        "step_time_s",
+        "compute_s",
+        "communication_s",
+        "exposed_communication_s",
+        "overlap_efficiency",
+        "peak_bytes",
+        "capacity_bytes",
+        "fits",
+        "tokens_per_s",
+        "mfu",
+        "simulated_memory_high_water_bytes",
+        "tasks",
+        "events",
+    ] {
+        let cell = row
+            .get(key)
+            .unwrap_or_else(|| panic!("no column {key}: {header:?}"));
+        assert!(
+            cell_matches(cell, &v[key]),
+            "{key}: csv {cell}, json {}",
+            v[key]
+        );
+    }
+    for key in ["step_time_s", "peak_bytes", "tokens_per_s", "mfu"] {
+        let cell = row[format!("analytic_{key}").as_str()];
+        assert!(
+            cell_matches(cell, &v["analytic"][key]),
+            "analytic {key}: {cell}"
+        );
+    }
+    let step: f64 = row["step_time_s"].parse().unwrap();
+    assert!(step > 0.0 && step < 10.0, "seconds: {step}");
+}
+
+/// `overlap --format csv` is CSV, not the table: a header and one row per local sequence
+/// length, each cell the JSON row's value (an undecided agreement empty), the solved
+/// thresholds on every row.
+#[test]
+fn overlap_format_csv_has_a_row_per_local_length() {
+    let args = |format| {
+        vec![
+            "overlap",
+            "--hw",
+            "dgx-h100",
+            "--local-seq",
+            "512..4k",
+            "--format",
+            format,
+        ]
+    };
+    let text = stdout(&args("csv"));
+    assert!(!text.contains(" ms") && !text.contains('%'), "{text}");
+    let (header, rows) = parse_csv(&text);
+    let v = json(&args("json"));
+    let json_rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{text}");
+    assert_eq!(rows.len(), json_rows.len());
+    let col = |k: &str| header.iter().position(|h| h == k).unwrap();
+    for (r, j) in rows.iter().zip(json_rows) {
+        for (key, value) in j.as_object().unwrap() {
+            let cell = &r[col(key)];
+            assert!(cell_matches(cell, value), "{key}: csv {cell}, json {value}");
+        }
+        for (key, unit) in [
+            ("threshold_local_seq_attention", "attention"),
+            ("threshold_local_seq_mlp", "mlp"),
+        ] {
+            let cell = &r[col(key)];
+            assert!(cell_matches(cell, &v["threshold_local_seq"][unit]), "{key}");
+        }
+    }
+    let locals: Vec<&str> = rows.iter().map(|r| r[col("local_seq")].as_str()).collect();
+    assert_eq!(locals, ["512", "1024", "2048", "4096"]);
+}
+
+/// `sweep --format csv|json` prints what it writes to sweep.csv / sweep.json (the table stays
+/// the default summary); a shard, which prints only which part it wrote, refuses them.
+#[test]
+fn sweep_format_prints_the_files_it_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    for (format, file) in [("csv", "sweep.csv"), ("json", "sweep.json")] {
+        let out = dir.path().join(format);
+        let printed = stdout(&[
+            "sweep",
+            "--model",
+            "gpt3-1.3b",
+            "--seq",
+            "4k,8k",
+            "--p",
+            "2",
+            "--engine",
+            "analytic",
+            "--svg-only",
+            "--format",
+            format,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(printed, std::fs::read_to_string(out.join(file)).unwrap());
+        if format == "csv" {
+            let (header, rows) = parse_csv(&printed);
+            assert_eq!(&header[..3], ["model", "hardware", "method"]);
+            assert_eq!(rows.len(), 6 * 2);
+        }
+    }
+    let out = cmd()
+        .args([
+            "sweep", "--seq", "4k", "--p", "2", "--shard", "0/2", "--format", "csv", "--out",
+        ])
+        .arg(dir.path().join("shard"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--format") && err.contains("merge"), "{err}");
+    assert!(!dir.path().join("shard").exists());
+}

@@ -267,6 +267,32 @@ fn gpu_units_match_the_reference_and_the_inventory() {
     }
     let spec = RunSpec::new(Unit::Attention, ExecMethod::Metp, shape(512, 4));
     check_unit(b.as_mut(), &spec, &mut failures);
+    // Grouped-query attention (4 query heads on 2 K/V heads, one per device): METP and TP,
+    // causal or not, fused (the kernels' rep, shared dK/dV by atomics) or unfused (the head
+    // batches of layout::head_batches); METP's other options; head dimension 128.
+    for method in [ExecMethod::Metp, ExecMethod::Tp] {
+        for causal in [false, true] {
+            for fused in [true, false] {
+                let mut spec = RunSpec::new(Unit::Attention, method, shape(256, 4));
+                spec.kv_heads = 2;
+                spec.causal = causal;
+                spec.fused = fused;
+                check_unit(b.as_mut(), &spec, &mut failures);
+            }
+        }
+    }
+    for (rb, ex, h) in [
+        (1, WeightExchange::Ring, 256),
+        (1, WeightExchange::Broadcast, 256),
+        (2, WeightExchange::Ring, 512),
+    ] {
+        let mut spec = RunSpec::new(Unit::Attention, ExecMethod::Metp, shape(h, 4));
+        spec.kv_heads = 2;
+        spec.causal = true;
+        spec.metp.recv_buffers = rb;
+        spec.metp.weight_exchange = ex;
+        check_unit(b.as_mut(), &spec, &mut failures);
+    }
     // SwiGLU MLP (the CPU runtime's program): METP with one and two receive buffers, and TP.
     for (method, rb) in [
         (ExecMethod::Metp, 2),
@@ -304,6 +330,15 @@ fn gpu_units_with_four_devices() {
             spec.causal = unit == Unit::Attention;
             check_unit(b.as_mut(), &spec, &mut failures);
         }
+    }
+    // Grouped-query attention: 8 query heads on 4 K/V heads (one per device), METP fused and
+    // TP unfused.
+    for (method, fused) in [(ExecMethod::Metp, true), (ExecMethod::Tp, false)] {
+        let mut spec = RunSpec::new(Unit::Attention, method, sh);
+        spec.kv_heads = 4;
+        spec.causal = true;
+        spec.fused = fused;
+        check_unit(b.as_mut(), &spec, &mut failures);
     }
     assert!(
         failures.is_empty(),

@@ -49,10 +49,11 @@ fn script(fakes: &Path, only: &str, out: &Path) -> std::process::Output {
         .unwrap()
 }
 
-/// Units only: the six units run with the committed profile, the table gets every run file,
-/// and the outputs are packed down to summary, table and one archive.
+/// Units only: the eight units run with the committed profile (two of them grouped-query
+/// attention, METP and TP), the table gets every run file, and the outputs are packed down to
+/// summary, table and one archive.
 #[test]
-fn gpu_check_units_only_runs_six_units_tables_them_and_packs() {
+fn gpu_check_units_only_runs_eight_units_tables_them_and_packs() {
     let f = fakes();
     let out = f.path().join("out");
     let o = script(f.path(), "units", &out);
@@ -60,7 +61,16 @@ fn gpu_check_units_only_runs_six_units_tables_them_and_packs() {
     assert!(o.status.success(), "{stderr}");
     let calls = std::fs::read_to_string(f.path().join("calls.txt")).unwrap();
     let runs: Vec<&str> = calls.lines().filter(|l| l.starts_with("run ")).collect();
-    assert_eq!(runs.len(), 6, "{calls}");
+    assert_eq!(runs.len(), 8, "{calls}");
+    let gqa: Vec<&&str> = runs.iter().filter(|r| r.contains("--kv-heads 8")).collect();
+    assert_eq!(gqa.len(), 2, "{calls}");
+    for (r, method) in gqa.iter().zip(["metp", "tp"]) {
+        assert!(
+            r.contains(&format!("--method {method}")) && r.contains("--unit attention"),
+            "{r}"
+        );
+        assert!(r.contains("--heads 32"), "{r}");
+    }
     for r in &runs {
         assert!(r.contains("--backend cuda"), "{r}");
         assert!(
@@ -72,7 +82,7 @@ fn gpu_check_units_only_runs_six_units_tables_them_and_packs() {
         .lines()
         .find(|l| l.starts_with("gpu-check table"))
         .unwrap();
-    assert_eq!(table.matches("--units").count(), 6, "{table}");
+    assert_eq!(table.matches("--units").count(), 8, "{table}");
     let mut left: Vec<String> = std::fs::read_dir(&out)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

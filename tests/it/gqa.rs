@@ -85,3 +85,45 @@ fn metp_head_groups_and_executed_units_follow_the_same_rule() {
         spec.check().unwrap();
     }
 }
+
+/// The CUDA backend's TP attention unit holds every buffer to its end, so its device-memory
+/// bound (`backend::cuda::layout::tp_attention_bytes`, what a run is checked against before it
+/// starts) must cover the CPU runtime's tracked high-water mark of the same program — the same
+/// buffers under the same names, freed as it goes — with and without grouped-query attention,
+/// fused and unfused; and K/V heads shared by two query heads save bytes in both.
+#[test]
+fn cuda_tp_attention_bound_covers_the_cpu_tracked_peak_with_gqa() {
+    use metp_sim::backend::cpu::units::run_unit;
+    use metp_sim::backend::cuda::layout::tp_attention_bytes;
+    use metp_sim::backend::unit::{RunSpec, Shape};
+    let sh = Shape {
+        b: 1,
+        s: 64,
+        h: 256,
+        a: 4,
+        f: 512,
+        p: 2,
+    };
+    for fused in [true, false] {
+        let mut peaks = Vec::new();
+        for kv in [4, 2] {
+            let mut spec = RunSpec::new(Unit::Attention, ExecMethod::Tp, sh);
+            spec.kv_heads = kv;
+            spec.fused = fused;
+            let r = run_unit(&spec).unwrap();
+            assert!(r.max_rel_error < 2e-2, "kv={kv}: {:?}", r.errors);
+            let bound = tp_attention_bytes(&sh, kv, fused);
+            eprintln!(
+                "kv={kv} fused={fused}: cpu tracked {} B, cuda bound {bound} B",
+                r.tracked_peak_bytes
+            );
+            assert!(bound >= r.tracked_peak_bytes, "kv={kv} fused={fused}");
+            assert!(2 * r.tracked_peak_bytes > bound, "kv={kv} fused={fused}");
+            peaks.push((r.tracked_peak_bytes, bound));
+        }
+        assert!(
+            peaks[1].0 < peaks[0].0 && peaks[1].1 < peaks[0].1,
+            "{peaks:?}"
+        );
+    }
+}

@@ -28,6 +28,7 @@ mod plan;
 mod plot;
 mod properties;
 mod runs;
+mod runtime;
 mod scaling;
 mod schedules;
 mod shard;

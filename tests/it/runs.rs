@@ -242,6 +242,16 @@ fn bad_run_files_are_refused_in_one_line_naming_the_field() {
         ("field 'unstated[0].why'", |v| {
             v["unstated"][0]["why"] = "".into();
         }),
+        ("field 'pp_round'", |v| v["pp_round"] = 0.into()),
+        ("unknown variant `eager`", |v| v["pp_p2p"] = "eager".into()),
+        ("--pp-round 3", |v| v["pp_round"] = 3.into()),
+        ("after-backward", |v| {
+            v["zero"] = 2.into();
+            v["dp"] = 2.into();
+            v["nodes"] = 16.into();
+            v["global_batch"] = 128.into();
+            v["grad_sync"] = "after-backward".into();
+        }),
         ("field 'title'", |v| v["title"] = "a\u{0}b".into()),
         ("field 'nodes'", |v| v["nodes"] = 1.into()),
         ("field 'model'", |v| v["model"] = "no-such-model".into()),

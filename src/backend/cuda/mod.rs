@@ -1,7 +1,8 @@
 //! The CUDA/NCCL backend of `calibrate` and `run`, behind the cargo feature `cuda` (the
 //! ripgrep-style pair: `enabled/` with the feature, `disabled.rs` — a stub returning one clear
 //! error — without it), plus what needs no GPU and is built always: the CUDA C sources of the
-//! kernels (`kernels/*.cu`, [`sources`]) and the kernel model of those kernels' tiles that a
+//! kernels (`kernels/*.cu`, [`sources`]), where the attention units put their buffers and which
+//! heads their batched GEMMs pair ([`layout`]), and the kernel model of those kernels' tiles that a
 //! fit of this backend's measurements starts from ([`sources::attention_model`]). What a
 //! calibration measures with it (`calibrate::grid`) and how its measurements are fitted
 //! (`fitting`) are not here.
@@ -24,6 +25,7 @@
 //! `fitting` or `calibrate`. Its units share the algorithms of the backend's `unit`, not the
 //! CPU's programs.
 
+pub mod layout;
 pub mod sources;
 
 #[cfg(feature = "cuda")]

@@ -112,9 +112,10 @@ pub(super) fn skeleton(
         }])
     };
     let Op::Collective(c) = op else {
-        // Send/recv: each rank sends M to the next, at the library's point-to-point rate.
+        // Send/recv: each rank sends M to the next, at the library's point-to-point rate — or
+        // its channels' where a send inside one node gets fewer than the port needs.
         let link = cost.link_bytes_per_s(LinkClass::IntraNode);
-        let p2p = cost.p2p_bytes_per_s(LinkClass::IntraNode);
+        let p2p = intra_send_rate(cost, m, 1, n as u64, !crosses);
         return one(
             Pattern::Shift {
                 intra: m * link / p2p,
@@ -125,9 +126,12 @@ pub(super) fn skeleton(
     };
     let reduce = matches!(c, CollectiveOp::Reduce { .. });
     // NCCL and RCCL run all-to-all as grouped sends and receives: inside a node at the
-    // library's point-to-point rate.
-    let a2a_intra = share * cost.link_bytes_per_s(LinkClass::IntraNode)
-        / cost.p2p_bytes_per_s(LinkClass::IntraNode);
+    // library's point-to-point rate, or its channels' (a ring step sends to one peer, the
+    // direct exchange to every peer of the node at once).
+    let link = cost.link_bytes_per_s(LinkClass::IntraNode);
+    let peers = u64::from(max_len.saturating_sub(1)).max(1);
+    let a2a_ring_intra = share * link / intra_send_rate(cost, share, 1, n as u64, !crosses);
+    let a2a_intra = share * link / intra_send_rate(cost, share, peers, n as u64, !crosses);
     let ring_inter = |per: u32| if crosses { per * (nodes - 1) } else { 0 };
     match (algorithm, c) {
         (Algorithm::Ring, CollectiveOp::AllReduce) => {
@@ -154,7 +158,7 @@ pub(super) fn skeleton(
         (Algorithm::Ring, CollectiveOp::AllToAll) => Some(vec![Skeleton {
             steps: n - 1,
             pattern: Pattern::Shift {
-                intra: a2a_intra,
+                intra: a2a_ring_intra,
                 inter: share,
             },
             lat: Lat::PerStep {
@@ -271,6 +275,34 @@ pub(super) fn skeleton(
             )
         }
         (Algorithm::Nvls, _) => None,
+    }
+}
+
+/// The rate of a GPU's sends inside a node, `bytes` to each of `peers` peers at once, in a
+/// communicator of `ranks` ranks: the library's point-to-point rate, or — where the profile
+/// says how the library spreads a send over its channels and the group is one node — the
+/// channels' rate when that is lower (`peers` × [`crate::config::P2pChannels::channels_for`] × the rate of
+/// one channel). Across nodes NCCL sizes a send's parts by the network's chunk: the
+/// point-to-point rate.
+pub(super) fn intra_send_rate(
+    cost: &CostModel,
+    bytes: f64,
+    peers: u64,
+    ranks: u64,
+    one_node: bool,
+) -> f64 {
+    let p2p = cost.p2p_bytes_per_s(LinkClass::IntraNode);
+    let channels = cost
+        .hardware()
+        .collective_library
+        .as_ref()
+        .and_then(|l| l.p2p_channels.as_ref());
+    match channels {
+        Some(ch) if one_node => {
+            let n = ch.channels_for(bytes, ranks) as f64;
+            p2p.min(peers as f64 * n * ch.bytes_per_s_per_channel.value)
+        }
+        _ => p2p,
     }
 }
 

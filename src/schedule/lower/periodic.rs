@@ -51,7 +51,12 @@ pub(super) fn declare(w: &ValidWorkload, marks: &[StageMarks], rounds: Rounds) -
             );
             let mut segments = Vec::with_capacity(marks.len());
             for (s, stage) in marks.iter().enumerate() {
-                let steady = steady_rounds(pp, v, m, s as u32);
+                let round = w
+                    .options
+                    .runtime
+                    .pp_round
+                    .and_then(|r| u32::try_from(r).ok());
+                let steady = steady_rounds(pp, v, m, round, s as u32);
                 let op_start = |i: u32| {
                     stage
                         .ops

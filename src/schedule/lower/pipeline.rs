@@ -1,12 +1,14 @@
 //! One pipeline stage's step: its 1F1B order of forwards and backwards, the activations and
 //! gradients it exchanges with its neighbours, the gradient synchronisation after each
 //! chunk's last micro-batch (after every micro-batch under ZeRO ≥ 2,
-//! `StepPlan::grad_sync_every_micro_batch`), the embedding group's all-reduce and the
-//! optimizer (`lower`'s module docs).
+//! `StepPlan::grad_sync_every_micro_batch`; after the stage's whole backward under
+//! `GradSync::AfterBackward`), the embedding group's all-reduce and the optimizer (`lower`'s
+//! module docs). Blocking exchanges (`PipeP2p::Blocking`) hold the next compute until the send
+//! has completed.
 
 use super::sync::{grad_sync_collective, param_gather, zero3_gather};
 use super::*;
-use crate::config::PipeOp;
+use crate::config::{GradSync, PipeOp, PipeP2p};
 use crate::memory::{Block, Kind};
 
 /// Tags of pipeline messages: the top bit set, then the direction, the micro-batch and the
@@ -136,7 +138,8 @@ impl Lower<'_> {
                         self.phase(b, Pass::Bwd, Some(layer as u32));
                     }
                     self.each_mem(false, per_layer, "layer-activations");
-                    let sync_now = mb + 1 == m || plan.grad_sync_every_micro_batch;
+                    let sync_now = (mb + 1 == m || plan.grad_sync_every_micro_batch)
+                        && w.options.runtime.grad_sync == GradSync::Overlapped;
                     if sync_now && plan.layer_grad_sync_bytes > 0 {
                         for (d, id) in grad_sync_collective(self, plan) {
                             grad_sync[d as usize].push(id);
@@ -166,6 +169,17 @@ impl Lower<'_> {
         }
         self.label.layer = None;
         self.label.micro_batch = 0;
+        if w.options.runtime.grad_sync == GradSync::AfterBackward && plan.layer_grad_sync_bytes > 0
+        {
+            // `config::runtime`: the stage's layers synchronised once its backward has ended.
+            self.label.pass = Pass::Bwd;
+            self.label.block = "step";
+            for _ in 0..w.stage_layers(stage) {
+                for (d, id) in grad_sync_collective(self, plan) {
+                    grad_sync[d as usize].push(id);
+                }
+            }
+        }
         if self.messages
             && plan.embedding_sync_bytes > 0
             && (w.has_embedding(stage) || w.has_head(stage))
@@ -284,7 +298,7 @@ impl Lower<'_> {
             let dev = self.active[i];
             let peer = self.pipe_peer(dev, to);
             let deps = self.frontier[dev as usize].clone();
-            self.g.add(
+            let id = self.g.add(
                 dev,
                 stream,
                 Work::Send {
@@ -295,6 +309,10 @@ impl Lower<'_> {
                 deps,
                 self.label,
             );
+            // Blocking exchanges (`config::runtime`): the next compute waits for the send.
+            if self.w.options.runtime.pp_p2p == PipeP2p::Blocking {
+                self.frontier[dev as usize].push(id);
+            }
         }
     }
 

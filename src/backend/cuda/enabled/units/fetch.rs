@@ -27,13 +27,13 @@ pub(super) struct Fetch {
 
 impl Fetch {
     pub(super) fn new(cfg: &AttnCfg, bwd: bool) -> Fetch {
-        let (h, hg, p) = (cfg.shape.h, cfg.shape.hg(), cfg.shape.p);
+        let (h, hg, p, wq) = (cfg.shape.h, cfg.shape.hg(), cfg.shape.p, cfg.wq());
         Fetch {
             bwd,
             rb: cfg.rb,
             exchange: cfg.exchange,
             pending: (0..p).map(|_| None).collect(),
-            shapes: [(3 * h * hg, BF), (hg * h, BF)],
+            shapes: [(h * wq, BF), (hg * h, BF)],
         }
     }
 

@@ -30,6 +30,7 @@ mod world;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+use crate::backend::cuda::layout::{tp_attention_bytes, QkvParts};
 use crate::backend::unit::attention::{assemble as attn_assemble, AttnCfg, AttnData, AttnOut};
 use crate::backend::unit::device::CommStats;
 use crate::backend::unit::mlp::{assemble as mlp_assemble, MlpCfg, MlpData, MlpOut};
@@ -61,9 +62,9 @@ fn invalid(spec: &RunSpec, message: String) -> Error {
 /// What these units honour of a [`crate::config::UnitSpec`]: the CPU runtime's programs,
 /// ported buffer for buffer — forward and backward, micro-batches, causal masks, fused (head
 /// dimension 64 or 128: [`check`] refuses others) and unfused attention, one or two receive
-/// buffers, both weight exchanges, multi-head attention, a GeLU or SwiGLU MLP. Not: head
-/// groups other than p, stored Q/K/V or MLP activation input, grouped-query attention — each
-/// refused in one line ([`UnitSupport::check`]).
+/// buffers, both weight exchanges, multi-head or grouped-query attention, a GeLU or SwiGLU
+/// MLP. Not: head groups other than p, stored Q/K/V or MLP activation input — each refused in
+/// one line ([`UnitSupport::check`]).
 pub(crate) const SUPPORT: UnitSupport = UnitSupport {
     backward: true,
     micro_batches: true,
@@ -75,7 +76,7 @@ pub(crate) const SUPPORT: UnitSupport = UnitSupport {
     head_groups: false,
     store_qkv: false,
     store_mlp_act: false,
-    grouped_kv: false,
+    grouped_kv: true,
     activations: &[Activation::Gelu, Activation::Swiglu],
 };
 
@@ -124,18 +125,9 @@ pub(crate) fn bytes_per_device(spec: &RunSpec) -> Result<u64> {
             inv.peak_bytes.min(u64::MAX as u128) as u64
         }
         ExecMethod::Tp => {
-            let (r, h, hg, ag) = (sh.b * sh.s, sh.h, sh.hg(), sh.ag().max(1));
-            let r = r as u64;
+            let (r, h) = ((sh.b * sh.s) as u64, sh.h);
             match spec.unit {
-                Unit::Attention => {
-                    let (h, hg) = (h as u64, hg as u64);
-                    let blocks = if spec.fused {
-                        0
-                    } else {
-                        3 * 2 * (sh.b * ag) as u64 * (sh.s * sh.s) as u64
-                    };
-                    6 * (4 * h * hg) + 2 * r * h * 4 + 2 * r * hg * 9 + 4 * r * hg * 4 + blocks
-                }
+                Unit::Attention => tp_attention_bytes(&sh, spec.kv_heads, spec.fused),
                 Unit::Mlp => {
                     let (h, fp) = (h as u64, sh.fp() as u64);
                     let u = crate::backend::unit::mlp::inputs_per_output(spec.activation) as u64;
@@ -158,22 +150,26 @@ fn reference_flops(unit: Unit, sh: &Shape) -> f64 {
     }
 }
 
-/// The reduced shape the errors of an unaffordable run are checked at.
-fn check_shape(spec: &RunSpec) -> Shape {
+/// The reduced shape the errors of an unaffordable run are checked at, and its K/V heads: one
+/// K/V head per device, serving one query head, or two under grouped-query attention (the
+/// grouped path — K/V head k/rep, shared dK/dV — at a quarter of the cost of a larger rep).
+fn check_shape(spec: &RunSpec) -> (Shape, usize) {
     let p = spec.shape.p;
-    let d = match spec.unit {
-        Unit::Attention => spec.shape.d(),
-        Unit::Mlp => 64,
+    let (d, rep) = match spec.unit {
+        Unit::Attention if spec.kv_heads < spec.shape.a => (spec.shape.d(), 2),
+        Unit::Attention => (spec.shape.d(), 1),
+        Unit::Mlp => (64, 1),
     };
-    let h = p * d;
-    Shape {
+    let h = p * rep * d;
+    let shape = Shape {
         b: 1,
         s: 64 * p,
         h,
-        a: p,
+        a: p * rep,
         f: 2 * h,
         p,
-    }
+    };
+    (shape, p)
 }
 
 /// Host-side inputs of a run, kept for the repetitions of the same spec.
@@ -266,7 +262,7 @@ impl Units {
             errors_of(spec, &self.data(spec), &outs)?
         } else {
             let mut small = *spec;
-            small.unit_spec.shape = check_shape(spec);
+            (small.unit_spec.shape, small.unit_spec.kv_heads) = check_shape(spec);
             let key = format!("{small:?}");
             match self.checked.get(&key) {
                 Some(e) => e.clone(),
@@ -279,8 +275,8 @@ impl Units {
                             .map(|(k, v)| {
                                 (
                                     format!(
-                                        "{k} (checked at b={} s={} h={} a={} f={})",
-                                        sh.b, sh.s, sh.h, sh.a, sh.f
+                                        "{k} (checked at b={} s={} h={} a={} kv_heads={} f={})",
+                                        sh.b, sh.s, sh.h, sh.a, small.kv_heads, sh.f
                                     ),
                                     v,
                                 )
@@ -354,7 +350,7 @@ impl Units {
                 let (time, steps) = w.finish()?;
                 let outs = handed
                     .iter()
-                    .map(|x| x.fetch(rows, sh.h, sh.hg()))
+                    .map(|x| x.fetch(rows, sh.h, QkvParts::of(&cfg)))
                     .collect::<Result<Vec<_>>>()?;
                 (time, steps, Outs::Attention(outs))
             }
@@ -523,7 +519,14 @@ mod tests {
         };
         refused(&|s| s.metp.store_qkv = true, "--metp-store-qkv");
         refused(&|s| s.metp.head_groups = Some(4), "head groups");
-        refused(&|s| s.kv_heads = 2, "grouped-query");
+        // Grouped-query attention runs (2 query heads per K/V head), METP and TP; K/V heads
+        // that p does not divide are refused by the unit's own check.
+        for method in [ExecMethod::Metp, ExecMethod::Tp] {
+            let mut gqa = RunSpec::new(Unit::Attention, method, shape);
+            gqa.kv_heads = 2;
+            check(&gqa).unwrap();
+        }
+        refused(&|s| s.kv_heads = 1, "kv_heads");
         // SwiGLU runs (the CPU runtime's program, ported).
         let mut swiglu = RunSpec::new(Unit::Mlp, ExecMethod::Metp, shape);
         swiglu.activation = Activation::Swiglu;
@@ -536,5 +539,34 @@ mod tests {
             },
             "head dimension",
         );
+    }
+
+    /// An unaffordable run's errors are checked at a reduced size that keeps its kind of
+    /// attention: grouped-query (two query heads per K/V head, one K/V head per device) or
+    /// multi-head; the reduced spec passes the unit's checks.
+    #[test]
+    fn calib_cuda_reduced_check_keeps_grouped_query_attention() {
+        let shape = Shape {
+            b: 1,
+            s: 32768,
+            h: 8192,
+            a: 64,
+            f: 28672,
+            p: 8,
+        };
+        for (kv, a, rep) in [(8, 16, 2), (64, 8, 1)] {
+            let mut spec = RunSpec::new(Unit::Attention, ExecMethod::Metp, shape);
+            spec.kv_heads = kv;
+            assert!(reference_flops(spec.unit, &spec.shape) > REFERENCE_FLOPS);
+            let (small, small_kv) = check_shape(&spec);
+            assert_eq!((small.a, small_kv, small.d()), (a, 8, 128));
+            assert_eq!(small.a / small_kv, rep);
+            let mut s = spec;
+            (s.unit_spec.shape, s.unit_spec.kv_heads) = (small, small_kv);
+            check(&s).unwrap();
+            // Twice the columns: at most four times the reference of a multi-head check.
+            let most = if rep == 1 { 1.0 } else { 4.0 } * REFERENCE_FLOPS;
+            assert!(reference_flops(s.unit, &s.shape) <= most);
+        }
     }
 }

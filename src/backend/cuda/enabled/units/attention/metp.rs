@@ -11,8 +11,10 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
     let r = b * c;
     let next = |i: usize| (i + 1) % p;
     let prev = |i: usize| (i + p - 1) % p;
-    let kv_shapes = [(r * hg, BF), (r * hg, BF)];
-    let dkv_shapes = [(r * hg, FP), (r * hg, FP)];
+    let parts = QkvParts::of(cfg);
+    let (wq, wkv, rep) = (parts.columns(), parts.kv, cfg.rep());
+    let kv_shapes = [(r * wkv, BF), (r * wkv, BF)];
+    let dkv_shapes = [(r * wkv, FP), (r * wkv, FP)];
 
     // Static: own shard and its fp32 main gradient; stored: the input.
     let mut own = Vec::new();
@@ -22,14 +24,14 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
     let mut dout_stage = Vec::new();
     for i in 0..p {
         own.push([
-            w.upload(i, names::ATTN_WEIGHTS, &qkv_shard(&data.wqkv, h, hg, i))?,
+            w.upload(i, names::ATTN_WEIGHTS, &qkv_shard(&data.wqkv, cfg, i))?,
             w.upload(
                 i,
                 names::ATTN_WEIGHTS,
                 &rm(&data.wo.rows(i * hg, hg).into_owned()),
             )?,
         ]);
-        grad_wqkv.push(w.zeros(i, "optimizer.main_grads_fp32", FP, 3 * h * hg)?);
+        grad_wqkv.push(w.zeros(i, "optimizer.main_grads_fp32", FP, h * wq)?);
         grad_wo.push(w.zeros(i, "optimizer.main_grads_fp32", FP, hg * h)?);
         x.push(w.upload(i, names::ATTN_INPUT, &rm(&local_rows(&data.x, b, s, p, i)))?);
         dout_stage.push(w.stage(i, &rm(&local_rows(&data.dout, b, s, p, i)))?);
@@ -49,9 +51,9 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
         let mut acc = Vec::new();
         let mut lse = Vec::new();
         for i in 0..p {
-            let (wq, _) = weights(&own[i], &slots[i]);
-            let q = w.buf(i, names::ATTN_QKV_GROUP, BF, 3 * r * hg)?;
-            project_qkv(w, i, (r, h, hg), &x[i], wq, &q)?;
+            let (wqkv, _) = weights(&own[i], &slots[i]);
+            let q = w.buf(i, names::ATTN_QKV_GROUP, BF, r * wq)?;
+            project_qkv(w, i, (r, h, parts), &x[i], wqkv, &q)?;
             qkv.push(Some(q));
             acc.push(Some(w.zeros(i, names::ATTN_OUTPUT_ACC_FP32, FP, r * hg)?));
             lse.push(Some(w.filled(
@@ -72,7 +74,7 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
             let mut pending: Vec<Option<Pending>> = (0..p).map(|_| None).collect();
             if t + 1 < p {
                 for i in 0..p {
-                    w.send(i, next(i), tag, kv_parts(some(&qkv[i])?, r, hg, &cur[i]))?;
+                    w.send(i, next(i), tag, kv_parts(some(&qkv[i])?, r, parts, &cur[i]))?;
                 }
                 if cfg.rb == 2 {
                     for (i, pd) in pending.iter_mut().enumerate() {
@@ -87,7 +89,7 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
                     continue;
                 }
                 let q = some(&qkv[i])?;
-                let (k, v) = kv_of(q, r, hg, &cur[i]);
+                let (k, v) = kv_of(q, r, parts, &cur[i]);
                 let geo = AttnCall {
                     batch: b,
                     heads: ag,
@@ -98,8 +100,9 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
                 };
                 let io = BlockIo {
                     q: DevMat::new(q.ptr(), hg),
-                    k: DevMat::new(k, hg),
-                    v: DevMat::new(v, hg),
+                    k: DevMat::new(k, wkv),
+                    v: DevMat::new(v, wkv),
+                    rep,
                 };
                 block_fwd(w, i, cfg.fused, &geo, &io, some(&acc[i])?, some(&lse[i])?)?;
             }
@@ -162,7 +165,7 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
         let mut cur_kv: Vec<Option<Vec<Buf>>> = (0..p).map(|_| None).collect();
         let mut cur_dkv: Vec<Vec<Buf>> = Vec::new();
         for i in 0..p {
-            let (wq, wo) = weights(&own[i], &slots[i]);
+            let (wqkv, wo) = weights(&own[i], &slots[i]);
             let dg = w.buf(i, names::ATTN_GRAD_GROUP_OUTPUT, BF, r * hg)?;
             w.gemm(
                 i,
@@ -175,8 +178,8 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
                 0.0,
                 1,
             )?;
-            let q = w.buf(i, names::ATTN_QKV_GROUP, BF, 3 * r * hg)?;
-            project_qkv(w, i, (r, h, hg), &x[i], wq, &q)?;
+            let q = w.buf(i, names::ATTN_QKV_GROUP, BF, r * wq)?;
+            project_qkv(w, i, (r, h, parts), &x[i], wqkv, &q)?;
             let de = w.buf(i, names::ATTN_DELTA_FP32, FP, r * ag)?;
             w.gpu(i).attn_delta(
                 DevMat::new(dg.ptr(), hg),
@@ -191,8 +194,8 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
             delta.push(Some(de));
             dq.push(Some(w.zeros(i, names::ATTN_DQ_ACC_FP32, FP, r * hg)?));
             cur_dkv.push(vec![
-                w.zeros(i, names::ATTN_DKV_ACC_FP32, FP, r * hg)?,
-                w.zeros(i, names::ATTN_DKV_ACC_FP32, FP, r * hg)?,
+                w.zeros(i, names::ATTN_DKV_ACC_FP32, FP, r * wkv)?,
+                w.zeros(i, names::ATTN_DKV_ACC_FP32, FP, r * wkv)?,
             ]);
         }
         for t in 0..p {
@@ -212,7 +215,7 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
                         i,
                         next(i),
                         kv_tag,
-                        kv_parts(some(&qkv[i])?, r, hg, &cur_kv[i]),
+                        kv_parts(some(&qkv[i])?, r, parts, &cur_kv[i]),
                     )?;
                 }
             }
@@ -235,7 +238,7 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
                     continue;
                 }
                 let q = some(&qkv[i])?;
-                let (k, v) = kv_of(q, r, hg, &cur_kv[i]);
+                let (k, v) = kv_of(q, r, parts, &cur_kv[i]);
                 let geo = AttnCall {
                     batch: b,
                     heads: ag,
@@ -246,16 +249,17 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
                 };
                 let io = BlockIo {
                     q: DevMat::new(q.ptr(), hg),
-                    k: DevMat::new(k, hg),
-                    v: DevMat::new(v, hg),
+                    k: DevMat::new(k, wkv),
+                    v: DevMat::new(v, wkv),
+                    rep,
                 };
                 let gx = BwdIo {
                     dout: DevMat::new(some(&dog[i])?.ptr(), hg),
                     lse: stored_lse[i][g].ptr(),
                     delta: some(&delta[i])?.ptr(),
                     dq: DevMat::new(some(&dq[i])?.ptr(), hg),
-                    dk: DevMat::new(cur_dkv[i][0].ptr(), hg),
-                    dv: DevMat::new(cur_dkv[i][1].ptr(), hg),
+                    dk: DevMat::new(cur_dkv[i][0].ptr(), wkv),
+                    dv: DevMat::new(cur_dkv[i][1].ptr(), wkv),
                 };
                 block_bwd(w, i, cfg.fused, &geo, &io, &gx)?;
             }
@@ -294,47 +298,28 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
         // cur_dkv holds the accumulated dK, dV of each device's own block.
         let mut dqkv = Vec::new();
         for i in 0..p {
-            let gpu = w.gpu(i).clone();
-            let m = w.buf(i, "grad.qkv_group", BF, 3 * r * hg)?;
-            gpu.to_bf16(some(&dq[i])?.ptr(), m.ptr(), r * hg)?;
-            gpu.to_bf16(cur_dkv[i][0].ptr(), m.at(r * hg), r * hg)?;
-            gpu.to_bf16(cur_dkv[i][1].ptr(), m.at(2 * r * hg), r * hg)?;
+            let m = w.buf(i, "grad.qkv_group", BF, r * wq)?;
+            dqkv_to_bf16(
+                w,
+                i,
+                (r, parts),
+                [some(&dq[i])?, &cur_dkv[i][0], &cur_dkv[i][1]],
+                &m,
+            )?;
             dq[i] = None;
             cur_dkv[i].clear();
             delta[i] = None;
             cur_kv[i] = None;
-            let (wq, _) = weights(&own[i], &slots[i]);
-            for part in 0..3 {
-                w.gemm(
-                    i,
-                    (r, h, hg),
-                    Op::n(m.at(part * r * hg), hg),
-                    Op::t(wq + (2 * part * h * hg) as u64, hg),
-                    Op::n(dx[i].ptr(), h),
-                    Ty::Bf16,
-                    1.0,
-                    1.0,
-                    1,
-                )?;
-            }
+            let (wqkv, _) = weights(&own[i], &slots[i]);
+            input_grad_qkv(w, i, (r, h, parts), &m, wqkv, &dx[i], 1.0)?;
             dqkv.push(Some(m));
         }
         let wgrad_tag = Tag::AttnWeightGrad { g: g as u32 };
         // Every device but the owner: its fp32 contribution, sent to the owner.
         let mut slots = slots;
         for i in (0..p).filter(|&i| i != g) {
-            let cq = w.buf(i, names::ATTN_WEIGHT_GRAD_CONTRIB_FP32, FP, 3 * h * hg)?;
-            w.gemm(
-                i,
-                (h, hg, r),
-                Op::t(x[i].ptr(), h).strided(0),
-                Op::n(some(&dqkv[i])?.ptr(), hg).strided(r * hg),
-                Op::n(cq.ptr(), hg).strided(h * hg),
-                Ty::F32,
-                1.0,
-                0.0,
-                3,
-            )?;
+            let cq = w.buf(i, names::ATTN_WEIGHT_GRAD_CONTRIB_FP32, FP, h * wq)?;
+            weight_grad_qkv(w, i, (r, h, parts), &x[i], some(&dqkv[i])?, &cq, 0.0)?;
             let co = w.buf(i, names::ATTN_WEIGHT_GRAD_CONTRIB_FP32, FP, hg * h)?;
             w.gemm(
                 i,
@@ -358,16 +343,14 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
         // The owner: its own contribution, then the others' through `rb` receive buffers.
         {
             let i = g;
-            w.gemm(
+            weight_grad_qkv(
+                w,
                 i,
-                (h, hg, r),
-                Op::t(x[i].ptr(), h).strided(0),
-                Op::n(some(&dqkv[i])?.ptr(), hg).strided(r * hg),
-                Op::n(grad_wqkv[i].ptr(), hg).strided(h * hg),
-                Ty::F32,
+                (r, h, parts),
+                &x[i],
+                some(&dqkv[i])?,
+                &grad_wqkv[i],
                 1.0,
-                1.0,
-                3,
             )?;
             w.gemm(
                 i,
@@ -381,7 +364,7 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
                 1,
             )?;
             let others: Vec<usize> = (0..p).filter(|&j| j != i).collect();
-            let shapes = [(3 * h * hg, FP), (hg * h, FP)];
+            let shapes = [(h * wq, FP), (hg * h, FP)];
             let mut queue: VecDeque<Pending> = VecDeque::new();
             let mut posted = 0;
             for _ in 0..others.len() {
@@ -398,7 +381,7 @@ pub(in super::super) fn metp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> R
                 if let Some(pd) = queue.pop_front() {
                     let got = w.wait(pd)?;
                     let gpu = w.gpu(i);
-                    gpu.add_f32(grad_wqkv[i].ptr(), got[0].ptr(), 3 * h * hg)?;
+                    gpu.add_f32(grad_wqkv[i].ptr(), got[0].ptr(), h * wq)?;
                     gpu.add_f32(grad_wo[i].ptr(), got[1].ptr(), hg * h)?;
                 }
             }

@@ -8,6 +8,8 @@ pub(in super::super) fn tp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Res
     let p = sh.p;
     let (b, s, h, hg, ag, d) = (sh.b, sh.s, sh.h, sh.hg(), sh.ag(), sh.d());
     let r = b * s;
+    let parts = QkvParts::of(cfg);
+    let (wq, wkv, rep) = (parts.columns(), parts.kv, cfg.rep());
     let geo = AttnCall {
         batch: b,
         heads: ag,
@@ -25,13 +27,13 @@ pub(in super::super) fn tp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Res
     let dout_host = rm(&data.dout);
     let mut dout_stage = Vec::new();
     for i in 0..p {
-        wqkv.push(w.upload(i, names::ATTN_WEIGHTS, &qkv_shard(&data.wqkv, h, hg, i))?);
+        wqkv.push(w.upload(i, names::ATTN_WEIGHTS, &qkv_shard(&data.wqkv, cfg, i))?);
         wo.push(w.upload(
             i,
             names::ATTN_WEIGHTS,
             &rm(&data.wo.rows(i * hg, hg).into_owned()),
         )?);
-        grad_wqkv.push(w.zeros(i, "optimizer.main_grads_fp32", FP, 3 * h * hg)?);
+        grad_wqkv.push(w.zeros(i, "optimizer.main_grads_fp32", FP, h * wq)?);
         grad_wo.push(w.zeros(i, "optimizer.main_grads_fp32", FP, hg * h)?);
         x.push(w.upload(i, names::ATTN_QKV_INPUT, &xs)?);
         dout_stage.push(w.stage(i, &dout_host)?);
@@ -41,14 +43,15 @@ pub(in super::super) fn tp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Res
     let mut partial = Vec::new();
     let mut o_all = Vec::new();
     for i in 0..p {
-        let q = w.buf(i, names::ATTN_QKV, BF, 3 * r * hg)?;
-        project_qkv(w, i, (r, h, hg), &x[i], wqkv[i].ptr(), &q)?;
+        let q = w.buf(i, names::ATTN_QKV, BF, r * wq)?;
+        project_qkv(w, i, (r, h, parts), &x[i], wqkv[i].ptr(), &q)?;
         let acc = w.zeros(i, names::ATTN_OUTPUT_ACC_FP32, FP, r * hg)?;
         let lse = w.filled(i, names::ATTN_LSE, r * ag, f32::NEG_INFINITY)?;
         let io = BlockIo {
             q: DevMat::new(q.ptr(), hg),
-            k: DevMat::new(q.at(r * hg), hg),
-            v: DevMat::new(q.at(2 * r * hg), hg),
+            k: DevMat::new(q.at(parts.offset(1, r)), wkv),
+            v: DevMat::new(q.at(parts.offset(2, r)), wkv),
+            rep,
         };
         block_fwd(w, i, cfg.fused, &geo, &io, &acc, &lse)?;
         let o = w.buf(i, names::ATTN_PROJ_INPUT, BF, r * hg)?;
@@ -109,54 +112,30 @@ pub(in super::super) fn tp(w: &mut World, cfg: &AttnCfg, data: &AttnData) -> Res
             d,
         )?;
         let dq = w.zeros(i, names::ATTN_DQ_ACC_FP32, FP, r * hg)?;
-        let dk = w.zeros(i, names::ATTN_DKV_ACC_FP32, FP, r * hg)?;
-        let dv = w.zeros(i, names::ATTN_DKV_ACC_FP32, FP, r * hg)?;
+        let dk = w.zeros(i, names::ATTN_DKV_ACC_FP32, FP, r * wkv)?;
+        let dv = w.zeros(i, names::ATTN_DKV_ACC_FP32, FP, r * wkv)?;
         let (q, lse) = &qkv[i];
         let io = BlockIo {
             q: DevMat::new(q.ptr(), hg),
-            k: DevMat::new(q.at(r * hg), hg),
-            v: DevMat::new(q.at(2 * r * hg), hg),
+            k: DevMat::new(q.at(parts.offset(1, r)), wkv),
+            v: DevMat::new(q.at(parts.offset(2, r)), wkv),
+            rep,
         };
         let gx = BwdIo {
             dout: DevMat::new(dog.ptr(), hg),
             lse: lse.ptr(),
             delta: delta.ptr(),
             dq: DevMat::new(dq.ptr(), hg),
-            dk: DevMat::new(dk.ptr(), hg),
-            dv: DevMat::new(dv.ptr(), hg),
+            dk: DevMat::new(dk.ptr(), wkv),
+            dv: DevMat::new(dv.ptr(), wkv),
         };
         block_bwd(w, i, cfg.fused, &geo, &io, &gx)?;
-        let dqkv = w.buf(i, "grad.qkv", BF, 3 * r * hg)?;
-        let gpu = w.gpu(i);
-        gpu.to_bf16(dq.ptr(), dqkv.ptr(), r * hg)?;
-        gpu.to_bf16(dk.ptr(), dqkv.at(r * hg), r * hg)?;
-        gpu.to_bf16(dv.ptr(), dqkv.at(2 * r * hg), r * hg)?;
+        let dqkv = w.buf(i, "grad.qkv", BF, r * wq)?;
+        dqkv_to_bf16(w, i, (r, parts), [&dq, &dk, &dv], &dqkv)?;
         drop((dq, dk, dv, delta, dog));
-        w.gemm(
-            i,
-            (h, hg, r),
-            Op::t(x[i].ptr(), h).strided(0),
-            Op::n(dqkv.ptr(), hg).strided(r * hg),
-            Op::n(grad_wqkv[i].ptr(), hg).strided(h * hg),
-            Ty::F32,
-            1.0,
-            1.0,
-            3,
-        )?;
+        weight_grad_qkv(w, i, (r, h, parts), &x[i], &dqkv, &grad_wqkv[i], 1.0)?;
         let dxi = w.buf(i, "grad.layer_input", BF, r * h)?;
-        for part in 0..3 {
-            w.gemm(
-                i,
-                (r, h, hg),
-                Op::n(dqkv.at(part * r * hg), hg),
-                Op::t(wqkv[i].at(part * h * hg), hg),
-                Op::n(dxi.ptr(), h),
-                Ty::Bf16,
-                1.0,
-                if part == 0 { 0.0 } else { 1.0 },
-                1,
-            )?;
-        }
+        input_grad_qkv(w, i, (r, h, parts), &dqkv, wqkv[i].ptr(), &dxi, 0.0)?;
         drop(dqkv);
         douts.push(dout);
         dx.push(dxi);

@@ -1,0 +1,90 @@
+//! How the training software orders its work and its communication, where frameworks of the
+//! literature differ and the difference shows in a step: the interleaved pipeline's rounds, whether
+//! pipeline exchanges block compute, and when the data-parallel gradient synchronisation runs.
+//! Plain data (`Options` holds it); the layers that schedule and price a step read it. Depends on
+//! nothing else in the crate.
+//!
+//! The defaults are what the tool models for current software (Megatron-LM's interleaved 1F1B
+//! with asynchronous exchanges, gradients synchronised layer by layer as the backward produces
+//! them); the others are what published runs ran:
+//! - **Rounds.** Megatron's interleaved 1F1B runs each model chunk for `pp` micro-batches in a
+//!   row. LLaMA 3's flexible schedule (Grattafiori et al. 2024, §3.3.2 and Fig. 6) makes that
+//!   number N tunable, to run fewer micro-batches, or trade memory against exposed exchanges;
+//!   PyTorch's `ScheduleInterleaved1F1B` has the same order (`microbatches_per_round`): forward
+//!   op k runs chunk ⌊k/N⌋ mod v of micro-batch ⌊k/(N·v)⌋·N + k mod N, and rank r warms up with
+//!   (v − 1)·N + 2·(pp − 1 − r) of them, so N sets the activations in flight.
+//! - **Blocking exchanges.** Megatron-LM of 2021–22 (`p2p_communication.py`: the
+//!   `batch_isend_irecv` requests waited on at once, then `torch.cuda.synchronize()`) held the
+//!   compute of a stage until its pipeline sends and receives had completed; later versions
+//!   overlap them (`--overlap-p2p-communication`).
+//! - **Gradient synchronisation after the backward.** Megatron-LM of 2021 all-reduced the
+//!   data-parallel gradients from its contiguous buffer once the whole backward of the step had
+//!   ended (`model.allreduce_gradients()` in `train_step`), not overlapped with it; overlapping
+//!   it with the backward came later (`--overlap-grad-reduce`).
+
+use serde::{Deserialize, Serialize};
+
+/// Whether pipeline exchanges overlap compute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PipeP2p {
+    /// On their own streams: a stage computes while its messages travel (the default).
+    #[default]
+    Async,
+    /// The stage's compute waits until the message it sent has arrived (Megatron 2021–22).
+    Blocking,
+}
+
+impl PipeP2p {
+    /// `async` or `blocking`, as on the command line and in run files.
+    pub fn id(self) -> &'static str {
+        match self {
+            PipeP2p::Async => "async",
+            PipeP2p::Blocking => "blocking",
+        }
+    }
+}
+
+/// When the data-parallel gradient synchronisation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum GradSync {
+    /// Layer by layer as the backward produces the gradients, overlapped with the rest of it
+    /// (the default).
+    #[default]
+    Overlapped,
+    /// Once the stage's whole backward of the step has ended, exposed (Megatron-LM 2021).
+    AfterBackward,
+}
+
+impl GradSync {
+    /// `overlapped` or `after-backward`, as on the command line and in run files.
+    pub fn id(self) -> &'static str {
+        match self {
+            GradSync::Overlapped => "overlapped",
+            GradSync::AfterBackward => "after-backward",
+        }
+    }
+}
+
+/// The software's schedule options (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Runtime {
+    /// Micro-batches per round of the interleaved schedule (LLaMA 3's N); `None`: `pp`
+    /// (Megatron's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pp_round: Option<u64>,
+    /// Pipeline exchanges asynchronous or blocking.
+    #[serde(default)]
+    pub pp_p2p: PipeP2p,
+    /// When gradients are synchronised.
+    #[serde(default)]
+    pub grad_sync: GradSync,
+}
+
+impl Runtime {
+    /// Whether every option is the default (kept out of serialized options).
+    pub fn is_default(&self) -> bool {
+        *self == Runtime::default()
+    }
+}

@@ -1,0 +1,237 @@
+//! The software's schedule options (`config::runtime`) end to end: LLaMA 3's flexible
+//! interleaved rounds, blocking pipeline exchanges and the gradient synchronisation after the
+//! backward — the simulator and the analytic twin agree on each, each moves the step (or the
+//! memory) the way the software it models did, and what no such software can run is refused.
+
+use super::common::agrees_with_the_analytic_twin;
+use metp_sim::config::{
+    load_hardware, load_model, GradSync, MethodId, Options, OuterAxes, PipeP2p, Runtime, Workload,
+    ZeroStage,
+};
+use metp_sim::evaluate::{Evaluation, SimulateOptions};
+use metp_sim::memory::stage_inventories;
+use metp_sim::sim::LinkModel;
+
+/// `layers` layers of LLaMA-2 7B, tp-sp p = 2, on enough DGX-A100 nodes, ZeRO 0.
+fn workload(pp: u64, v: u64, dp: u64, m: u64, layers: u64, runtime: Runtime) -> Workload {
+    let mut model = load_model("llama2-7b").unwrap();
+    model.layers = layers;
+    let mut hardware = load_hardware("dgx-a100-80gb").unwrap();
+    let p = 2;
+    hardware.nodes = (p * pp * dp).div_ceil(hardware.gpus_per_node);
+    Workload {
+        model,
+        hardware,
+        method: MethodId::TpSp,
+        p,
+        dp,
+        outer: OuterAxes {
+            pp,
+            interleave: v,
+            cp: 1,
+        },
+        seq: 4096,
+        micro_batch: 1,
+        micro_batches: m,
+        options: Options {
+            zero: Some(ZeroStage::Zero0),
+            runtime,
+            ..Options::default()
+        },
+    }
+}
+
+fn step(w: &Workload) -> f64 {
+    Evaluation::new(w.clone().validate().unwrap())
+        .simulate(SimulateOptions::full(LinkModel::Ideal))
+        .unwrap()
+        .metrics
+        .step_time_s
+}
+
+fn blocking() -> Runtime {
+    Runtime {
+        pp_p2p: PipeP2p::Blocking,
+        ..Runtime::default()
+    }
+}
+
+fn after_backward() -> Runtime {
+    Runtime {
+        grad_sync: GradSync::AfterBackward,
+        ..Runtime::default()
+    }
+}
+
+fn round(n: u64) -> Runtime {
+    Runtime {
+        pp_round: Some(n),
+        ..Runtime::default()
+    }
+}
+
+/// Each option, with and without a pipeline and interleaving, priced by the simulator and by
+/// the closed form within 1%, memory byte for byte.
+#[test]
+fn runtime_options_agree_with_the_analytic_twin() {
+    let cases = [
+        ("blocking, pp 4", workload(4, 1, 1, 8, 8, blocking())),
+        ("blocking, pp 4 v 2", workload(4, 2, 1, 8, 16, blocking())),
+        (
+            "after-backward, dp 2",
+            workload(1, 1, 2, 2, 4, after_backward()),
+        ),
+        (
+            "after-backward, pp 2 dp 2",
+            workload(2, 1, 2, 4, 8, after_backward()),
+        ),
+        (
+            "after-backward, pp 2 v 2 dp 2",
+            workload(2, 2, 2, 4, 8, after_backward()),
+        ),
+        ("round 4 = m = pp", workload(4, 2, 1, 4, 16, round(4))),
+        ("round 8, m 16", workload(4, 2, 1, 16, 16, round(8))),
+        ("round 2 = m < pp", workload(4, 2, 1, 2, 16, round(2))),
+    ];
+    for (label, w) in &cases {
+        agrees_with_the_analytic_twin(w, label);
+    }
+}
+
+/// Blocking exchanges and a synchronisation after the backward only add to a step; rounds of
+/// more micro-batches hold more activations; with as many micro-batches as stages the flexible
+/// order starts its backwards before Megatron's, which runs every forward first.
+#[test]
+fn runtime_options_move_the_step_the_way_the_software_did() {
+    let base = workload(4, 2, 1, 8, 16, Runtime::default());
+    assert!(step(&workload(4, 2, 1, 8, 16, blocking())) > step(&base));
+    let dp = workload(2, 1, 2, 4, 8, Runtime::default());
+    let later = workload(2, 1, 2, 4, 8, after_backward());
+    assert!(step(&later) > step(&dp));
+
+    let peak = |w: &Workload| {
+        let inv = stage_inventories(&w.clone().validate().unwrap());
+        inv.iter().map(|i| i.in_flight_layers).max().unwrap()
+    };
+    // pp 4, v 2, one layer per chunk, 16 micro-batches: rounds of 4 (Megatron's) hold
+    // (v − 1)·4 + 2·3 + 1 = 11 chunks at the first stage, rounds of 8 hold 15, of 16 all 23.
+    let mega = peak(&workload(4, 2, 1, 16, 8, Runtime::default()));
+    assert_eq!(mega, 11);
+    assert_eq!(peak(&workload(4, 2, 1, 16, 8, round(4))), 11);
+    assert_eq!(peak(&workload(4, 2, 1, 16, 8, round(8))), 15);
+    assert_eq!(peak(&workload(4, 2, 1, 16, 8, round(16))), 23);
+    // m = pp: Megatron holds all 8 chunk forwards, the flexible order 2·3 + 4 + 1 = 11 capped
+    // at 8 on the first stage but fewer further down.
+    let megatron: Vec<u64> = stage_inventories(
+        &workload(4, 2, 1, 4, 8, Runtime::default())
+            .validate()
+            .unwrap(),
+    )
+    .iter()
+    .map(|i| i.in_flight_layers)
+    .collect();
+    let flexible: Vec<u64> =
+        stage_inventories(&workload(4, 2, 1, 4, 8, round(4)).validate().unwrap())
+            .iter()
+            .map(|i| i.in_flight_layers)
+            .collect();
+    assert_eq!(megatron, [8, 8, 8, 8]);
+    assert!(flexible[3] < 8, "{flexible:?}");
+}
+
+/// What the software cannot run is refused with a line naming the option.
+#[test]
+fn impossible_runtimes_are_refused() {
+    let err = |w: Workload| w.validate().unwrap_err().to_string();
+    // Several rounds shorter than the pipeline deadlock.
+    assert!(err(workload(4, 2, 1, 8, 16, round(2))).contains("--pp-round 2"));
+    // m not a multiple of the round.
+    assert!(err(workload(4, 2, 1, 12, 16, round(8))).contains("multiple"));
+    // No interleaving: no rounds.
+    assert!(err(workload(4, 1, 1, 8, 8, round(4))).contains("--pp-interleave"));
+    // ZeRO 2 reduce-scatters every micro-batch: not after the backward.
+    let mut w = workload(2, 1, 2, 4, 8, after_backward());
+    w.options.zero = Some(ZeroStage::Zero2);
+    assert!(err(w).contains("after-backward"));
+    // Without rounds, interleaving keeps Megatron's rule (m a multiple of pp).
+    assert!(err(workload(4, 2, 1, 6, 16, Runtime::default())).contains("multiple of pp"));
+    // Rounds set the rule instead: 12 micro-batches in rounds of 6 ≥ pp run.
+    assert!(workload(4, 2, 1, 12, 16, round(6)).validate().is_ok());
+}
+
+/// Without a pipeline, a synchronisation after the backward runs once per layer after the
+/// layer rounds: the step is not shortened by layers (a copy would leave syncs out), so the
+/// default depth equals the whole simulation.
+#[test]
+fn after_backward_without_a_pipeline_is_simulated_whole() {
+    use metp_sim::evaluate::{Evaluation, SimDepth, SimulateOptions};
+    let after = Runtime {
+        grad_sync: GradSync::AfterBackward,
+        ..Runtime::default()
+    };
+    let w = workload(1, 1, 4, 2, 16, after).validate().unwrap();
+    let run = |depth| {
+        let mut o = SimulateOptions::full(LinkModel::MaxMin);
+        o.depth = depth;
+        Evaluation::new(w.clone()).simulate(o).unwrap()
+    };
+    let (short, whole) = (run(SimDepth::Periodic), run(SimDepth::Full));
+    assert_eq!(
+        short
+            .simulation
+            .as_ref()
+            .unwrap()
+            .run
+            .as_ref()
+            .unwrap()
+            .shortened,
+        None
+    );
+    assert_eq!(short.metrics, whole.metrics);
+    assert!(metp_sim::sim::shortening(&w).is_none());
+}
+
+/// A flexible schedule repeats in rounds of its own size: a step in rounds
+/// of 6 (pp 4; 72 micro-batches: the proof needs 8 rounds in the copy) is shortened by whole rounds where the simulator proves them periodic, and
+/// equals the whole simulation to the picosecond; so does a step with blocking exchanges and a
+/// synchronisation after the backward. The fast path simulates both exactly (no composition:
+/// it walks Megatron's order with overlapped exchanges).
+#[test]
+fn runtime_steps_shorten_exactly() {
+    use metp_sim::evaluate::{fast_path, Evaluation, FastPath, SimDepth, SimulateOptions};
+    use metp_sim::sim::Shortened;
+    let both = Runtime {
+        pp_p2p: PipeP2p::Blocking,
+        grad_sync: GradSync::AfterBackward,
+        pp_round: None,
+    };
+    for (label, w) in [
+        ("round 6", workload(4, 2, 1, 72, 16, round(6))),
+        ("blocking, after-backward", workload(2, 2, 2, 32, 8, both)),
+    ] {
+        let w = w.validate().unwrap();
+        let run = |depth| {
+            let mut o = SimulateOptions::full(LinkModel::MaxMin);
+            o.depth = depth;
+            Evaluation::new(w.clone()).simulate(o).unwrap()
+        };
+        let (short, whole) = (run(SimDepth::Periodic), run(SimDepth::Full));
+        let (s, f) = (
+            short.simulation.as_ref().unwrap().run.as_ref().unwrap(),
+            whole.simulation.as_ref().unwrap().run.as_ref().unwrap(),
+        );
+        assert!(
+            matches!(s.shortened, Some(Shortened::MicroBatches { simulated, micro_batches }) if simulated < micro_batches),
+            "{label}: not shortened ({:?})",
+            s.shortened
+        );
+        assert_eq!(s.result.makespan_ps, f.result.makespan_ps, "{label}");
+        assert_eq!(short.metrics, whole.metrics, "{label}");
+        let plan = metp_sim::schedule::plan(&w);
+        assert_eq!(
+            fast_path(&w, &plan, metp_sim::evaluate::Devices::Distinct),
+            FastPath::Exact,
+            "{label}"
+        );
+    }
+}
