@@ -27,7 +27,7 @@
 //!   computes longest (as the simulator's critical device).
 
 use super::{PartTimes, Pricer};
-use crate::config::{flexible_order, pipeline_op, Coord, GradSync, PipeOp, PipeP2p, ValidWorkload};
+use crate::config::{flexible_op, pipeline_op, Coord, GradSync, PipeP2p, ValidWorkload};
 use crate::schedule::{CollectiveOp, Mailboxes, StepPlan, StepTimes};
 
 /// The prices the unpipelined step is made of.
@@ -158,18 +158,16 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
         |a: u32, b: u32| cost.message_s(stage_rank(a), stage_rank(b), plan.pipeline_bytes as f64);
     let v32 = v as u32;
     let len = 2 * m * v32;
-    // Megatron's order is computed op by op (a long walk keeps no list); another schedule's
-    // (`config::runtime`: LLaMA 3's flexible rounds) is listed per stage.
-    let listed: Option<Vec<Vec<PipeOp>>> = match w.options.runtime.pp_round {
-        Some(round) if v > 1 => Some(
-            (0..pp)
-                .map(|s| flexible_order(pp, v32, m, round as u32, s))
-                .collect(),
-        ),
-        _ => None,
-    };
-    let op_at = |s: u32, k: u32| match &listed {
-        Some(orders) => orders[s as usize][k as usize],
+    // Op by op, without listing the orders (a long walk keeps no list): Megatron's, or LLaMA
+    // 3's flexible rounds (`config::runtime`).
+    let round = w
+        .options
+        .runtime
+        .pp_round
+        .filter(|_| v > 1)
+        .map(|r| r as u32);
+    let op_at = |s: u32, k: u32| match round {
+        Some(r) => flexible_op(pp, v32, m, r, s, k),
         None => pipeline_op(pp, v32, m, s, k),
     };
     let chunks: Vec<_> = (0..pp).map(|s| w.stage_chunks(s)).collect();

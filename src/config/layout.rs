@@ -154,72 +154,65 @@ pub fn pipeline_order(pp: u32, v: u32, m: u32, stage: u32) -> Vec<PipeOp> {
 /// forward first). Validation allows round ≥ pp, or one round of fewer micro-batches than
 /// stages: several rounds shorter than the pipeline deadlock in this order.
 pub fn flexible_order(pp: u32, v: u32, m: u32, round: u32, stage: u32) -> Vec<PipeOp> {
-    let pp = pp.max(1);
-    let v = v.max(1);
+    let (round, warmup) = flexible_round_warmup(pp, v, m, round, stage);
+    interleaved_order(round, v.max(1), m, warmup)
+}
+
+/// The `k`-th op of [`flexible_order`], without building the order.
+pub fn flexible_op(pp: u32, v: u32, m: u32, round: u32, stage: u32, k: u32) -> PipeOp {
+    let (round, warmup) = flexible_round_warmup(pp, v, m, round, stage);
+    interleaved_op(round, v.max(1), m, warmup, k)
+}
+
+/// The flexible schedule's round (at most every micro-batch) and stage `stage`'s warm-up.
+fn flexible_round_warmup(pp: u32, v: u32, m: u32, round: u32, stage: u32) -> (u32, u32) {
+    let (pp, v) = (pp.max(1), v.max(1));
     let round = round.clamp(1, m.max(1));
-    let warmup = ((v - 1) * round + 2 * (pp - 1 - stage)).min(m * v);
-    interleaved_order(round, v, m, warmup)
+    (round, ((v - 1) * round + 2 * (pp - 1 - stage)).min(m * v))
 }
 
 /// Forwards and backwards in rounds of `round` micro-batches per chunk: `warmup` forwards,
 /// then one forward and one backward alternately, then the remaining backwards.
 fn interleaved_order(round: u32, v: u32, m: u32, warmup: u32) -> Vec<PipeOp> {
+    (0..2 * m * v)
+        .map(|k| interleaved_op(round, v, m, warmup, k))
+        .collect()
+}
+
+/// The `k`-th op of [`interleaved_order`], without building the order.
+fn interleaved_op(round: u32, v: u32, m: u32, warmup: u32, k: u32) -> PipeOp {
     let total = m * v;
     let group = round * v;
-    let fwd = |k: u32| PipeOp {
-        forward: true,
-        micro_batch: (k / group) * round + k % round,
-        chunk: (k % group) / round,
+    // The n-th forward (or backward) of the stage: micro-batches in rounds of `round`, each
+    // round through every chunk (backwards through them in reverse).
+    let nth = |forward: bool, n: u32| {
+        let chunk = (n % group) / round;
+        PipeOp {
+            forward,
+            micro_batch: (n / group) * round + n % round,
+            chunk: if forward { chunk } else { v - 1 - chunk },
+        }
     };
-    let bwd = |k: u32| PipeOp {
-        forward: false,
-        micro_batch: (k / group) * round + k % round,
-        chunk: v - 1 - (k % group) / round,
-    };
-    let mut out = Vec::with_capacity(2 * total as usize);
-    for k in 0..warmup {
-        out.push(fwd(k));
+    let steady_end = warmup + 2 * (total - warmup);
+    if k < warmup {
+        nth(true, k)
+    } else if k < steady_end {
+        let j = (k - warmup) / 2;
+        if (k - warmup).is_multiple_of(2) {
+            nth(true, j + warmup)
+        } else {
+            nth(false, j)
+        }
+    } else {
+        nth(false, total - warmup + (k - steady_end))
     }
-    for k in 0..total - warmup {
-        out.push(fwd(k + warmup));
-        out.push(bwd(k));
-    }
-    for k in total - warmup..total {
-        out.push(bwd(k));
-    }
-    out
 }
 
 /// The `k`-th op of [`pipeline_order`] (`k < 2 · m · v`), without building the order: a walk
 /// of a long step keeps no list of its ops.
 pub fn pipeline_op(pp: u32, v: u32, m: u32, stage: u32, k: u32) -> PipeOp {
     let (pp, v) = (pp.max(1), v.max(1));
-    let total = m * v;
-    let group = pp * v;
-    let fwd = |k: u32| PipeOp {
-        forward: true,
-        micro_batch: (k / group) * pp + k % pp,
-        chunk: (k % group) / pp,
-    };
-    let bwd = |k: u32| PipeOp {
-        forward: false,
-        micro_batch: (k / group) * pp + k % pp,
-        chunk: v - 1 - (k % group) / pp,
-    };
-    let warmup = warmup_forwards(pp, v, m, stage);
-    let steady_end = warmup + 2 * (total - warmup);
-    if k < warmup {
-        fwd(k)
-    } else if k < steady_end {
-        let j = (k - warmup) / 2;
-        if (k - warmup).is_multiple_of(2) {
-            fwd(j + warmup)
-        } else {
-            bwd(j)
-        }
-    } else {
-        bwd(total - warmup + (k - steady_end))
-    }
+    interleaved_op(pp.min(m.max(1)), v, m, warmup_forwards(pp, v, m, stage), k)
 }
 
 /// The forwards stage `stage` runs before its first backward (Megatron's warm-up; every
@@ -257,8 +250,7 @@ pub struct SteadyRounds {
 pub fn steady_rounds(pp: u32, v: u32, m: u32, round: Option<u32>, stage: u32) -> SteadyRounds {
     let (order, warmup, group) = match round {
         Some(r) if v > 1 => {
-            let r = r.clamp(1, m.max(1));
-            let warmup = ((v - 1) * r + 2 * (pp.max(1) - 1 - stage)).min(m * v);
+            let (r, warmup) = flexible_round_warmup(pp, v, m, r, stage);
             (flexible_order(pp, v, m, r, stage), warmup, r)
         }
         _ => (
@@ -372,6 +364,18 @@ mod tests {
         for (pp, v, m) in [(4, 1, 6), (4, 2, 8), (4, 2, 4), (3, 3, 9)] {
             let orders: Vec<_> = (0..pp).map(|s| pipeline_order(pp, v, m, s)).collect();
             assert!(completes(&orders, pp, v));
+        }
+    }
+
+    #[test]
+    fn flexible_op_is_the_order_op_by_op() {
+        for (pp, v, m, round) in [(4u32, 2u32, 24u32, 6u32), (16, 8, 32, 16), (3, 3, 2, 2)] {
+            for stage in 0..pp {
+                let order = flexible_order(pp, v, m, round, stage);
+                for (k, op) in order.iter().enumerate() {
+                    assert_eq!(flexible_op(pp, v, m, round, stage, k as u32), *op);
+                }
+            }
         }
     }
 

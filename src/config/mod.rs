@@ -45,8 +45,8 @@ pub use kernel_model::{
     AttentionModel, AttentionTiles, GemmModel, HostModel, KernelModel, MemoryModel,
 };
 pub use layout::{
-    flexible_order, pipeline_op, pipeline_order, steady_rounds, virtual_stage_layers, Axes, Coord,
-    OuterAxes, PipeOp, SteadyRounds,
+    flexible_op, flexible_order, pipeline_op, pipeline_order, steady_rounds, virtual_stage_layers,
+    Axes, Coord, OuterAxes, PipeOp, SteadyRounds,
 };
 pub use library::{CollectiveLibrary, Nvls, P2pChannels, Protocol, ProtocolFigures, Protocols};
 pub use method::MethodId;
