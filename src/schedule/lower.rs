@@ -352,6 +352,19 @@ impl<'a> Lower<'a> {
         stream: Stream,
         deps: &[Vec<TaskId>],
     ) -> Vec<TaskId> {
+        self.collective_with(name, op, bytes, stream, |_, dev| deps[dev].clone())
+    }
+
+    /// [`Lower::collective`] with each device's dependencies from `deps_of(self, device)`
+    /// (a stage's collective takes each device's frontier without copying every device's).
+    fn collective_with(
+        &mut self,
+        name: &'static str,
+        op: CollectiveOp,
+        bytes: u64,
+        stream: Stream,
+        deps_of: impl Fn(&Self, usize) -> Vec<TaskId>,
+    ) -> Vec<TaskId> {
         self.label.name = name;
         let mut out = vec![0; self.sim_devices()];
         for group in self.active_groups(Axis::Method) {
@@ -366,6 +379,7 @@ impl<'a> Lower<'a> {
                 o => o,
             };
             for dev in self.members(&group) {
+                let deps = deps_of(self, dev as usize);
                 out[dev as usize] = self.add(
                     dev,
                     stream,
@@ -375,7 +389,7 @@ impl<'a> Lower<'a> {
                         group: group.clone(),
                         bytes,
                     },
-                    deps[dev as usize].clone(),
+                    deps,
                 );
             }
         }
@@ -391,11 +405,14 @@ impl<'a> Lower<'a> {
             }
             Stage::Collective { name, op, bytes } => {
                 if self.axes.p > 1 {
-                    let deps = self.active_frontier();
-                    let ids = self.collective(name, *op, *bytes, BLOCKING, &deps);
+                    let ids = self.collective_with(name, *op, *bytes, BLOCKING, |l, dev| {
+                        l.frontier[dev].clone()
+                    });
                     for i in 0..self.active.len() {
                         let dev = self.active[i] as usize;
-                        self.frontier[dev] = vec![ids[dev]];
+                        let f = &mut self.frontier[dev];
+                        f.clear();
+                        f.push(ids[dev]);
                     }
                 }
             }

@@ -186,11 +186,26 @@ struct Coll {
     /// Member tasks, in task order.
     members: std::ops::Range<u32>,
     started: u32,
+    /// Its class: collectives of equal op, group and size share their plan and senders
+    /// (index into `classes`).
+    class: u32,
+}
+
+/// What the collectives of one op, group and size share: a step has tens of thousands of
+/// collectives but a few hundred such classes, so the library's plan is made (and the
+/// canonical senders found) once per class instead of once per collective.
+#[derive(Debug, Clone)]
+struct CollClass {
     /// On a folded graph, the positions in the group of its canonical ranks — the only
-    /// senders whose transfers move (graph module docs); empty when nothing is folded.
-    senders: Box<[u32]>,
-    /// The library's plan, set when every member has started.
-    plan: Option<Box<crate::cost::Plan>>,
+    /// senders whose transfers move (graph module docs), as a range of `class_senders`; empty
+    /// when nothing is folded.
+    senders: std::ops::Range<u32>,
+    /// The library's plan, made when a collective of the class first has every member started.
+    plan: Option<crate::cost::Plan>,
+    op: CollectiveOp,
+    bytes: u64,
+    /// Its group (cluster ranks, in ring order), as a range of `class_groups`.
+    group: std::ops::Range<u32>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -258,6 +273,9 @@ struct Engine<'g> {
     // Collectives and communication ops.
     colls: Vec<Coll>,
     coll_tasks: Vec<u32>,
+    classes: Vec<CollClass>,
+    class_senders: Vec<u32>,
+    class_groups: Vec<DeviceId>,
     ops: Vec<Op>,
     // Devices.
     dev: Vec<Dev>,

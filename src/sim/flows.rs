@@ -235,6 +235,25 @@ impl FlowSet {
             if self.comp_flows.is_empty() {
                 continue;
             }
+            if let [slot] = self.comp_flows[..] {
+                // A flow alone in its component (the common case: a ring step's one moving
+                // transfer on its own ports) gets what the solver's first round would give it,
+                // to the bit: the smallest share of its links, each offered whole (a route
+                // with a repeated link goes to the solver, which counts it twice).
+                let links = self.flows[slot as usize].route.links();
+                let distinct = links
+                    .iter()
+                    .enumerate()
+                    .all(|(i, l)| !links[..i].contains(l));
+                if distinct {
+                    let rate = links
+                        .iter()
+                        .map(|&l| self.caps[l as usize].max(0.0) / 1.0)
+                        .fold(f64::INFINITY, f64::min);
+                    self.set_rate(slot, rate, now, changed);
+                    continue;
+                }
+            }
             self.comp_caps.clear();
             for &l in &self.comp_links {
                 self.comp_caps.push(self.caps[l as usize]);

@@ -126,18 +126,14 @@ impl<'g> Engine<'g> {
                 let coll = &mut self.colls[c as usize];
                 coll.started += 1;
                 if coll.started == coll.members.end - coll.members.start {
-                    let Work::Collective {
-                        op,
-                        ref group,
-                        bytes,
-                        ..
-                    } = self.g.tasks[ti].work
-                    else {
-                        unreachable!("kind follows work")
-                    };
-                    let plan = self.net.plan(op, group, bytes);
+                    let class = &mut self.classes[coll.class as usize];
+                    let group =
+                        &self.class_groups[class.group.start as usize..class.group.end as usize];
+                    let (op, bytes) = (class.op, class.bytes);
+                    let plan = class
+                        .plan
+                        .get_or_insert_with(|| self.net.plan(op, group, bytes));
                     let steps = plan.steps();
-                    self.colls[c as usize].plan = Some(Box::new(plan));
                     let rep = self.coll_tasks[self.colls[c as usize].members.start as usize];
                     self.begin_op(OpKind::Coll { coll: c }, steps, rep);
                 }
@@ -235,10 +231,13 @@ impl<'g> Engine<'g> {
             dev.kernels_end = self.now;
             dev.exposed_at_kernels_end = dev.exposed;
         }
-        let task = &self.g.tasks[ti];
-        // With SimOptions::trace_device, only that device's spans.
-        let traced = self.trace_device.is_none_or(|d| d == task.device);
-        if let (Some(spans), true) = (&mut self.spans, traced) {
+        // With SimOptions::trace_device, only that device's spans. (The graph's task is read
+        // only for a trace: untraced, the loop keeps to its own compact per-task state.)
+        if let Some(spans) = &mut self.spans {
+            let task = &self.g.tasks[ti];
+            if self.trace_device.is_some_and(|d| d != task.device) {
+                return self.complete_untraced(ti, s);
+            }
             spans.push(Span {
                 track: Track::Stream {
                     device: task.device,
@@ -251,6 +250,11 @@ impl<'g> Engine<'g> {
                 collective_step: None,
             });
         }
+        self.complete_untraced(ti, s);
+    }
+
+    /// The rest of [`Engine::complete`]: the stream moves on, dependents are released.
+    fn complete_untraced(&mut self, ti: usize, s: usize) {
         self.cursor[s] += 1;
         if self.cursor[s] < self.stream_off[s + 1] {
             let h = self.stream_tasks[self.cursor[s] as usize];
@@ -331,7 +335,7 @@ impl<'g> Engine<'g> {
                 self.net
                     .latency_ps(self.g.rank_of(self.ts[send as usize].device), to)
             }
-            OpKind::Coll { coll } => self.colls[coll as usize]
+            OpKind::Coll { coll } => self.classes[self.colls[coll as usize].class as usize]
                 .plan
                 .as_ref()
                 .and_then(|p| p.phase_of(o.step))
@@ -357,11 +361,10 @@ impl<'g> Engine<'g> {
                 });
             }
             OpKind::Coll { coll } => {
-                let Work::Collective { ref group, .. } = self.g.tasks[o.rep as usize].work else {
-                    unreachable!("collective ops start from a collective")
-                };
-                let c = &self.colls[coll as usize];
-                let senders = (!c.senders.is_empty()).then_some(&c.senders[..]);
+                let c = &self.classes[self.colls[coll as usize].class as usize];
+                let group = &self.class_groups[c.group.start as usize..c.group.end as usize];
+                let senders = &self.class_senders[c.senders.start as usize..c.senders.end as usize];
+                let senders = (!senders.is_empty()).then_some(senders);
                 if let Some(plan) = &c.plan {
                     plan.transfers(o.step, group, senders, &mut self.transfers);
                 }

@@ -59,10 +59,9 @@ impl<'g> Engine<'g> {
         let mut dep_count = vec![0u32; n];
         // Sized up front: large graphs otherwise spend a visible share of their preparation
         // growing and copying these lists.
-        let total_deps: usize = g.tasks.iter().map(|t| t.deps.len()).sum();
-        let mut dep_flat: Vec<u32> = Vec::with_capacity(total_deps);
-        let (mut n_send, mut n_recv, mut n_coll) = (0, 0, 0);
+        let (mut total_deps, mut n_send, mut n_recv, mut n_coll) = (0, 0, 0, 0);
         for t in &g.tasks {
+            total_deps += t.deps.len();
             match t.work {
                 Work::Send { .. } => n_send += 1,
                 Work::Recv { .. } => n_recv += 1,
@@ -70,6 +69,7 @@ impl<'g> Engine<'g> {
                 _ => {}
             }
         }
+        let mut dep_flat: Vec<u32> = Vec::with_capacity(total_deps);
         let mut sends = Vec::with_capacity(n_send);
         let mut recvs = Vec::with_capacity(n_recv);
         let mut coll_keys = Vec::with_capacity(n_coll);
@@ -174,7 +174,6 @@ impl<'g> Engine<'g> {
             }
             k += st.deps_left as usize;
         }
-        drop(dep_flat);
 
         // Streams (CSR, tasks in insertion order).
         let ns = stream_key.len();
@@ -224,10 +223,16 @@ impl<'g> Engine<'g> {
             ts[r.1 as usize].peer = s.1;
         }
 
-        // Collectives: group member tasks by id and check them against the group.
+        // Collectives: group member tasks by id and check them against the group; collectives
+        // of equal op, group and size form one class (their plan and senders made once).
         coll_keys.sort_unstable();
         let mut colls = Vec::new();
         let mut coll_tasks = Vec::with_capacity(coll_keys.len());
+        let mut classes: Vec<CollClass> = Vec::new();
+        let mut class_senders: Vec<u32> = Vec::new();
+        let mut class_groups: Vec<DeviceId> = Vec::new();
+        let mut class_of: std::collections::HashMap<(CollectiveOp, u64, &[DeviceId]), u32> =
+            std::collections::HashMap::new();
         let mut k = 0;
         while k < coll_keys.len() {
             let id = coll_keys[k].0;
@@ -240,28 +245,44 @@ impl<'g> Engine<'g> {
             }
             let members = begin..coll_tasks.len() as u32;
             Self::check_collective(g, id, &coll_tasks[members.start as usize..])?;
-            let senders = if g.placement.is_some() {
-                let Work::Collective { group, .. } =
-                    &g.tasks[coll_tasks[begin as usize] as usize].work
-                else {
-                    unreachable!("collected from collectives")
-                };
-                group
-                    .iter()
-                    .enumerate()
-                    .filter(|&(_, &r)| g.is_canonical(r))
-                    .map(|(i, _)| i as u32)
-                    .collect()
-            } else {
-                Box::default()
+            let Work::Collective {
+                op,
+                ref group,
+                bytes,
+                ..
+            } = g.tasks[coll_tasks[begin as usize] as usize].work
+            else {
+                unreachable!("collected from collectives")
             };
+            let class = *class_of.entry((op, bytes, group)).or_insert_with(|| {
+                let start = class_senders.len() as u32;
+                if g.placement.is_some() {
+                    class_senders.extend(
+                        group
+                            .iter()
+                            .enumerate()
+                            .filter(|&(_, &r)| g.is_canonical(r))
+                            .map(|(i, _)| i as u32),
+                    );
+                }
+                let at = class_groups.len() as u32;
+                class_groups.extend_from_slice(group);
+                classes.push(CollClass {
+                    senders: start..class_senders.len() as u32,
+                    plan: None,
+                    op,
+                    bytes,
+                    group: at..class_groups.len() as u32,
+                });
+                classes.len() as u32 - 1
+            });
             colls.push(Coll {
                 members,
                 started: 0,
-                senders,
-                plan: None,
+                class,
             });
         }
+        drop(class_of);
 
         let slow_rate = 1.0 - cost.overlap_slowdown();
         let links = net.links().len();
@@ -281,6 +302,9 @@ impl<'g> Engine<'g> {
             stream_key,
             colls,
             coll_tasks,
+            classes,
+            class_senders,
+            class_groups,
             ops: Vec::new(),
             dev: vec![Dev::default(); g.devices as usize],
             running: vec![Vec::new(); g.devices as usize],
@@ -300,7 +324,16 @@ impl<'g> Engine<'g> {
             mon: None,
         };
         if opts.periodic {
-            e.mon = e.monitor_new();
+            // The monitor compares rounds' dependencies from the flattened lists (compact,
+            // where the graph's tasks are not).
+            let mut dep_off = Vec::with_capacity(n + 1);
+            let mut acc = 0u32;
+            dep_off.push(0);
+            for st in &e.ts {
+                acc += st.deps_left;
+                dep_off.push(acc);
+            }
+            e.mon = e.monitor_new(&dep_off, &dep_flat);
         }
         Ok(e)
     }

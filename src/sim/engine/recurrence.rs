@@ -141,9 +141,45 @@ fn back(segments: &[Segment], x: u32) -> u32 {
     x
 }
 
+/// [`back`] over many segments: by binary search when they are disjoint (a pipeline declares
+/// one per stage, in task order), else by [`back`]'s scan — the same answer either way, as
+/// a task lies in at most one of disjoint segments.
+struct Backs<'s> {
+    segments: &'s [Segment],
+    /// The segments by base, when no two overlap.
+    sorted: Option<Vec<Segment>>,
+}
+
+impl<'s> Backs<'s> {
+    fn new(segments: &'s [Segment]) -> Backs<'s> {
+        let mut sorted = segments.to_vec();
+        sorted.sort_unstable_by_key(|s| s.base);
+        let disjoint = sorted.windows(2).all(|w| w[0].end() <= w[1].base);
+        Backs {
+            segments,
+            sorted: disjoint.then_some(sorted),
+        }
+    }
+
+    fn back(&self, x: u32) -> u32 {
+        let Some(sorted) = &self.sorted else {
+            return back(self.segments, x);
+        };
+        let i = sorted.partition_point(|s| s.base <= x);
+        match i.checked_sub(1).and_then(|i| {
+            let s = &sorted[i];
+            s.round_of(x).map(|r| (r, s.stride))
+        }) {
+            Some((r, stride)) if r >= 1 => x - stride,
+            _ => x,
+        }
+    }
+}
+
 impl<'g> Engine<'g> {
     /// The monitor for the graph's declared rounds (with [`SimOptions::periodic`]).
-    pub(super) fn monitor_new(&self) -> Option<Box<Monitor>> {
+    /// `deps[dep_off[t]..dep_off[t + 1]]` are task `t`'s dependencies, in the graph's order.
+    pub(super) fn monitor_new(&self, dep_off: &[u32], deps: &[u32]) -> Option<Box<Monitor>> {
         let declared = &self.g.periodic;
         if declared.is_empty() {
             return None;
@@ -157,7 +193,7 @@ impl<'g> Engine<'g> {
                     .iter()
                     .all(|s| s.stride > 0 && s.rounds > 0 && s.end() <= n);
             let iso = if valid {
-                self.isomorphic_rounds(p)
+                self.isomorphic_rounds(p, dep_off, deps)
             } else {
                 Vec::new()
             };
@@ -188,8 +224,12 @@ impl<'g> Engine<'g> {
     }
 
     /// Per segment of `p`, for each round k ≥ 1, whether it is round k − 1 shifted.
-    fn isomorphic_rounds(&self, p: &Periodic) -> Vec<Vec<bool>> {
+    fn isomorphic_rounds(&self, p: &Periodic, dep_off: &[u32], deps: &[u32]) -> Vec<Vec<bool>> {
+        let deps_of =
+            |t: u32| &deps[dep_off[t as usize] as usize..dep_off[t as usize + 1] as usize];
         let segs = &p.segments;
+        let backs = Backs::new(segs);
+        let back = |_: &[Segment], x: u32| backs.back(x);
         let mut members = Vec::new();
         let mut members_prev = Vec::new();
         let mut out = Vec::with_capacity(segs.len());
@@ -204,38 +244,20 @@ impl<'g> Engine<'g> {
                     {
                         return false;
                     }
-                    let (ta, tb) = (&self.g.tasks[t as usize], &self.g.tasks[u as usize]);
-                    if ta.deps.len() != tb.deps.len()
-                        || ta
-                            .deps
-                            .iter()
-                            .zip(&tb.deps)
-                            .any(|(&x, &y)| back(segs, x) != y)
+                    let (da, db) = (deps_of(t), deps_of(u));
+                    if da.len() != db.len() || da.iter().zip(db).any(|(&x, &y)| back(segs, x) != y)
                     {
                         return false;
                     }
                     match a.kind {
                         Kind::Send | Kind::Recv => back(segs, a.peer) == b.peer,
                         Kind::Collective => {
-                            let (
-                                Work::Collective {
-                                    op, group, bytes, ..
-                                },
-                                Work::Collective {
-                                    op: o2,
-                                    group: g2,
-                                    bytes: b2,
-                                    ..
-                                },
-                            ) = (&ta.work, &tb.work)
-                            else {
-                                return false;
-                            };
-                            if (op, group, bytes) != (o2, g2, b2) {
-                                return false;
-                            }
+                            // Equal classes: equal op, group and size.
                             let ca = &self.colls[a.peer as usize];
                             let cb = &self.colls[b.peer as usize];
+                            if ca.class != cb.class {
+                                return false;
+                            }
                             members.clear();
                             members.extend(
                                 self.coll_tasks[ca.members.start as usize..ca.members.end as usize]
