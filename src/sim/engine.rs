@@ -206,6 +206,9 @@ struct CollClass {
     bytes: u64,
     /// Its group (cluster ranks, in ring order), as a range of `class_groups`.
     group: std::ops::Range<u32>,
+    /// Made with the plan: step k's transfers that move, with their routes, are
+    /// `class_flows[flows[k]..flows[k + 1]]` (the same for every collective of the class).
+    flows: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -276,6 +279,7 @@ struct Engine<'g> {
     classes: Vec<CollClass>,
     class_senders: Vec<u32>,
     class_groups: Vec<DeviceId>,
+    class_flows: Vec<(Transfer, super::network::Route)>,
     ops: Vec<Op>,
     // Devices.
     dev: Vec<Dev>,

@@ -22,6 +22,7 @@ pub fn ps_to_secs(t: SimTime) -> f64 {
     t as f64 / PS_PER_S
 }
 
+#[derive(Clone, Copy)]
 struct Entry<E> {
     /// `time << 64 | seq`: one integer orders by time, then FIFO; unique per queue.
     key: u128,
@@ -40,7 +41,7 @@ const ARITY: usize = 4;
 
 /// A priority queue of events keyed by `(time, insertion sequence)`: an implicit 4-ary
 /// min-heap over the packed key (every key is distinct, so the order is total and the same
-/// whatever the heap's shape).
+/// whatever the heap's shape). Events are small `Copy` values, moved through the heap's holes.
 pub struct EventQueue<E> {
     heap: Vec<Entry<E>>,
     seq: u64,
@@ -55,13 +56,13 @@ impl<E> std::fmt::Debug for EventQueue<E> {
     }
 }
 
-impl<E> Default for EventQueue<E> {
+impl<E: Copy> Default for EventQueue<E> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<E> EventQueue<E> {
+impl<E: Copy> EventQueue<E> {
     /// An empty queue.
     pub fn new() -> Self {
         EventQueue {
@@ -72,28 +73,33 @@ impl<E> EventQueue<E> {
 
     /// Schedules `event` at `time`.
     pub fn push(&mut self, time: SimTime, event: E) {
-        let key = u128::from(time) << 64 | u128::from(self.seq);
+        let entry = Entry {
+            key: u128::from(time) << 64 | u128::from(self.seq),
+            event,
+        };
         self.seq += 1;
+        // Sift up: parents move down into the hole, the entry is written once.
         let mut i = self.heap.len();
-        self.heap.push(Entry { key, event });
+        self.heap.push(entry);
         while i > 0 {
             let parent = (i - 1) / ARITY;
-            if self.heap[parent].key <= key {
+            if self.heap[parent].key <= entry.key {
                 break;
             }
-            self.heap.swap(i, parent);
+            self.heap[i] = self.heap[parent];
             i = parent;
         }
+        self.heap[i] = entry;
     }
 
     /// Removes and returns the earliest event (FIFO among equal times).
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
         let last = self.heap.pop()?;
-        if self.heap.is_empty() {
+        let Some(&top) = self.heap.first() else {
             return Some((last.time(), last.event));
-        }
-        let top = std::mem::replace(&mut self.heap[0], last);
-        let (n, key) = (self.heap.len(), self.heap[0].key);
+        };
+        // Sift the last entry down from the root: smaller children move up into the hole.
+        let n = self.heap.len();
         let mut i = 0;
         loop {
             let first = ARITY * i + 1;
@@ -107,12 +113,13 @@ impl<E> EventQueue<E> {
                     (m, mk) = (c, k);
                 }
             }
-            if mk >= key {
+            if mk >= last.key {
                 break;
             }
-            self.heap.swap(i, m);
+            self.heap[i] = self.heap[m];
             i = m;
         }
+        self.heap[i] = last;
         Some((top.time(), top.event))
     }
 

@@ -126,14 +126,11 @@ impl<'g> Engine<'g> {
                 let coll = &mut self.colls[c as usize];
                 coll.started += 1;
                 if coll.started == coll.members.end - coll.members.start {
-                    let class = &mut self.classes[coll.class as usize];
-                    let group =
-                        &self.class_groups[class.group.start as usize..class.group.end as usize];
-                    let (op, bytes) = (class.op, class.bytes);
-                    let plan = class
-                        .plan
-                        .get_or_insert_with(|| self.net.plan(op, group, bytes));
-                    let steps = plan.steps();
+                    let class = coll.class as usize;
+                    if self.classes[class].plan.is_none() {
+                        self.plan_class(class);
+                    }
+                    let steps = self.classes[class].plan.as_ref().map_or(0, |p| p.steps());
                     let rep = self.coll_tasks[self.colls[c as usize].members.start as usize];
                     self.begin_op(OpKind::Coll { coll: c }, steps, rep);
                 }
@@ -164,6 +161,31 @@ impl<'g> Engine<'g> {
             }
         }
         Ok(())
+    }
+
+    /// Makes the plan of collective class `ci`, and each step's moving transfers with their
+    /// routes (what [`Engine::start_flows`] would find for every collective of the class).
+    fn plan_class(&mut self, ci: usize) {
+        let c = &self.classes[ci];
+        let (op, bytes) = (c.op, c.bytes);
+        let group = &self.class_groups[c.group.start as usize..c.group.end as usize];
+        let senders = &self.class_senders[c.senders.start as usize..c.senders.end as usize];
+        let senders = (!senders.is_empty()).then_some(senders);
+        let plan = self.net.plan(op, group, bytes);
+        let (mut transfers, mut routes) = (Vec::new(), Vec::new());
+        let mut offsets = Vec::with_capacity(plan.steps() as usize + 1);
+        let mut flows = std::mem::take(&mut self.class_flows);
+        offsets.push(flows.len() as u32);
+        for k in 0..plan.steps() {
+            plan.transfers(k, group, senders, &mut transfers);
+            self.moving(&mut transfers, &mut routes);
+            flows.extend(transfers.iter().copied().zip(routes.iter().copied()));
+            offsets.push(flows.len() as u32);
+        }
+        self.class_flows = flows;
+        let c = &mut self.classes[ci];
+        c.plan = Some(plan);
+        c.flows = offsets;
     }
 
     fn schedule_compute(&mut self, t: u32) {
@@ -343,32 +365,22 @@ impl<'g> Engine<'g> {
         }
     }
 
-    /// Fills `self.transfers` with the op's current step.
+    /// Fills `self.transfers` with the message of a point-to-point op (a collective's steps
+    /// come from its class, [`Engine::plan_class`]).
     fn step_transfers(&mut self, op: u32) {
         let o = self.ops[op as usize];
         self.transfers.clear();
-        match o.kind {
-            OpKind::P2p { send, .. } => {
-                let Work::Send { to, .. } = self.g.tasks[send as usize].work else {
-                    unreachable!("p2p ops start from a send")
-                };
-                let src = self.g.rank_of(self.ts[send as usize].device);
-                let bytes = self.ts[send as usize].work as f64;
-                self.transfers.push(Transfer {
-                    src,
-                    dst: to,
-                    bytes: self.net.p2p_wire_bytes(src, to, bytes),
-                });
-            }
-            OpKind::Coll { coll } => {
-                let c = &self.classes[self.colls[coll as usize].class as usize];
-                let group = &self.class_groups[c.group.start as usize..c.group.end as usize];
-                let senders = &self.class_senders[c.senders.start as usize..c.senders.end as usize];
-                let senders = (!senders.is_empty()).then_some(senders);
-                if let Some(plan) = &c.plan {
-                    plan.transfers(o.step, group, senders, &mut self.transfers);
-                }
-            }
+        if let OpKind::P2p { send, .. } = o.kind {
+            let Work::Send { to, .. } = self.g.tasks[send as usize].work else {
+                unreachable!("p2p ops start from a send")
+            };
+            let src = self.g.rank_of(self.ts[send as usize].device);
+            let bytes = self.ts[send as usize].work as f64;
+            self.transfers.push(Transfer {
+                src,
+                dst: to,
+                bytes: self.net.p2p_wire_bytes(src, to, bytes),
+            });
         }
     }
 
@@ -387,15 +399,15 @@ impl<'g> Engine<'g> {
         }
     }
 
-    fn start_flows(&mut self, op: u32) {
-        self.step_transfers(op);
-        // Of a collective's transfers, those of mirrored ranks are images of a simulated
-        // rank's (graph module docs): only the canonical senders' move, and a transfer to a
-        // mirrored rank loads that rank's representative's links instead.
-        self.routes.clear();
+    /// Keeps of `transfers` those that move and writes their routes to `routes`. Of a
+    /// collective's transfers, those of mirrored ranks are images of a simulated rank's (graph
+    /// module docs): only the canonical senders' move, and a transfer to a mirrored rank loads
+    /// that rank's representative's links instead.
+    fn moving(&self, transfers: &mut Vec<Transfer>, routes: &mut Vec<crate::sim::network::Route>) {
+        routes.clear();
         let mut kept = 0;
-        for i in 0..self.transfers.len() {
-            let x = self.transfers[i];
+        for i in 0..transfers.len() {
+            let x = transfers[i];
             if !self.g.is_canonical(x.src) {
                 continue;
             }
@@ -405,11 +417,40 @@ impl<'g> Engine<'g> {
                 let mirror = self.g.device_of(x.dst).map_or(x.dst, |d| self.g.rank_of(d));
                 self.net.route_mirrored(x.src, x.dst, mirror)
             };
-            self.transfers[kept] = x;
-            self.routes.push(route);
+            transfers[kept] = x;
+            routes.push(route);
             kept += 1;
         }
-        self.transfers.truncate(kept);
+        transfers.truncate(kept);
+    }
+
+    fn start_flows(&mut self, op: u32) {
+        let o = self.ops[op as usize];
+        match o.kind {
+            OpKind::P2p { .. } => {
+                self.step_transfers(op);
+                let (mut transfers, mut routes) = (
+                    std::mem::take(&mut self.transfers),
+                    std::mem::take(&mut self.routes),
+                );
+                self.moving(&mut transfers, &mut routes);
+                (self.transfers, self.routes) = (transfers, routes);
+            }
+            OpKind::Coll { coll } => {
+                // The class's step, found when its plan was made.
+                let c = &self.classes[self.colls[coll as usize].class as usize];
+                let (a, b) = (
+                    c.flows[o.step as usize] as usize,
+                    c.flows[o.step as usize + 1] as usize,
+                );
+                self.transfers.clear();
+                self.routes.clear();
+                for &(x, r) in &self.class_flows[a..b] {
+                    self.transfers.push(x);
+                    self.routes.push(r);
+                }
+            }
+        }
         // Ideal links: no contention with other operations, but the flows of one step share
         // the links they have in common equally (a step is never faster than its busiest
         // link: what the cost model's step time assumes).

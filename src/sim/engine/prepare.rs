@@ -273,6 +273,7 @@ impl<'g> Engine<'g> {
                     op,
                     bytes,
                     group: at..class_groups.len() as u32,
+                    flows: Vec::new(),
                 });
                 classes.len() as u32 - 1
             });
@@ -305,6 +306,7 @@ impl<'g> Engine<'g> {
             classes,
             class_senders,
             class_groups,
+            class_flows: Vec::new(),
             ops: Vec::new(),
             dev: vec![Dev::default(); g.devices as usize],
             running: vec![Vec::new(); g.devices as usize],
