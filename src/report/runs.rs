@@ -22,9 +22,12 @@ struct RunsJson<'a> {
     within_goal: usize,
     within_tolerance: usize,
     runs: &'a [RunResult],
+    /// Runs that differ only in micro-batches per replica, their steps split (`runs::pairs`).
+    pairs: Vec<crate::runs::Pair>,
 }
 
-/// `runs.json`: every run's prediction, error, breakdown and configurations.
+/// `runs.json`: every run's prediction, error, breakdown and configurations, and the pairs of
+/// runs that differ only in micro-batches per replica.
 pub fn runs_json(runs: &[RunResult], timing: RunTiming) -> String {
     to_json(&RunsJson {
         goal: GOAL,
@@ -33,6 +36,7 @@ pub fn runs_json(runs: &[RunResult], timing: RunTiming) -> String {
         within_goal: runs.iter().filter(|r| r.within_goal).count(),
         within_tolerance: runs.iter().filter(|r| r.within_tolerance).count(),
         runs,
+        pairs: crate::runs::pairs(runs),
     })
 }
 
@@ -208,10 +212,10 @@ fn pairs_section(s: &mut String, runs: &[RunResult]) {
             p.predicted.per_micro_batch_s,
             p.predicted.rest_s,
         ));
-        for (name, x) in &p.predicted_parts {
+        for x in &p.predicted_parts {
             s.push_str(&format!(
-                "| — {name} | {:.3} s | {:.3} s |\n",
-                x.per_micro_batch_s, x.rest_s
+                "| — {} | {:.3} s | {:.3} s |\n",
+                x.part, x.split.per_micro_batch_s, x.split.rest_s
             ));
         }
         let per = p.predicted.per_micro_batch_s / p.measured.per_micro_batch_s - 1.0;

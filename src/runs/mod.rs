@@ -23,7 +23,7 @@ use serde::Serialize;
 pub use breakdown::{Breakdown, Suspect};
 pub use file::{load, load_dir, Quantity, Run, RunFile};
 pub use knobs::{Knob, Knobs};
-pub use pairs::{pairs, Pair, Split};
+pub use pairs::{pairs, Pair, PartSplit, Split};
 pub use peak::PeakParts;
 
 use crate::config::{

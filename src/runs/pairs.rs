@@ -33,6 +33,16 @@ impl Split {
     }
 }
 
+/// One part of a predicted step, split.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PartSplit {
+    /// The part.
+    pub part: &'static str,
+    /// Its split.
+    #[serde(flatten)]
+    pub split: Split,
+}
+
 /// Two runs that differ only in micro-batches per replica.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Pair {
@@ -51,7 +61,7 @@ pub struct Pair {
     /// The predicted step times, split.
     pub predicted: Split,
     /// The predicted split part by part (they add up to `predicted`).
-    pub predicted_parts: Vec<(&'static str, Split)>,
+    pub predicted_parts: Vec<PartSplit>,
 }
 
 /// The predicted step's parts for a split: the kernels priced alone, what the simulated
@@ -114,7 +124,10 @@ pub fn pairs(runs: &[RunResult]) -> Vec<Pair> {
                 predicted_parts: pa
                     .iter()
                     .zip(&pb)
-                    .map(|(&(name, x), &(_, y))| (name, Split::through(ma, x, mb, y)))
+                    .map(|(&(part, x), &(_, y))| PartSplit {
+                        part,
+                        split: Split::through(ma, x, mb, y),
+                    })
                     .collect(),
             });
         }

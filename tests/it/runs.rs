@@ -161,7 +161,8 @@ fn llama3_8k_rows_split_into_a_cost_per_micro_batch_and_a_rest() {
     );
     assert!((p.measured.rest_s - 0.94).abs() < 0.05, "{p:?}");
     assert!((p.measured_throughput_change + 0.07).abs() < 0.002, "{p:?}");
-    let sum = |f: fn(&runs::Split) -> f64| p.predicted_parts.iter().map(|(_, x)| f(x)).sum::<f64>();
+    let sum =
+        |f: fn(&runs::Split) -> f64| p.predicted_parts.iter().map(|x| f(&x.split)).sum::<f64>();
     assert!((sum(|x| x.per_micro_batch_s) - p.predicted.per_micro_batch_s).abs() < 1e-9);
     assert!((sum(|x| x.rest_s) - p.predicted.rest_s).abs() < 1e-9);
 
@@ -180,6 +181,12 @@ fn llama3_8k_rows_split_into_a_cost_per_micro_batch_and_a_rest() {
     );
     let fewer = results.iter().find(|r| r.id == p.fewer).unwrap();
     assert!(fewer.fits && fewer.peak.peak_bytes() == fewer.peak_bytes);
+
+    // runs.json carries the split as runs.md shows it.
+    let committed = committed();
+    let json = &committed["pairs"][0];
+    assert_eq!(json["more"], p.more.as_str());
+    assert_eq!(json["predicted_parts"].as_array().map(Vec::len), Some(4));
 
     let others = analytic_results_of(&[
         "korthikanti-2022-22b-full",
