@@ -109,9 +109,12 @@ pub(crate) struct Pricer<'a> {
     cp: u64,
     cp_path: PathFigures,
     sigma: f64,
-    /// Collective times already priced (a step prices the same collective once per layer).
+    /// Collective times already priced: this configuration's (a step prices the same
+    /// collective once per layer), then every configuration's on this profile
+    /// (`cost::memo`: a plan's configurations share most of their collectives).
     collectives:
         std::cell::RefCell<std::collections::HashMap<crate::cost::collective::CollectiveKey, f64>>,
+    memo: std::sync::Arc<crate::cost::memo::Memo>,
 }
 
 impl<'a> Pricer<'a> {
@@ -130,6 +133,7 @@ impl<'a> Pricer<'a> {
             cp_path: path_of(&cost, &cp_group),
             sigma: cost.overlap_slowdown(),
             collectives: Default::default(),
+            memo: crate::cost::memo::memo(&w.hardware),
         }
     }
 
@@ -166,7 +170,9 @@ impl<'a> Pricer<'a> {
         if let Some(&t) = self.collectives.borrow().get(&key) {
             return t;
         }
-        let t = self.cost.collective_s(op, devices, bytes);
+        let t = self
+            .memo
+            .get_or(&key, || self.cost.collective_s(op, devices, bytes));
         self.collectives.borrow_mut().insert(key, t);
         t
     }
@@ -517,6 +523,25 @@ pub fn step_lower_bound(w: &ValidWorkload, plan: &StepPlan) -> f64 {
 pub fn parts_fingerprint(w: &ValidWorkload, plan: &StepPlan) -> Vec<u64> {
     let pr = Pricer::new(w);
     let p = parts(w, plan, &pr);
+    fingerprint_of(plan, &pr, &p)
+}
+
+/// [`step_lower_bound`] and [`parts_fingerprint`] together, the parts priced once (what a
+/// planner screens every configuration with).
+pub fn screen(w: &ValidWorkload, plan: &StepPlan) -> (f64, Vec<u64>) {
+    if w.outer.pp == 1 {
+        return (step_lower_bound(w, plan), parts_fingerprint(w, plan));
+    }
+    let pr = Pricer::new(w);
+    let p = parts(w, plan, &pr);
+    (
+        pipeline::lower_bound(w, plan, &pr, &p),
+        fingerprint_of(plan, &pr, &p),
+    )
+}
+
+/// The bits of `p` (and the plan's optimizer and pipeline message) as a fingerprint.
+fn fingerprint_of(plan: &StepPlan, pr: &Pricer, p: &pipeline::Parts) -> Vec<u64> {
     let t = |x: PartTimes| {
         [
             x.wall.to_bits(),

@@ -29,6 +29,7 @@
 use super::{PartTimes, Pricer};
 use crate::config::{flexible_op, pipeline_op, Coord, GradSync, PipeP2p, ValidWorkload};
 use crate::schedule::{CollectiveOp, Mailboxes, StepPlan, StepTimes};
+use std::collections::VecDeque;
 
 /// The prices the unpipelined step is made of.
 #[derive(Clone)]
@@ -57,9 +58,33 @@ struct StageClock {
     /// End of the gradient-synchronisation queue.
     queue_end: f64,
     /// The synchronisations in flight, for the slowdown of later layers.
-    syncs: Vec<(f64, f64)>,
+    syncs: Syncs,
     /// Extra compute time from that slowdown.
     slowed: f64,
+}
+
+/// A stage's gradient synchronisations, queued one after the other: (start, end), starts and
+/// ends non-decreasing.
+#[derive(Debug, Clone, Default)]
+struct Syncs(VecDeque<(f64, f64)>);
+
+impl Syncs {
+    /// How long the synchronisations overlap [t0, t1]. A stage asks with t0 never below an
+    /// earlier question's (its clock only advances), so those that ended by t0 can add nothing
+    /// again and are dropped: a step that synchronises every micro-batch would otherwise scan
+    /// every earlier one at each op (quadratic in the micro-batches). Only zero terms leave the
+    /// sum, so it is the same to the bit.
+    fn hidden(&mut self, t0: f64, t1: f64) -> f64 {
+        while self.0.front().is_some_and(|&(_, end)| end <= t0) {
+            self.0.pop_front();
+        }
+        // Starts never decrease either: those from t1 on add nothing now.
+        self.0
+            .iter()
+            .take_while(|&&(start, _)| start < t1)
+            .map(|&(a, b)| (b.min(t1) - a.max(t0)).max(0.0))
+            .sum()
+    }
 }
 
 /// Ops past which a walk is not taken to the end: the steady rounds repeat, so the step is
@@ -191,7 +216,6 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
     // a gradient synchronisation that starts only after the stage's whole backward.
     let blocking = w.options.runtime.pp_p2p == PipeP2p::Blocking;
     let after_backward = w.options.runtime.grad_sync == GradSync::AfterBackward;
-    let overlap = |a0: f64, a1: f64, b0: f64, b1: f64| (a1.min(b1) - a0.max(b0)).max(0.0);
     // Arrivals of messages: (backward, micro-batch, receiving virtual stage) → (leaves, arrives).
     let mut arrivals = Mailboxes::new(pp as u64 * v);
     let mut clocks = vec![StageClock::default(); pp as usize];
@@ -248,11 +272,7 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
                     });
                     // Gradient synchronisations still flowing (ZeRO ≥ 2 syncs every
                     // micro-batch) slow this forward's compute by σ while they overlap it.
-                    let hidden: f64 = c
-                        .syncs
-                        .iter()
-                        .map(|&(a, b)| overlap(a, b, t, t + d.wall))
-                        .sum();
+                    let hidden = c.syncs.hidden(t, t + d.wall);
                     let ratio = if d.wall > 0.0 { d.busy / d.wall } else { 0.0 };
                     let ext = sigma * hidden.min(d.wall) * ratio;
                     c.compute += d.compute;
@@ -270,8 +290,7 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
                         let c1 = c0 + bwd_layer.wall;
                         let mut ext = 0.0;
                         if last_mb {
-                            let hidden: f64 =
-                                c.syncs.iter().map(|&(a, b)| overlap(a, b, c0, c1)).sum();
+                            let hidden = c.syncs.hidden(c0, c1);
                             ext = sigma * hidden.min(bwd_layer.wall) * busy_ratio;
                         }
                         c.compute += bwd_layer.compute;
@@ -283,16 +302,12 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
                         if last_mb {
                             let start = c.queue_end.max(t);
                             c.queue_end = start + sync;
-                            c.syncs.push((start, c.queue_end));
+                            c.syncs.0.push_back((start, c.queue_end));
                             c.comm += sync;
                         }
                     }
                     if u == 0 {
-                        let hidden: f64 = c
-                            .syncs
-                            .iter()
-                            .map(|&(a, b)| overlap(a, b, t, t + emb_b))
-                            .sum();
+                        let hidden = c.syncs.hidden(t, t + emb_b);
                         let ext = sigma * hidden.min(emb_b);
                         c.compute += emb_b;
                         c.busy += emb_b + ext;

@@ -418,11 +418,20 @@ impl ValidWorkload {
     /// The chunks of stage `stage`: (first layer, layer count) of each, in chunk order.
     pub fn stage_chunks(&self, stage: u32) -> Vec<(u64, u64)> {
         let layers = self.virtual_stage_layers();
+        self.chunks_of(&layers, &first_layers(&layers), stage)
+    }
+
+    /// [`Self::stage_chunks`] of every stage, the split computed once (pp of them).
+    pub fn all_stage_chunks(&self) -> Vec<Vec<(u64, u64)>> {
+        let layers = self.virtual_stage_layers();
+        let first = first_layers(&layers);
+        (0..self.outer.pp as u32)
+            .map(|s| self.chunks_of(&layers, &first, s))
+            .collect()
+    }
+
+    fn chunks_of(&self, layers: &[u64], first: &[u64], stage: u32) -> Vec<(u64, u64)> {
         let pp = self.outer.pp as usize;
-        let mut first = vec![0u64; layers.len()];
-        for u in 1..layers.len() {
-            first[u] = first[u - 1] + layers[u - 1];
-        }
         (0..self.outer.interleave as usize)
             .map(|chunk| {
                 let u = chunk * pp + stage as usize;
@@ -529,6 +538,15 @@ fn range_text(a: usize, b: usize) -> String {
         1 => format!("{a}, {b}"),
         _ => format!("{a}–{b}"),
     }
+}
+
+/// The first layer of each virtual stage, from their layer counts.
+fn first_layers(layers: &[u64]) -> Vec<u64> {
+    let mut first = vec![0u64; layers.len()];
+    for u in 1..layers.len() {
+        first[u] = first[u - 1] + layers[u - 1];
+    }
+    first
 }
 
 #[cfg(test)]

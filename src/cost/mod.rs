@@ -24,6 +24,7 @@
 pub mod attention;
 pub mod collective;
 pub mod gemm;
+pub mod memo;
 pub mod memory_bound;
 pub mod pattern;
 pub mod route;

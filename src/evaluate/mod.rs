@@ -81,9 +81,10 @@ pub struct Screen {
 /// The [`Screen`] of `w`.
 pub fn screen(w: &ValidWorkload) -> Screen {
     let plan = schedule::plan(w);
+    let (step_lower_bound_s, fingerprint) = analytic::screen(w, &plan);
     Screen {
-        step_lower_bound_s: analytic::step_lower_bound(w, &plan),
-        fingerprint: analytic::parts_fingerprint(w, &plan),
+        step_lower_bound_s,
+        fingerprint,
     }
 }
 

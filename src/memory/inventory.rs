@@ -2,7 +2,8 @@
 
 use serde::Serialize;
 
-use super::{method_memory, params, stage_share};
+use super::in_flight::Step;
+use super::{method_memory, params, stage_share, StageShare};
 use crate::config::{Dims, ValidWorkload};
 
 /// Which part of the model a tensor belongs to.
@@ -164,9 +165,26 @@ fn phase_sum(tensors: &[Tensor], phase: Phase) -> u128 {
 /// The inventory of the device with the highest peak (the first stage among equals): the one
 /// that decides whether a configuration fits. Without a pipeline, the one inventory.
 pub fn inventory(w: &ValidWorkload) -> Inventory {
-    let mut stages = stage_inventories(w);
-    let worst = critical_stage(&stages);
-    stages.swap_remove(worst)
+    INVENTORIES_BUILT.with(|n| n.set(n.get() + 1));
+    // Every stage's peak, then the whole inventory (tensors, notes) of the critical one only:
+    // what [`stage_inventories`] and [`critical_stage`] give, for a planner screening tens of
+    // thousands of configurations.
+    let (chunks, notes, bases) = stage_bases(w);
+    let reserved_bytes = w.hardware.reserved_bytes();
+    let mut worst: Option<(u128, u32)> = None;
+    for (s, c) in chunks.iter().enumerate() {
+        let base = &bases[s];
+        let peak = peak_moment(w, s as u32, c, base);
+        let bytes = base
+            .static_bytes
+            .saturating_add(peak.total)
+            .saturating_add(reserved_bytes);
+        if worst.is_none_or(|(b, _)| bytes > b) {
+            worst = Some((bytes, s as u32));
+        }
+    }
+    let s = worst.map_or(0, |(_, s)| s);
+    stage_inventory(w, s, &chunks[s as usize], &bases[s as usize], &notes)
 }
 
 /// The stage with the highest peak (the first among equals).
@@ -183,9 +201,42 @@ pub fn critical_stage(stages: &[Inventory]) -> usize {
 /// One inventory per pipeline stage (one without a pipeline).
 pub fn stage_inventories(w: &ValidWorkload) -> Vec<Inventory> {
     INVENTORIES_BUILT.with(|n| n.set(n.get() + 1));
+    let (chunks, notes, bases) = stage_bases(w);
     (0..w.outer.pp as u32)
-        .map(|s| stage_inventory(w, s))
+        .map(|s| stage_inventory(w, s, &chunks[s as usize], &bases[s as usize], &notes))
         .collect()
+}
+
+/// Every stage's chunks, the method's notes, and every stage's [`Base`].
+type StageBases = (Vec<Vec<(u64, u64)>>, Vec<String>, Vec<std::rc::Rc<Base>>);
+
+/// [`StageBases`]: stages that hold the
+/// same share (most of a deep pipeline's) hold the same tensors, built once per distinct share
+/// (only what is in flight at the peak differs by stage).
+fn stage_bases(w: &ValidWorkload) -> StageBases {
+    let chunks = w.all_stage_chunks();
+    let notes = method_memory(w.method).notes(w);
+    let mut distinct: Vec<std::rc::Rc<Base>> = Vec::new();
+    let bases = (0..w.outer.pp as u32)
+        .map(|s| {
+            let share = StageShare {
+                layers: chunks[s as usize].iter().map(|c| c.1).sum(),
+                embedding: w.has_embedding(s),
+                head: w.has_head(s),
+                pipelined: w.outer.pp > 1,
+            };
+            debug_assert_eq!(share, stage_share(w, s));
+            match distinct.iter().find(|b| b.share == share) {
+                Some(b) => b.clone(),
+                None => {
+                    let b = std::rc::Rc::new(Base::of(w, &share));
+                    distinct.push(b.clone());
+                    b
+                }
+            }
+        })
+        .collect();
+    (chunks, notes, bases)
 }
 
 /// Live stored bytes and the transient working set at the peak moment of a stage.
@@ -198,48 +249,81 @@ struct PeakMoment {
     transient: u128,
 }
 
-/// The inventory of stage `stage`.
-fn stage_inventory(w: &ValidWorkload, stage: u32) -> Inventory {
-    let share = stage_share(w, stage);
-    let mm = method_memory(w.method);
-    let mut d = Dims::<u128>::new(w);
-    d.layers = share.layers;
-    let mut tensors = params::static_tensors(w, &share);
-    tensors.extend(mm.activation_tensors(w, &d));
-    tensors.retain(|t| {
-        t.bytes_each > 0
-            && t.count > 0
-            && !(t.block == Block::Embedding && t.kind != Kind::Static && !share.embedding)
-            && !(t.block == Block::Head && t.kind != Kind::Static && !share.head)
-    });
-    tensors.sort_by_key(|t| t.kind);
+/// What every stage holding one share holds alike: its tensors (static first, then stored,
+/// then transient; counts before the peak sets them) and their sums.
+struct Base {
+    share: StageShare,
+    tensors: Vec<Tensor>,
+    static_bytes: u128,
+    activation_bytes_per_layer: u128,
+    /// Stored inputs of the embedding and of the head, per micro-batch in flight.
+    emb_each: u128,
+    head_each: u128,
+    /// The transients of each phase of [`Phase::ALL`], in that order.
+    phase_bytes: [u128; 5],
+}
 
-    let sum = |tensors: &[Tensor], kind: Kind| {
-        tensors
+impl Base {
+    fn of(w: &ValidWorkload, share: &StageShare) -> Base {
+        let mm = method_memory(w.method);
+        let mut d = Dims::<u128>::new(w);
+        d.layers = share.layers;
+        let mut tensors = params::static_tensors(w, share);
+        tensors.extend(mm.activation_tensors(w, &d));
+        tensors.retain(|t| {
+            t.bytes_each > 0
+                && t.count > 0
+                && !(t.block == Block::Embedding && t.kind != Kind::Static && !share.embedding)
+                && !(t.block == Block::Head && t.kind != Kind::Static && !share.head)
+        });
+        tensors.sort_by_key(|t| t.kind);
+        let static_bytes = sum(&tensors, Kind::Static);
+        let activation_bytes_per_layer = tensors
             .iter()
-            .filter(|t| t.kind == kind)
-            .fold(0u128, |acc, t| acc.saturating_add(t.bytes()))
-    };
-    let static_bytes = sum(&tensors, Kind::Static);
-    let activation_bytes_per_layer = tensors
+            .filter(|t| t.is_layer_activation())
+            .fold(0u128, |acc, t| acc.saturating_add(t.bytes_each));
+        let edge = |block: Block| {
+            tensors
+                .iter()
+                .filter(|t| t.kind == Kind::Stored && !t.per_layer && t.block == block)
+                .fold(0u128, |acc, t| acc.saturating_add(t.bytes()))
+        };
+        let (emb_each, head_each) = (edge(Block::Embedding), edge(Block::Head));
+        let phase_bytes = Phase::ALL.map(|p| phase_sum(&tensors, p));
+        Base {
+            share: *share,
+            tensors,
+            static_bytes,
+            activation_bytes_per_layer,
+            emb_each,
+            head_each,
+            phase_bytes,
+        }
+    }
+}
+
+/// The bytes of `tensors` of one kind (saturating).
+fn sum(tensors: &[Tensor], kind: Kind) -> u128 {
+    tensors
         .iter()
-        .filter(|t| t.is_layer_activation())
-        .fold(0u128, |acc, t| acc.saturating_add(t.bytes_each));
-    let edge = |block: Block| {
-        tensors
-            .iter()
-            .filter(|t| t.kind == Kind::Stored && !t.per_layer && t.block == block)
-            .fold(0u128, |acc, t| acc.saturating_add(t.bytes()))
-    };
-    let (emb_each, head_each) = (edge(Block::Embedding), edge(Block::Head));
-    let peak = peak_moment(
-        w,
-        stage,
-        &tensors,
-        activation_bytes_per_layer,
-        emb_each,
-        head_each,
-    );
+        .filter(|t| t.kind == kind)
+        .fold(0u128, |acc, t| acc.saturating_add(t.bytes()))
+}
+
+/// The inventory of stage `stage`, whose chunks are `chunks` and whose share's tensors are
+/// `base`; `method_notes` the method's remarks.
+fn stage_inventory(
+    w: &ValidWorkload,
+    stage: u32,
+    chunks: &[(u64, u64)],
+    base: &Base,
+    method_notes: &[String],
+) -> Inventory {
+    let share = base.share;
+    let mut tensors = base.tensors.clone();
+    let (static_bytes, activation_bytes_per_layer) =
+        (base.static_bytes, base.activation_bytes_per_layer);
+    let peak = peak_moment(w, stage, chunks, base);
     // The stored tensors as held at the peak: each layer's as many times as layers are held,
     // the embedding's and head's once per micro-batch in flight.
     for t in tensors.iter_mut().filter(|t| t.kind == Kind::Stored) {
@@ -260,9 +344,8 @@ fn stage_inventory(w: &ValidWorkload, stage: u32) -> Inventory {
         .saturating_add(reserved_bytes);
     debug_assert_eq!(stored_bytes.saturating_add(peak.transient), peak.total);
     let capacity_bytes = w.hardware.memory_bytes();
-    let mut notes = mm.notes(w);
+    let mut notes = method_notes.to_vec();
     if w.outer.pp > 1 {
-        let chunks = w.stage_chunks(stage);
         let held: Vec<String> = chunks
             .iter()
             .filter(|&&(_, n)| n > 0)
@@ -310,20 +393,14 @@ fn stage_inventory(w: &ValidWorkload, stage: u32) -> Inventory {
 /// first layer runs the backward phases before anything is freed. Among equal totals the phase
 /// first in [`Phase::ALL`] wins, then the earliest moment (without a pipeline this is the
 /// largest transient on top of every layer's activations).
-fn peak_moment(
-    w: &ValidWorkload,
-    stage: u32,
-    tensors: &[Tensor],
-    per_layer: u128,
-    emb_each: u128,
-    head_each: u128,
-) -> PeakMoment {
-    let chunks = w.stage_chunks(stage);
-    let last_chunk = chunks.len() as u32 - 1;
-    let phase_bytes: Vec<u128> = Phase::ALL.iter().map(|&p| phase_sum(tensors, p)).collect();
-    let of = |p: Phase| phase_bytes[Phase::ALL.iter().position(|&q| q == p).unwrap_or(0)];
+fn peak_moment(w: &ValidWorkload, stage: u32, chunks: &[(u64, u64)], base: &Base) -> PeakMoment {
+    let (per_layer, emb_each, head_each) = (
+        base.activation_bytes_per_layer,
+        base.emb_each,
+        base.head_each,
+    );
+    let of = |p: Phase| base.phase_bytes[Phase::ALL.iter().position(|&q| q == p).unwrap_or(0)];
     let mut best: Option<(PeakMoment, usize)> = None;
-    let (mut layers, mut emb, mut head) = (0u64, 0u64, 0u64);
     let mut consider = |layers: u64, emb: u64, head: u64, phases: &[Phase]| {
         let stored = per_layer
             .saturating_mul(layers as u128)
@@ -351,26 +428,14 @@ fn peak_moment(
             }
         }
     };
-    for op in w.pipeline_order(stage) {
-        let n = chunks[op.chunk as usize].1;
-        let first = w.has_embedding(stage) && op.chunk == 0;
-        let last = w.has_head(stage) && op.chunk == last_chunk;
-        if op.forward {
-            layers += n;
-            emb += u64::from(first);
-            head += u64::from(last);
-            let phases: &[Phase] = if last {
-                &[Phase::FwdAttention, Phase::FwdMlp, Phase::Loss]
-            } else {
-                &[Phase::FwdAttention, Phase::FwdMlp]
-            };
-            consider(layers, emb, head, phases);
-        } else {
-            consider(layers, emb, head, &[Phase::BwdAttention, Phase::BwdMlp]);
-            layers -= n;
-            emb -= u64::from(first);
-            head -= u64::from(last);
-        }
+    // The distinct moments of its order (`in_flight`: walked once per pipeline shape).
+    for mo in super::in_flight::moments(w, stage, chunks).iter() {
+        let phases: &[Phase] = match mo.step {
+            Step::Forward => &[Phase::FwdAttention, Phase::FwdMlp],
+            Step::ForwardWithLoss => &[Phase::FwdAttention, Phase::FwdMlp, Phase::Loss],
+            Step::Backward => &[Phase::BwdAttention, Phase::BwdMlp],
+        };
+        consider(mo.layers, mo.embedding, mo.head, phases);
     }
     best.map(|(b, _)| b).unwrap_or(PeakMoment {
         total: 0,

@@ -17,6 +17,7 @@
 //! `params` the weight/gradient/optimizer state. Depends on `config` and `error` only;
 //! never on `schedule`, `cost` or `sim`.
 
+mod in_flight;
 mod inventory;
 mod layer;
 mod metp;

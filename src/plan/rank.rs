@@ -270,8 +270,8 @@ pub(super) fn evaluate(c: Candidate, spec: &PlanSpec, hw: &Hardware) -> Outcome 
         Ok(w) => w,
         Err(e) => return reject(RejectCategory::Invalid, e.to_string(), None),
     };
-    let stages = memory::stage_inventories(&w);
-    let inv = &stages[memory::critical_stage(&stages)];
+    // The critical stage's inventory only: every stage's is built for the few that are priced.
+    let inv = &memory::inventory(&w);
     if !inv.fits {
         return Outcome::Rejected(out_of_memory(&c, inv));
     }
