@@ -4,7 +4,7 @@ use clap::{Args, ValueEnum};
 
 use crate::config::{
     apply_scales, load_hardware, load_model, parse_attention_kernel, parse_count, parse_list,
-    parse_scales, AttentionKernel, GradDtype, GradSync, Hardware, MethodId, MetpOptions,
+    parse_scales, AttentionKernel, CpComm, GradDtype, GradSync, Hardware, MethodId, MetpOptions,
     OptimizerState, Options, OuterAxes, PipeP2p, Recompute, WeightExchange, Workload, ZeroStage,
 };
 use crate::error::{Error, Result};
@@ -88,6 +88,21 @@ impl From<GradSyncArg> for GradSync {
         match g {
             GradSyncArg::Overlapped => GradSync::Overlapped,
             GradSyncArg::AfterBackward => GradSync::AfterBackward,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CpCommArg {
+    Ring,
+    AllGather,
+}
+
+impl From<CpCommArg> for CpComm {
+    fn from(c: CpCommArg) -> CpComm {
+        match c {
+            CpCommArg::Ring => CpComm::Ring,
+            CpCommArg::AllGather => CpComm::AllGather,
         }
     }
 }
@@ -389,9 +404,15 @@ pub struct OuterArgs {
     /// (the stage's compute waits for its sends, as Megatron-LM of 2021-22 ran them).
     #[arg(long, value_enum, default_value = "async")]
     pub pp_p2p: PipeP2pArg,
-    /// Context-parallel degree for tp-sp (Megatron CP: ring attention across cp groups of p).
+    /// Context-parallel degree for tp-sp (Megatron CP: ring attention across cp groups of p;
+    /// --cp-comm all-gather for LLaMA 3's).
     #[arg(long, default_value = "1")]
     pub cp: String,
+    /// How context parallelism exchanges K/V: ring (blocks travel while the current one is
+    /// computed, Megatron CP) or all-gather (gathered before the attention, exposed, as LLaMA 3
+    /// ran it)
+    #[arg(long, value_enum, default_value = "ring")]
+    pub cp_comm: CpCommArg,
 }
 
 impl OuterArgs {
@@ -412,6 +433,7 @@ impl OuterArgs {
             .map(|r| parse_count("--pp-round", r))
             .transpose()?;
         options.runtime.pp_p2p = self.pp_p2p.into();
+        options.runtime.cp_comm = self.cp_comm.into();
         Ok(())
     }
 }

@@ -21,6 +21,13 @@
 //!   data-parallel gradients from its contiguous buffer once the whole backward of the step had
 //!   ended (`model.allreduce_gradients()` in `train_step`), not overlapped with it; overlapping
 //!   it with the backward came later (`--overlap-grad-reduce`).
+//! - **Context parallelism by all-gather.** Megatron's context parallelism passes K/V blocks
+//!   around a ring while the current block's attention runs (the default). LLaMA 3's
+//!   (Grattafiori et al. 2024, §3.3.2) all-gathers K and V first and then computes the local
+//!   queries' attention, the all-gather 'exposed in the critical path' (small under GQA); the
+//!   backward returns the K/V gradients to their owners the same way. Both move the same bytes
+//!   over the same cp − 1 hops; the all-gather holds all cp blocks at once and computes only
+//!   once they have arrived.
 
 use serde::{Deserialize, Serialize};
 
@@ -67,6 +74,29 @@ impl GradSync {
     }
 }
 
+/// How context parallelism exchanges K/V (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpComm {
+    /// K/V blocks travel around a ring while the current block's attention runs (Megatron CP;
+    /// the default).
+    #[default]
+    Ring,
+    /// K and V all-gathered before the attention, their gradients returned after it, exposed
+    /// (LLaMA 3).
+    AllGather,
+}
+
+impl CpComm {
+    /// `ring` or `all-gather`, as on the command line and in run files.
+    pub fn id(self) -> &'static str {
+        match self {
+            CpComm::Ring => "ring",
+            CpComm::AllGather => "all-gather",
+        }
+    }
+}
+
 /// The software's schedule options (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Runtime {
@@ -80,6 +110,9 @@ pub struct Runtime {
     /// When gradients are synchronised.
     #[serde(default)]
     pub grad_sync: GradSync,
+    /// How context parallelism exchanges K/V.
+    #[serde(default)]
+    pub cp_comm: CpComm,
 }
 
 impl Runtime {

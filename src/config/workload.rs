@@ -265,6 +265,12 @@ impl Workload {
                  as they are produced)",
             ));
         }
+        if self.options.runtime.cp_comm == super::CpComm::AllGather && o.cp < 2 {
+            return Err(self.invalid(
+                "--cp-comm all-gather sets how context parallelism exchanges K/V: it needs --cp 2 \
+                 or more",
+            ));
+        }
         if let Some(round) = self.options.runtime.pp_round {
             if o.interleave < 2 {
                 return Err(self.invalid(

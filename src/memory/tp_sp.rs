@@ -7,13 +7,14 @@
 //! the boundary tensors are b·s/(cp·p) rows, the gathered block b·s/cp, and attention runs as a
 //! ring over the cp groups on blocks of s/cp keys with the online softmax (only the fp32
 //! log-sum-exp stored), with two K/V receive buffers and traveling fp32 dK/dV in backward, as
-//! ring attention does.
+//! ring attention does. All-gathered (LLaMA 3, `CpComm::AllGather`) every one of the cp K/V
+//! blocks is held at once, and in backward every block's fp32 K/V gradient.
 
 use super::layer::{layer_tensors, prod, tensor, Core, LayerLayout, Part};
 use super::ring::kv_ring_buffers;
 use super::tp::vocab_local;
 use super::{params, Block, Kind, MethodMemory, Phase, Tensor};
-use crate::config::{Dims, Workload};
+use crate::config::{CpComm, Dims, Workload};
 use crate::memory::names;
 
 /// Megatron TP + SP.
@@ -52,7 +53,17 @@ impl MethodMemory for TpSp {
         };
         let mut out = layer_tensors(w, d, &layout);
         if d.cp > 1 {
-            out.extend(kv_ring_buffers(full_rows, d.kv_heads_per(d.p) * d.d, 2));
+            // The ring's two receive buffers, or every cp block of K/V (and of their fp32
+            // gradients in backward) when they are all-gathered (LLaMA 3).
+            let blocks = match w.options.runtime.cp_comm {
+                CpComm::Ring => 2,
+                CpComm::AllGather => d.cp,
+            };
+            out.extend(kv_ring_buffers(
+                full_rows,
+                d.kv_heads_per(d.p) * d.d,
+                blocks,
+            ));
         }
         out.push(tensor(
             names::COMM_ALLGATHER_INPUT,

@@ -55,7 +55,7 @@ struct MemoryJson<'a> {
 
 /// The training state's settings in JSON (`config::precision`): `grad_dtype` (`fp32`|`bf16`),
 /// `optimizer_state` (`replicated`|`sharded`, resolved) and `zero` (the stage in force, 0–3);
-/// with the software's schedule options (`config::runtime`): `grad_sync`, `pp_p2p`, `pp_round`.
+/// with the software's schedule options (`config::runtime`): `grad_sync`, `pp_p2p`, `pp_round`, `cp_comm`.
 #[derive(Serialize)]
 pub struct TrainingState {
     grad_dtype: &'static str,
@@ -67,6 +67,8 @@ pub struct TrainingState {
     pp_p2p: &'static str,
     /// Micro-batches per round of the interleaved schedule; null: pp (Megatron's).
     pp_round: Option<u64>,
+    /// How context parallelism exchanges K/V (`ring`|`all-gather`).
+    cp_comm: &'static str,
 }
 
 impl TrainingState {
@@ -79,6 +81,7 @@ impl TrainingState {
             grad_sync: w.options.runtime.grad_sync.id(),
             pp_p2p: w.options.runtime.pp_p2p.id(),
             pp_round: w.options.runtime.pp_round,
+            cp_comm: w.options.runtime.cp_comm.id(),
         }
     }
 }

@@ -22,9 +22,12 @@ struct RunsJson<'a> {
     within_goal: usize,
     within_tolerance: usize,
     runs: &'a [RunResult],
+    /// Runs that differ only in micro-batches per replica, their steps split (`runs::pairs`).
+    pairs: Vec<crate::runs::Pair>,
 }
 
-/// `runs.json`: every run's prediction, error, breakdown and configurations.
+/// `runs.json`: every run's prediction, error, breakdown and configurations, and the pairs of
+/// runs that differ only in micro-batches per replica.
 pub fn runs_json(runs: &[RunResult], timing: RunTiming) -> String {
     to_json(&RunsJson {
         goal: GOAL,
@@ -33,6 +36,7 @@ pub fn runs_json(runs: &[RunResult], timing: RunTiming) -> String {
         within_goal: runs.iter().filter(|r| r.within_goal).count(),
         within_tolerance: runs.iter().filter(|r| r.within_tolerance).count(),
         runs,
+        pairs: crate::runs::pairs(runs),
     })
 }
 
@@ -120,10 +124,124 @@ pub fn runs_markdown(runs: &[RunResult], timing: RunTiming, exts: &[&str]) -> St
     s.push_str(&format!(
         "\n![predicted against measured step time]({PLOT_STEM}.{ext})\n"
     ));
+    pairs_section(&mut s, runs);
     for r in runs {
         section(&mut s, r);
     }
     s
+}
+
+/// The memory line of a run: the peak, whether it fits, and its parts — the tensors the
+/// schedule holds and the profile's reserve, with the allocator headroom the run could have
+/// had and still fit.
+fn memory_line(r: &RunResult) -> String {
+    let m = &r.peak;
+    let mut s = format!(
+        "- Memory: peak {} of {} per device ({}): weights, gradients and optimizer state {} + \
+         stored activations {} ({} layers in flight × {} per layer, and any embedding and head \
+         inputs) + largest transient {} + the profile's reserve {} (CUDA context {}, NCCL {}, \
+         allocator headroom {} = {:.0}% of device memory, an assumption).",
+        fmt_bytes(r.peak_bytes),
+        fmt_bytes(r.capacity_bytes),
+        if r.fits {
+            "fits"
+        } else {
+            "does not fit by the tool's memory model"
+        },
+        fmt_bytes(m.static_bytes),
+        fmt_bytes(m.stored_bytes),
+        m.in_flight_layers,
+        fmt_bytes(m.activation_bytes_per_layer),
+        fmt_bytes(m.transient_bytes),
+        fmt_bytes(r.reserved_bytes),
+        fmt_bytes(m.cuda_context_bytes),
+        fmt_bytes(m.nccl_bytes),
+        fmt_bytes(m.allocator_headroom_bytes),
+        100.0 * m.allocator_headroom_fraction,
+    );
+    match (r.fits, m.headroom_fraction_that_fits) {
+        (true, _) => {}
+        (false, Some(f)) => s.push_str(&format!(
+            " The run ran: its tensors ({}), context and NCCL buffers fit with {} to spare, so \
+             the allocator headroom decides — the run fits by the model with at most {:.1}% of \
+             device memory for it.",
+            fmt_bytes(m.tensor_bytes()),
+            fmt_bytes(m.spare_without_headroom_bytes()),
+            100.0 * f
+        )),
+        (false, None) => s.push_str(&format!(
+            " The run ran, but its tensors ({}) with the context and NCCL buffers alone exceed \
+             device memory: the model counts tensors the run did not hold.",
+            fmt_bytes(m.tensor_bytes())
+        )),
+    }
+    s.push('\n');
+    s
+}
+
+/// The pairs of runs that differ only in micro-batches per replica: measured and predicted
+/// step split into a cost per micro-batch and a rest (`runs::pairs`).
+fn pairs_section(s: &mut String, runs: &[RunResult]) {
+    let pairs = crate::runs::pairs(runs);
+    if pairs.is_empty() {
+        return;
+    }
+    s.push_str(
+        "\n## Runs that differ only in micro-batches per replica\n\n\
+         Each GPU does the same work per micro-batch in both runs of a pair (the same layout \
+         inside a data-parallel replica, more replicas sharing the same global batch), so two \
+         step times split into a cost per micro-batch and a rest of the step (pipeline fill and \
+         drain, the last gradient synchronisation, the optimizer): step = micro-batches × per \
+         micro-batch + rest. The predicted split is shown part by part (the parts add up to it).\n",
+    );
+    for p in &pairs {
+        let (ma, mb) = p.micro_batches;
+        s.push_str(&format!(
+            "\n**[{}](#{}) ({ma} micro-batches per replica) and [{}](#{}) ({mb})**: per-GPU \
+             throughput {} measured, {} predicted.\n\n\
+             | | per micro-batch | rest of the step |\n|---|---|---|\n\
+             | measured | {:.3} s | {:.3} s |\n| predicted | {:.3} s | {:.3} s |\n",
+            p.more,
+            p.more,
+            p.fewer,
+            p.fewer,
+            pct(p.measured_throughput_change),
+            pct(p.predicted_throughput_change),
+            p.measured.per_micro_batch_s,
+            p.measured.rest_s,
+            p.predicted.per_micro_batch_s,
+            p.predicted.rest_s,
+        ));
+        for x in &p.predicted_parts {
+            s.push_str(&format!(
+                "| — {} | {:.3} s | {:.3} s |\n",
+                x.part, x.split.per_micro_batch_s, x.split.rest_s
+            ));
+        }
+        let per = p.predicted.per_micro_batch_s / p.measured.per_micro_batch_s - 1.0;
+        let rest = p.predicted.rest_s - p.measured.rest_s;
+        s.push_str(&format!(
+            "\nThe predicted cost per micro-batch is {:.0}% {} than measured and the rest of \
+             the step {:.2} s {}: {}.\n",
+            100.0 * per.abs(),
+            if per < 0.0 { "cheaper" } else { "dearer" },
+            rest.abs(),
+            if rest > 0.0 { "longer" } else { "shorter" },
+            pair_verdict(per, rest, p),
+        ));
+    }
+}
+
+/// Which side of a pair's split is off, in words.
+fn pair_verdict(per: f64, rest_s: f64, p: &crate::runs::Pair) -> String {
+    let m = p.micro_batches.0 as f64;
+    // Share of the larger step's error that each side carries.
+    let per_s = per * p.measured.per_micro_batch_s * m;
+    format!(
+        "at {} micro-batches per replica {:+.2} s of the step's error comes from the cost per \
+         micro-batch and {:+.2} s from the rest (positive: the prediction is longer)",
+        p.micro_batches.0, per_s, rest_s
+    )
 }
 
 fn section(s: &mut String, r: &RunResult) {
@@ -164,28 +282,7 @@ fn section(s: &mut String, r: &RunResult) {
         fig(r.quantity, r.analytic_predicted),
         pct(r.analytic_error),
     ));
-    s.push_str(&format!(
-        "- Memory: peak {} of {} per device ({}).\n",
-        fmt_bytes(r.peak_bytes),
-        fmt_bytes(r.capacity_bytes),
-        if r.fits {
-            "fits".to_string()
-        } else {
-            let tensors = r.peak_bytes.saturating_sub(r.reserved_bytes);
-            format!(
-                "does not fit by the tool's memory model, though the run ran: its tensors take \
-                 {} and the profile reserves {} for the CUDA context, NCCL and allocator \
-                 headroom, {}",
-                fmt_bytes(tensors),
-                fmt_bytes(r.reserved_bytes),
-                if tensors <= r.capacity_bytes {
-                    "so the reserve, an assumption, decides"
-                } else {
-                    "so the tensors alone are too many"
-                }
-            )
-        }
-    ));
+    s.push_str(&memory_line(r));
     s.push_str(&format!(
         "- Verdict: {}{}.\n\n{}\n",
         verdict(r),

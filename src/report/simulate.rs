@@ -438,6 +438,9 @@ pub fn axes_text(w: &crate::config::Workload) -> String {
     let mut s = format!("p = {}", w.p);
     if w.outer.cp > 1 {
         s.push_str(&format!(", cp = {}", w.outer.cp));
+        if w.options.runtime.cp_comm == crate::config::CpComm::AllGather {
+            s.push_str(" (K/V all-gathered)");
+        }
     }
     if w.outer.pp > 1 {
         s.push_str(&format!(", pp = {}", w.outer.pp));

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{
-    limits, load_hardware, load_model, read_json, AttentionKernel, GradDtype, GradSync, Hardware,
-    MethodId, Model, PipeP2p, Recompute,
+    limits, load_hardware, load_model, read_json, AttentionKernel, CpComm, GradDtype, GradSync,
+    Hardware, MethodId, Model, PipeP2p, Recompute,
 };
 use crate::error::{shown, Error, Result};
 use crate::evaluate::{AttentionFlops, FlopConvention};
@@ -170,6 +170,10 @@ pub struct RunFile {
     /// absent: pp, Megatron's.
     #[serde(default)]
     pub pp_round: Option<u64>,
+    /// How its context parallelism exchanged K/V: `ring` (default, Megatron CP) or
+    /// `all-gather` (LLaMA 3).
+    #[serde(default)]
+    pub cp_comm: CpComm,
     /// The published figure.
     pub measured: Measured,
     /// The largest relative error this run may show before the CI test fails.

@@ -15,14 +15,20 @@
 pub mod breakdown;
 pub mod file;
 pub mod knobs;
+pub mod pairs;
+pub mod peak;
 
 use serde::Serialize;
 
 pub use breakdown::{Breakdown, Suspect};
 pub use file::{load, load_dir, Quantity, Run, RunFile};
 pub use knobs::{Knob, Knobs};
+pub use pairs::{pairs, Pair, PartSplit, Split};
+pub use peak::PeakParts;
 
-use crate::config::{GradSync, Options, OuterAxes, PipeP2p, Runtime, ValidWorkload, Workload};
+use crate::config::{
+    CpComm, GradSync, Options, OuterAxes, PipeP2p, Runtime, ValidWorkload, Workload,
+};
 use crate::error::{Error, Result};
 use crate::evaluate::{step_flops, Evaluation, FlopConvention, SimDepth, SimulateOptions};
 use crate::schedule::{Devices, StepTimes};
@@ -121,6 +127,12 @@ pub struct RunResult {
     pub gpus: u64,
     /// The layout as one line.
     pub layout: String,
+    /// The layout inside one data-parallel replica (the layout without the data-parallel
+    /// degree and the micro-batches per replica, with the model, profile and sequence): runs
+    /// that share it differ only in how many micro-batches each replica runs ([`pairs`]).
+    pub replica_layout: String,
+    /// Micro-batches per data-parallel replica.
+    pub micro_batches: u64,
     /// What was measured.
     pub quantity: Quantity,
     /// The published figure.
@@ -145,6 +157,9 @@ pub struct RunResult {
     pub within_goal: bool,
     /// Predicted step time.
     pub predicted_step_s: f64,
+    /// Of it, the compute of the critical device (kernels, slowed where communication runs
+    /// beside them).
+    pub predicted_compute_s: f64,
     /// The measured step time (published, or implied by the figure and the convention).
     pub measured_step_s: f64,
     /// The closed form's figure for the same configuration.
@@ -160,6 +175,8 @@ pub struct RunResult {
     pub reserved_bytes: u128,
     /// Whether the run fits by the tool's memory model.
     pub fits: bool,
+    /// The peak, part by part.
+    pub peak: PeakParts,
     /// Where the predicted step goes.
     pub breakdown: Breakdown,
     /// The parts the gap could be a plausible error of.
@@ -214,6 +231,7 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
                 pp_round: k.pp_round,
                 pp_p2p: f.pp_p2p,
                 grad_sync: f.grad_sync,
+                cp_comm: f.cp_comm,
             },
             ..Options::default()
         },
@@ -309,6 +327,21 @@ fn spread(configs: &[Configuration]) -> Spread {
 /// `tp-sp: TP 8 × PP 8 (v 3) × DP 1; b 1 × 64; s 2048; selective; ZeRO 0; unfused, causal`:
 /// the run's own layout in one line (b = micro-batch × micro-batches per replica).
 fn layout(run: &Run, w: &ValidWorkload) -> String {
+    layout_with(run, w, true)
+}
+
+/// [`layout`] inside one replica: without the data-parallel degree and the micro-batches per
+/// replica, with the model, profile and sequence.
+fn replica_layout(run: &Run, w: &ValidWorkload) -> String {
+    format!(
+        "{} on {}: {}",
+        run.model.name,
+        run.hardware.name,
+        layout_with(run, w, false)
+    )
+}
+
+fn layout_with(run: &Run, w: &ValidWorkload, replicas: bool) -> String {
     let f = &run.file;
     let k = run.chosen();
     let mut s = format!("{}: TP {}", f.method.id(), f.p);
@@ -321,11 +354,14 @@ fn layout(run: &Run, w: &ValidWorkload) -> String {
             s.push_str(&format!(" (v {})", k.interleave));
         }
     }
+    let (dp, count) = if replicas {
+        (format!(" × DP {}", f.dp), format!(" × {}", w.micro_batches))
+    } else {
+        (String::new(), String::new())
+    };
     s.push_str(&format!(
-        " × DP {}; b {} × {}; s {}; recompute {}; ZeRO {}, {} grads; {}{}",
-        f.dp,
+        "{dp}; b {}{count}; s {}; recompute {}; ZeRO {}, {} grads; {}{}",
         k.micro_batch,
-        w.micro_batches,
         f.seq,
         knobs::recompute_id(k.recompute),
         k.zero,
@@ -338,10 +374,13 @@ fn layout(run: &Run, w: &ValidWorkload) -> String {
     }
     // What the software did, where it shows: exchanges with a pipeline, the gradient
     // synchronisation with data-parallel replicas.
+    if f.cp > 1 && f.cp_comm != CpComm::default() {
+        s.push_str(&format!("; CP by {}", f.cp_comm.id()));
+    }
     if f.pp > 1 && f.pp_p2p != PipeP2p::default() {
         s.push_str(&format!("; {} p2p", f.pp_p2p.id()));
     }
-    if f.dp > 1 && f.grad_sync != GradSync::default() {
+    if (f.dp > 1 || !replicas) && f.grad_sync != GradSync::default() {
         s.push_str(&format!("; grad sync {}", f.grad_sync.id()));
     }
     s
@@ -404,6 +443,8 @@ pub fn evaluate(run: &Run, timing: RunTiming) -> Result<RunResult> {
         hardware: run.hardware.name.clone(),
         gpus: run.gpus(),
         layout: layout(run, w),
+        replica_layout: replica_layout(run, w),
+        micro_batches: w.micro_batches,
         quantity: f.measured.quantity,
         measured,
         flop_convention: convention(run, k).map(|c| c.words()),
@@ -416,6 +457,7 @@ pub fn evaluate(run: &Run, timing: RunTiming) -> Result<RunResult> {
         within_tolerance: error.abs() <= f.tolerance,
         within_goal: error.abs() <= GOAL,
         predicted_step_s: times.step_time_s,
+        predicted_compute_s: times.compute_s,
         measured_step_s,
         analytic_predicted,
         analytic_error: analytic_predicted / measured - 1.0,
@@ -423,6 +465,7 @@ pub fn evaluate(run: &Run, timing: RunTiming) -> Result<RunResult> {
         capacity_bytes: e.inventory.capacity_bytes,
         reserved_bytes: e.inventory.reserved_bytes,
         fits: e.inventory.fits,
+        peak: PeakParts::of(&e),
         suspects: breakdown::suspects(&b, gap_s),
         explanation: breakdown::explain(&b, gap_s, times.step_time_s),
         breakdown: b,

