@@ -26,6 +26,7 @@ pub use overlap::{solve_thresholds, thresholds, SolvedThresholds, Thresholds};
 
 use crate::config::{GradSync, ValidWorkload, Workload};
 use crate::cost::CostModel;
+use crate::schedule::KernelShape;
 
 /// α and rate of a message between ring neighbours of a group.
 #[derive(Debug, Clone, Copy)]
@@ -115,6 +116,8 @@ pub(crate) struct Pricer<'a> {
     collectives:
         std::cell::RefCell<std::collections::HashMap<crate::cost::collective::CollectiveKey, f64>>,
     memo: std::sync::Arc<crate::cost::memo::Memo>,
+    /// Kernel times already priced (a ring's steps and a step's layers repeat their shapes).
+    kernel_times: std::cell::RefCell<std::collections::HashMap<KernelShape, f64>>,
 }
 
 impl<'a> Pricer<'a> {
@@ -134,6 +137,7 @@ impl<'a> Pricer<'a> {
             sigma: cost.overlap_slowdown(),
             collectives: Default::default(),
             memo: crate::cost::memo::memo(&w.hardware),
+            kernel_times: Default::default(),
         }
     }
 
@@ -154,7 +158,17 @@ impl<'a> Pricer<'a> {
     }
 
     fn kernels(&self, ks: &[Kernel]) -> f64 {
-        ks.iter().map(|k| self.cost.kernel_s(&k.shape)).sum()
+        ks.iter().map(|k| self.kernel_s(&k.shape)).sum()
+    }
+
+    /// `CostModel::kernel_s`, each shape priced once.
+    fn kernel_s(&self, shape: &KernelShape) -> f64 {
+        if let Some(&t) = self.kernel_times.borrow().get(shape) {
+            return t;
+        }
+        let t = self.cost.kernel_s(shape);
+        self.kernel_times.borrow_mut().insert(*shape, t);
+        t
     }
 
     fn message(&self, bytes: u64) -> f64 {
@@ -189,7 +203,7 @@ impl<'a> Pricer<'a> {
         match s {
             Stage::Compute(ks) => {
                 for k in ks {
-                    let d = self.cost.kernel_s(&k.shape);
+                    let d = self.kernel_s(&k.shape);
                     c.t = c.run(c.t, d, self.sigma);
                 }
             }
@@ -240,7 +254,7 @@ impl<'a> Pricer<'a> {
             }
             let mut t = prev_end.max(pre_arrival.unwrap_or(t0));
             for kern in busiest {
-                let d = self.cost.kernel_s(&kern.shape);
+                let d = self.kernel_s(&kern.shape);
                 t = c.run(t, d, self.sigma);
             }
             let main_end = t;
@@ -259,7 +273,7 @@ impl<'a> Pricer<'a> {
             if !step.accumulate.is_empty() || (ma > 0.0 && comm) {
                 t = t.max(acc_arrival.unwrap_or(t0));
                 for kern in &step.accumulate {
-                    let d = self.cost.kernel_s(&kern.shape);
+                    let d = self.kernel_s(&kern.shape);
                     t = c.run(t, d, self.sigma);
                 }
                 if ma > 0.0 && comm {
@@ -529,15 +543,16 @@ pub fn parts_fingerprint(w: &ValidWorkload, plan: &StepPlan) -> Vec<u64> {
 /// [`step_lower_bound`] and [`parts_fingerprint`] together, the parts priced once (what a
 /// planner screens every configuration with).
 pub fn screen(w: &ValidWorkload, plan: &StepPlan) -> (f64, Vec<u64>) {
-    if w.outer.pp == 1 {
-        return (step_lower_bound(w, plan), parts_fingerprint(w, plan));
-    }
     let pr = Pricer::new(w);
     let p = parts(w, plan, &pr);
-    (
-        pipeline::lower_bound(w, plan, &pr, &p),
-        fingerprint_of(plan, &pr, &p),
-    )
+    let fingerprint = fingerprint_of(plan, &pr, &p);
+    // Without a pipeline the bound is the step itself (`step_lower_bound`).
+    let bound = if w.outer.pp == 1 {
+        price_parts(w, plan, &pr, p, pipeline::MAX_WALK_OPS).step_time_s
+    } else {
+        pipeline::lower_bound(w, plan, &pr, &p)
+    };
+    (bound, fingerprint)
 }
 
 /// The bits of `p` (and the plan's optimizer and pipeline message) as a fingerprint.
@@ -581,6 +596,18 @@ fn fingerprint_of(plan: &StepPlan, pr: &Pricer, p: &pipeline::Parts) -> Vec<u64>
 /// two shorter walks extrapolated: `pipeline`).
 fn price_walking(w: &ValidWorkload, plan: &StepPlan, max_walk_ops: u64) -> StepTimes {
     let pr = Pricer::new(w);
+    let p = parts(w, plan, &pr);
+    price_parts(w, plan, &pr, p, max_walk_ops)
+}
+
+/// [`price_walking`] from the parts `pr` priced.
+fn price_parts(
+    w: &ValidWorkload,
+    plan: &StepPlan,
+    pr: &Pricer,
+    p: pipeline::Parts,
+    max_walk_ops: u64,
+) -> StepTimes {
     let mut step = PartTimes::default();
     let pipeline::Parts {
         emb_f,
@@ -591,13 +618,13 @@ fn price_walking(w: &ValidWorkload, plan: &StepPlan, max_walk_ops: u64) -> StepT
         fwd_layer,
         bwd_layer,
         head,
-    } = parts(w, plan, &pr);
+    } = p;
     if w.outer.pp > 1 || (plan.grad_sync_every_micro_batch && sync > 0.0 && plan.micro_batches > 1)
     {
         return pipeline::price(
             w,
             plan,
-            &pr,
+            pr,
             max_walk_ops,
             pipeline::Parts {
                 emb_f,
