@@ -39,12 +39,13 @@
 //!    each configuration's days, GPU-hours and cost ([`Training`]).
 //!
 //! Layout: [`spec`](PlanSpec), candidates and their enumeration, rejections, ranking, the
-//! comparison. Depends on `config`, `memory`, `evaluate`, `sim` (the link model), `shard` and
-//! `error`; never on `sweep`, `report` or `cli`.
+//! merge of a plan's parts, the comparison. Depends on `config`, `memory`, `evaluate`, `sim`
+//! (the link model), `shard` and `error`; never on `sweep`, `report` or `cli`.
 
 mod candidate;
 mod check;
 mod compare;
+mod merge;
 mod rank;
 mod rejection;
 mod spec;
@@ -54,9 +55,10 @@ pub use crate::evaluate::Training;
 pub use candidate::{enumerate, recompute_name, Candidate};
 pub use check::{check_part, check_spec};
 pub use compare::{Comparison, Part};
+pub use merge::merge;
 pub use rank::{
-    merge, plan, plan_part, plan_part_with, plan_with, Plan, PlanPart, PlanProgress, Ranked,
-    Simulated, Simulation,
+    plan, plan_part, plan_part_with, plan_with, Plan, PlanPart, PlanProgress, Ranked, Simulated,
+    Simulation,
 };
 pub use rejection::{RejectCategory, Rejection};
 pub use spec::{
@@ -224,6 +226,7 @@ mod tests {
             ("check.rs", include_str!("check.rs")),
             ("rejection.rs", include_str!("rejection.rs")),
             ("rank.rs", include_str!("rank.rs")),
+            ("merge.rs", include_str!("merge.rs")),
         ] {
             // The code above the tests only.
             let code = src.split("#[cfg(test)]").next().unwrap_or(src);

@@ -23,6 +23,11 @@ use crate::config::{load_hardware, load_model, Hardware, MethodId, Model, Option
 use crate::error::Result;
 use crate::evaluate::{Evaluation, SimulateOptions};
 use crate::sim::LinkModel;
+#[cfg(test)]
+use revision::previous_verdict;
+use revision::{disagreements, revision};
+
+mod revision;
 
 /// The claim, as the abstract states it.
 pub const CLAIM: &str =
@@ -142,61 +147,6 @@ pub fn full_overlap_from(s: &Study) -> Option<u64> {
 /// Whether a study has lengths enough to judge.
 fn is_judged(s: &Study) -> bool {
     s.rows.len() >= REACHED_POINTS
-}
-
-/// The previous round's rule: holds when at least one point is judged and the closed form
-/// agrees at every one, else does not hold.
-pub fn previous_verdict(judged: usize, disagreements: usize) -> Verdict {
-    if judged > 0 && disagreements == 0 {
-        Verdict::Holds
-    } else {
-        Verdict::DoesNotHold
-    }
-}
-
-/// What this round's rule changed, from the numbers (see [`super::Revision`]).
-fn revision(
-    judged: usize,
-    disagreements: usize,
-    reached: usize,
-    studies: usize,
-    verdict: Verdict,
-) -> super::Revision {
-    let previous = previous_verdict(judged, disagreements);
-    let read = format!(
-        "it read the closed form's point-by-point agreement as the claim (here {} of {judged} \
-         points agree)",
-        judged - disagreements
-    );
-    let why = if previous == verdict {
-        format!(
-            "Unchanged: the previous rule gives '{}' too — {read}. The claim is existential (a \
-             condition above which full overlap is reached); this rule asks exactly that, on \
-             each study, and full overlap is reached on {reached} of {studies}.",
-            previous.words()
-        )
-    } else {
-        format!(
-            "The previous rule gives '{}': {read}, and judged 'exposed above 2% below the \
-             threshold', which the claim does not assert. The claim is existential — a \
-             condition above which full overlap is reached — and it is reached on {reached} of \
-             {studies} studies, so the verdict is '{}'; the closed form's agreement is \
-             reported as a finding.",
-            previous.words(),
-            verdict.words()
-        )
-    };
-    super::Revision {
-        previous,
-        previous_rule: "holds when the closed-form condition and the simulation agree at every \
-                        point judged (and some point is judged), else does not hold"
-            .into(),
-        why,
-    }
-}
-
-fn disagreements(s: &Study) -> usize {
-    s.rows.iter().filter(|r| r.agrees == Some(false)).count()
 }
 
 /// Largest exposed share of the attention ring at local lengths well above its threshold
