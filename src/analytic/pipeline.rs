@@ -27,7 +27,7 @@
 //!   computes longest (as the simulator's critical device).
 
 use super::{PartTimes, Pricer};
-use crate::config::{flexible_op, pipeline_op, Coord, GradSync, PipeP2p, ValidWorkload};
+use crate::config::{Coord, GradSync, PipeP2p, ValidWorkload};
 use crate::schedule::{CollectiveOp, Mailboxes, StepPlan, StepTimes};
 use std::collections::VecDeque;
 
@@ -183,18 +183,8 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
         |a: u32, b: u32| cost.message_s(stage_rank(a), stage_rank(b), plan.pipeline_bytes as f64);
     let v32 = v as u32;
     let len = 2 * m * v32;
-    // Op by op, without listing the orders (a long walk keeps no list): Megatron's, or LLaMA
-    // 3's flexible rounds (`config::runtime`).
-    let round = w
-        .options
-        .runtime
-        .pp_round
-        .filter(|_| v > 1)
-        .map(|r| r as u32);
-    let op_at = |s: u32, k: u32| match round {
-        Some(r) => flexible_op(pp, v32, m, r, s, k),
-        None => pipeline_op(pp, v32, m, s, k),
-    };
+    // Op by op, without listing the orders (a long walk keeps no list).
+    let op_at = |s: u32, k: u32| w.pipeline_op(m, s, k);
     let chunks: Vec<_> = (0..pp).map(|s| w.stage_chunks(s)).collect();
     let Parts {
         emb_f,

@@ -1,7 +1,10 @@
 //! A workload: model × hardware × method × degree × sequence × batch × options — everything one
 //! memory or time estimate needs.
 
-use super::layout::{flexible_order, pipeline_order, virtual_stage_layers, Axes, Coord, PipeOp};
+use super::layout::{
+    flexible_op, flexible_order, pipeline_op, pipeline_order, virtual_stage_layers, Axes, Coord,
+    PipeOp,
+};
 use super::precision::OptimizerState;
 use super::{Hardware, MethodId, Model, Options, OuterAxes, ZeroStage};
 use crate::error::{Error, Result};
@@ -455,6 +458,17 @@ impl ValidWorkload {
         match self.options.runtime.pp_round {
             Some(round) if v > 1 => flexible_order(pp, v, m, round as u32, stage),
             _ => pipeline_order(pp, v, m, stage),
+        }
+    }
+
+    /// Op `k` of stage `stage`'s order with `micro_batches` per replica (the closed form walks
+    /// shorter copies), without listing it: Megatron's, or LLaMA 3's flexible rounds
+    /// (`config::runtime`) — [`Self::pipeline_order`]'s op `k` at the workload's micro-batches.
+    pub fn pipeline_op(&self, micro_batches: u32, stage: u32, k: u32) -> PipeOp {
+        let (pp, v) = (self.outer.pp as u32, self.outer.interleave as u32);
+        match self.options.runtime.pp_round {
+            Some(round) if v > 1 => flexible_op(pp, v, micro_batches, round as u32, stage, k),
+            _ => pipeline_op(pp, v, micro_batches, stage, k),
         }
     }
 

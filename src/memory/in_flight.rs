@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-use crate::config::{flexible_op, pipeline_op, ValidWorkload};
+use crate::config::ValidWorkload;
 
 /// Whether a moment is a forward, the last virtual stage's forward (which runs the loss), or a
 /// backward (before its first layer frees anything).
@@ -75,7 +75,7 @@ pub(super) fn moments(w: &ValidWorkload, stage: u32, chunks: &[(u64, u64)]) -> R
     if let Some(hit) = CACHE.with(|c| c.borrow().get(&key).cloned()) {
         return hit;
     }
-    let found = walk(&key);
+    let found = walk(w, &key);
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() >= CACHE_ENTRIES {
@@ -86,17 +86,14 @@ pub(super) fn moments(w: &ValidWorkload, stage: u32, chunks: &[(u64, u64)]) -> R
     found
 }
 
-/// Walks the order op by op (no list of it: 2·v·m ops).
-fn walk(k: &Key) -> Rc<[Moment]> {
+/// Walks `w`'s order op by op (no list of it: 2·v·m ops); `k` is what it depends on.
+fn walk(w: &ValidWorkload, k: &Key) -> Rc<[Moment]> {
     let last_chunk = k.chunk_layers.len() as u32 - 1;
     let (mut layers, mut embedding, mut head) = (0u64, 0u64, 0u64);
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for i in 0..2 * k.m * k.v {
-        let op = match k.round {
-            Some(r) => flexible_op(k.pp, k.v, k.m, r, k.stage, i),
-            None => pipeline_op(k.pp, k.v, k.m, k.stage, i),
-        };
+        let op = w.pipeline_op(k.m, k.stage, i);
         let n = k.chunk_layers[op.chunk as usize];
         let first = k.embedding && op.chunk == 0;
         let last = k.head && op.chunk == last_chunk;
