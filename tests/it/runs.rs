@@ -119,11 +119,78 @@ fn llama3_loses_throughput_from_8192_to_16384_gpus_as_published() {
     let tool = b.predicted / a.predicted - 1.0;
     assert!(paper < 0.0, "{paper}");
     assert!(
-        tool < 0.0 && tool > 3.0 * paper,
+        tool < 0.0 && (tool - paper).abs() < 0.03,
         "tool {:+.1}% against the paper's {:+.1}%",
         100.0 * tool,
         100.0 * paper
     );
+}
+
+/// The two Llama 3 8K rows with their training state changed: FSDP's synchronisation (the
+/// run files' `zero`) and the profile's clock (its dense peak scaled), in a folder of their own.
+fn llama3_8k_pair_with(zero: u64, clock: f64) -> runs::Pair {
+    let dir = tempfile::tempdir().unwrap();
+    let mut profile: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root().join("hardware-profiles/grand-teton-h100-roce.json")).unwrap(),
+    )
+    .unwrap();
+    let peak = &mut profile["gpu"]["peak_bf16_flops_per_s"]["value"];
+    *peak = (peak.as_f64().unwrap() * clock).into();
+    // Not beside the run files: every JSON file of the folder is read as a run.
+    std::fs::create_dir(dir.path().join("hw")).unwrap();
+    std::fs::write(
+        dir.path().join("hw/clock.json"),
+        serde_json::to_vec(&profile).unwrap(),
+    )
+    .unwrap();
+    for id in [
+        "llama3-2024-405b-8k-8192gpus",
+        "llama3-2024-405b-8k-16384gpus",
+    ] {
+        let name = format!("{id}.json");
+        let mut run: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(root().join("runs").join(&name)).unwrap())
+                .unwrap();
+        run["zero"] = zero.into();
+        run["hardware"] = "hw/clock.json".into();
+        std::fs::write(dir.path().join(&name), serde_json::to_vec(&run).unwrap()).unwrap();
+    }
+    let runs = runs::load_dir(dir.path()).unwrap();
+    let results = runs::evaluate_all(&runs, RunTiming::Analytic).unwrap();
+    let mut pairs = runs::pairs(&results);
+    assert_eq!(pairs.len(), 1, "{pairs:?}");
+    pairs.remove(0)
+}
+
+/// Why the Llama 3 runs synchronise gradients once per step (ZeRO 1 in the run files), decided
+/// by the measured pair of 8K rows, not by the kernel model: the measured rest of the step
+/// (everything that does not grow with micro-batches per replica: fill and drain, the last
+/// synchronisation, the optimizer) is matched within 15% by the synchronisation at each chunk's
+/// last backward, at the profile's clock and at 0.8 of it; a reduce-scatter after every
+/// micro-batch (ZeRO 2) leaves a backlog of FP32 reduce-scatters in the drain, over 1.5 times
+/// the measured rest at either clock. The cost per micro-batch is what the clock moves.
+#[test]
+fn llama3_8k_pair_decides_how_often_fsdp_synchronises() {
+    for clock in [1.0, 0.8] {
+        let once = llama3_8k_pair_with(1, clock);
+        let every = llama3_8k_pair_with(2, clock);
+        let measured = once.measured.rest_s;
+        assert!(
+            (once.predicted.rest_s / measured - 1.0).abs() < 0.15,
+            "clock {clock}: once per step, rest {} s against {measured} s measured",
+            once.predicted.rest_s
+        );
+        assert!(
+            every.predicted.rest_s > 1.5 * measured,
+            "clock {clock}: every micro-batch, rest {} s against {measured} s measured",
+            every.predicted.rest_s
+        );
+    }
+    // The clock moves the cost per micro-batch: the profile's is below the measured one.
+    let fast = llama3_8k_pair_with(1, 1.0);
+    let slow = llama3_8k_pair_with(1, 0.8);
+    assert!(fast.predicted.per_micro_batch_s < 0.9 * fast.measured.per_micro_batch_s);
+    assert!(slow.predicted.per_micro_batch_s > fast.predicted.per_micro_batch_s);
 }
 
 /// Results of some run files of `runs/`, in closed form (a folder of their own).
@@ -166,21 +233,16 @@ fn llama3_8k_rows_split_into_a_cost_per_micro_batch_and_a_rest() {
     assert!((sum(|x| x.per_micro_batch_s) - p.predicted.per_micro_batch_s).abs() < 1e-9);
     assert!((sum(|x| x.rest_s) - p.predicted.rest_s).abs() < 1e-9);
 
-    let r = results.iter().find(|r| r.id == p.more).unwrap();
-    assert_eq!(r.peak.peak_bytes(), r.peak_bytes);
-    assert!(!r.fits);
-    let f = r
-        .peak
-        .headroom_fraction_that_fits
-        .expect("fits without headroom");
-    assert!(f > 0.0 && f < r.peak.allocator_headroom_fraction, "{f}");
-    let spare = r.peak.spare_without_headroom_bytes() as f64;
-    assert!(
-        (spare - f * r.capacity_bytes as f64).abs() <= 1.0,
-        "{spare} {f}"
-    );
-    let fewer = results.iter().find(|r| r.id == p.fewer).unwrap();
-    assert!(fewer.fits && fewer.peak.peak_bytes() == fewer.peak_bytes);
+    // Memory: the peak is its parts; with whole FP32 gradients neither row fits by the tool's
+    // model, not even without allocator headroom (the run files say so: the tool's memory
+    // verdict is stricter than the published runs here).
+    for id in [&p.more, &p.fewer] {
+        let r = results.iter().find(|r| &r.id == id).unwrap();
+        assert_eq!(r.peak.peak_bytes(), r.peak_bytes, "{id}");
+        assert!(!r.fits, "{id}");
+        assert!(r.peak.headroom_fraction_that_fits.is_none(), "{id}");
+        assert!(r.peak.spare_without_headroom_bytes() == 0, "{id}");
+    }
 
     // runs.json carries the split as runs.md shows it.
     let committed = committed();
