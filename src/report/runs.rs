@@ -169,11 +169,28 @@ fn memory_line(r: &RunResult) -> String {
             fmt_bytes(m.spare_without_headroom_bytes()),
             100.0 * f
         )),
-        (false, None) => s.push_str(&format!(
-            " The run ran, but its tensors ({}) with the context and NCCL buffers alone exceed \
-             device memory: the model counts tensors the run did not hold.",
-            fmt_bytes(m.tensor_bytes())
-        )),
+        (false, None) => {
+            s.push_str(&format!(
+                " The run ran, but its tensors ({}) with the context and NCCL buffers alone \
+                 exceed device memory: the model counts tensors the run did not hold.",
+                fmt_bytes(m.tensor_bytes())
+            ));
+            if let (Some(with), Some(without)) = (
+                m.activation_bytes_per_layer_that_fits(true),
+                m.activation_bytes_per_layer_that_fits(false),
+            ) {
+                s.push_str(&format!(
+                    " Everything else as counted, it would fit with the profile's headroom at \
+                     {} of stored activations per layer in flight ({:.0}% of the model's {}), \
+                     with no headroom at {} ({:.0}%).",
+                    fmt_bytes(with),
+                    100.0 * with as f64 / m.activation_bytes_per_layer.max(1) as f64,
+                    fmt_bytes(m.activation_bytes_per_layer),
+                    fmt_bytes(without),
+                    100.0 * without as f64 / m.activation_bytes_per_layer.max(1) as f64,
+                ));
+            }
+        }
     }
     s.push('\n');
     s

@@ -80,6 +80,32 @@ impl PeakParts {
             .saturating_sub(self.tensor_bytes() + self.cuda_context_bytes + self.nccl_bytes)
     }
 
+    /// The most stored activations one layer in flight could take for the peak to fit, the
+    /// weights, the transient working set, the other stored inputs (embedding and head) and the
+    /// profile's reserve as they are — with the allocator headroom or without it. `None` when
+    /// no layer is in flight or nothing is left for them: then the activations alone cannot
+    /// make the run fit.
+    pub fn activation_bytes_per_layer_that_fits(&self, with_headroom: bool) -> Option<u128> {
+        if self.in_flight_layers == 0 {
+            return None;
+        }
+        let layers = self.activation_bytes_per_layer * self.in_flight_layers as u128;
+        let others = self.stored_bytes.saturating_sub(layers);
+        let headroom = if with_headroom {
+            self.allocator_headroom_bytes
+        } else {
+            0
+        };
+        let fixed = self.static_bytes
+            + self.transient_bytes
+            + others
+            + self.cuda_context_bytes
+            + self.nccl_bytes
+            + headroom;
+        let budget = self.capacity_bytes.checked_sub(fixed).filter(|b| *b > 0)?;
+        Some(budget / self.in_flight_layers as u128)
+    }
+
     /// The peak: the tensors and the reserve.
     pub fn peak_bytes(&self) -> u128 {
         self.tensor_bytes()

@@ -242,6 +242,25 @@ fn llama3_8k_rows_split_into_a_cost_per_micro_batch_and_a_rest() {
         assert!(!r.fits, "{id}");
         assert!(r.peak.headroom_fraction_that_fits.is_none(), "{id}");
         assert!(r.peak.spare_without_headroom_bytes() == 0, "{id}");
+        // How small each layer's stored activations would have to be: the largest that fits.
+        let m = &r.peak;
+        for with_headroom in [true, false] {
+            let a = m
+                .activation_bytes_per_layer_that_fits(with_headroom)
+                .unwrap();
+            assert!(a < m.activation_bytes_per_layer, "{id} {a}");
+            let layers = m.in_flight_layers as u128;
+            let peak_at = |per_layer: u128| {
+                m.peak_bytes() - m.activation_bytes_per_layer * layers + per_layer * layers
+                    - if with_headroom {
+                        0
+                    } else {
+                        m.allocator_headroom_bytes
+                    }
+            };
+            assert!(peak_at(a) <= m.capacity_bytes, "{id} {a}");
+            assert!(peak_at(a + 1) > m.capacity_bytes, "{id} {a}");
+        }
     }
 
     // runs.json carries the split as runs.md shows it.
