@@ -364,6 +364,8 @@ def other_gpus():
         k.pop("attention", None)
         k["gemm"].pop("power_fraction", None)
         k["gemm"].pop("power_time_s", None)
+        # Nor the H200's step clock (measured on an H200 only).
+        k["gemm"].pop("step_clock_fraction", None)
         carried = (f"carried over from dgx-h100 ({SCRIPT}; placeholder: not measured on "
                    f"{g['gpu']}). dgx-h100's source: ")
 

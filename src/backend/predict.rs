@@ -445,9 +445,11 @@ impl<'a> Pricer<'a> {
         }
     }
 
-    /// Seconds of one kernel inside the unit (the cost model's in-step price).
+    /// Seconds of one kernel inside the unit: the cost model's in-stream price at the
+    /// calibrated clock — a unit runs for a moment, not the seconds of a training step whose
+    /// GEMMs hold the profile's `step_clock_fraction`.
     pub fn work_s(&self, w: Work) -> f64 {
-        self.cost.kernel_s(&w.shape()) * self.scale
+        self.cost.short_run_kernel_s(&w.shape()) * self.scale
     }
 
     /// Seconds of one message.

@@ -85,6 +85,7 @@ fn cpu_kernels(fig: &dyn Fn(f64, &str) -> Figure) -> KernelModel {
             power_fraction: None,
             power_time_s: None,
             stream_k: None,
+            step_clock_fraction: None,
         },
         attention_fwd: attention(0.3),
         attention_bwd: attention(0.3),

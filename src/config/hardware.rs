@@ -390,7 +390,11 @@ impl Hardware {
                         ));
                     }
                 }
-                "mma_fraction" | "elementwise_fraction" | "power_fraction" | "solo_fraction" => {
+                "mma_fraction"
+                | "elementwise_fraction"
+                | "power_fraction"
+                | "solo_fraction"
+                | "step_clock_fraction" => {
                     if !(fig.value > 0.0 && fig.value <= 1.0) {
                         return Err(bad(
                             &format!("{field}.value"),

@@ -63,6 +63,12 @@ pub struct GemmModel {
     /// constant of the clock's response); required with `power_fraction`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_time_s: Option<Figure>,
+    /// The fraction of the calibrated clock GEMMs hold inside a training step: the kernel
+    /// model is fitted to calls timed in short bursts, while a step runs kernels back to back
+    /// for seconds at the GPU's power and thermal limits (`cost::gemm`); absent: 1, the
+    /// calibrated clock. Applies to GEMMs in a step only, never to a call timed alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_clock_fraction: Option<Figure>,
     /// 1: the library may run stream-K (every tile's k-steps spread evenly over the SMs, with
     /// fp32 partial tiles fixed up) when tiles quantize badly; 0 or absent: it does not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -121,6 +127,7 @@ impl KernelModel {
             ("power_fraction", &self.gemm.power_fraction),
             ("power_time_s", &self.gemm.power_time_s),
             ("stream_k", &self.gemm.stream_k),
+            ("step_clock_fraction", &self.gemm.step_clock_fraction),
         ] {
             if let Some(f) = f {
                 v.push((format!("kernels.gemm.{name}"), f));

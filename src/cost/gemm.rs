@@ -29,6 +29,12 @@
 //! (the power controller's response) and at the capped rate after it, which the last line
 //! interpolates smoothly (the H200 measurements: ~800 TFLOP/s for ~1 ms GEMMs, ~690 for
 //! 5 ms ones).
+//!
+//! Those figures are fitted to calls timed in short bursts (ten calls after three warm-ups),
+//! which is what [`device_s`] prices. Inside a training step GEMMs run back to back for
+//! seconds, and the clock they hold there is the profile's `step_clock_fraction` of the
+//! calibrated one ([`step_device_s`]: the tensor-core peak, and so the tile rate and the power
+//! plateau, scaled by it; memory traffic and the fixed call time are not).
 
 use crate::config::Hardware;
 use crate::schedule::Gemm;
@@ -36,12 +42,32 @@ use crate::schedule::Gemm;
 /// Largest split-K factor considered.
 const MAX_SPLIT: u64 = 4;
 
-/// Device seconds of one GEMM call.
+/// Device seconds of one GEMM call at the calibrated clock (a call timed alone).
 pub fn device_s(hw: &Hardware, g: &Gemm) -> f64 {
+    device_at_clock_s(hw, g, 1.0)
+}
+
+/// Device seconds of one GEMM call inside a training step: at the profile's
+/// `step_clock_fraction` of the calibrated clock (1 when the profile has none).
+pub fn step_device_s(hw: &Hardware, g: &Gemm) -> f64 {
+    device_at_clock_s(hw, g, step_clock_fraction(hw))
+}
+
+/// The fraction of the calibrated clock GEMMs hold in a training step.
+pub fn step_clock_fraction(hw: &Hardware) -> f64 {
+    hw.kernels
+        .gemm
+        .step_clock_fraction
+        .as_ref()
+        .map_or(1.0, |f| f.value)
+}
+
+/// Device seconds of one GEMM call with the tensor-core peak at `clock` × the profile's.
+fn device_at_clock_s(hw: &Hardware, g: &Gemm, clock: f64) -> f64 {
     let p = &hw.kernels.gemm;
     let sms = hw.gpu.sm_count.value.max(1.0);
     let hbm = hw.gpu.hbm_bytes_per_s.value;
-    let peak = hw.gpu.peak_bf16_flops_per_s.value;
+    let peak = hw.gpu.peak_bf16_flops_per_s.value * clock;
     let t = (p.tile.value as u64).max(1);
     let bk = (p.k_step.value as u64).max(1);
     let rate_sm = peak / sms * p.mma_fraction.value;
@@ -170,5 +196,41 @@ mod tests {
         hw.kernels.gemm.stream_k = None;
         let without = device_s(&hw, &g);
         assert!(with < 0.85 * without, "{with} {without}");
+    }
+
+    #[test]
+    fn a_step_runs_gemms_at_the_step_clock_and_a_lone_call_at_the_calibrated_one() {
+        // Compute-bound: every compute term scales with 1/clock, the fixed call time does not;
+        // bound by memory (a vector times a matrix): the clock does not matter.
+        // (Only the tensor-core rate scales: the per-tile fixed time, split-K's and stream-K's
+        // memory traffic and the power cap's response time do not, so 1/clock within a few
+        // per cent, closer without the cap.)
+        let hw = load_hardware("hgx-h200").unwrap();
+        let f = step_clock_fraction(&hw);
+        assert!(f > 0.8 && f < 0.9, "{f}");
+        let call = hw.kernels.gemm.call_s.value;
+        let big = gemm(8192, 8192, 8192);
+        let ratio = |hw: &Hardware| (step_device_s(hw, &big) - call) / (device_s(hw, &big) - call);
+        assert!((ratio(&hw) * f - 1.0).abs() < 0.03, "{}", ratio(&hw));
+        let mut uncapped = hw.clone();
+        uncapped.kernels.gemm.power_fraction = None;
+        uncapped.kernels.gemm.power_time_s = None;
+        assert!(
+            (ratio(&uncapped) * f - 1.0).abs() < 0.01,
+            "{}",
+            ratio(&uncapped)
+        );
+        assert!(ratio(&uncapped) > 1.0 && ratio(&hw) > 1.0);
+        let thin = gemm(1, 16384, 16384);
+        assert_eq!(device_s(&hw, &thin), step_device_s(&hw, &thin));
+        // The cost model: a step's kernel price takes the step clock, a call timed alone not.
+        let cost = crate::cost::CostModel::new(&hw);
+        let k = crate::schedule::KernelShape::Gemm(big);
+        assert!(cost.kernel_s(&k) > cost.short_run_kernel_s(&k));
+        assert_eq!(cost.short_run_kernel_s(&k), cost.device_s(&k));
+        // Without the figure, both are the calibrated clock.
+        let mut plain = hw.clone();
+        plain.kernels.gemm.step_clock_fraction = None;
+        assert_eq!(step_device_s(&plain, &big), device_s(&plain, &big));
     }
 }

@@ -78,10 +78,30 @@ impl<'a> CostModel<'a> {
         }
     }
 
+    /// Device seconds of one kernel call inside a training step: [`Self::device_s`], GEMMs at
+    /// the clock they hold in a step (`gemm::step_device_s`, the profile's
+    /// `step_clock_fraction`).
+    pub fn step_device_s(&self, k: &KernelShape) -> f64 {
+        match k {
+            KernelShape::Gemm(g) if !k.is_empty() => gemm::step_device_s(self.hw, g),
+            _ => self.device_s(k),
+        }
+    }
+
     /// Seconds one kernel adds to a training step's compute stream: `max(host op time, device
-    /// time)` — the host issues ahead of the GPU, so only kernels shorter than the host's work
-    /// per op are bounded by it. An empty call costs nothing.
+    /// time in a step)` — the host issues ahead of the GPU, so only kernels shorter than the
+    /// host's work per op are bounded by it. An empty call costs nothing.
     pub fn kernel_s(&self, k: &KernelShape) -> f64 {
+        if k.is_empty() {
+            return 0.0;
+        }
+        self.step_device_s(k).max(self.hw.kernels.host.op_s.value)
+    }
+
+    /// Seconds one kernel adds to a stream of kernels that runs for a moment only, as the
+    /// executed units of `gpu-check` and the calibration's calls do: [`Self::kernel_s`] at the
+    /// calibrated clock (no `step_clock_fraction`).
+    pub fn short_run_kernel_s(&self, k: &KernelShape) -> f64 {
         if k.is_empty() {
             return 0.0;
         }
@@ -101,8 +121,9 @@ impl<'a> CostModel<'a> {
         (self.device_s(k) + h.isolated_gap_s.value).max(h.isolated_floor_s.value + extra)
     }
 
-    /// The best GEMM rate: a full wave of tiles, long k, no fixed costs (the F of METP's
-    /// overlap condition) — and no longer than the power cap allows.
+    /// The best GEMM rate in a training step: a full wave of tiles, long k, no fixed costs
+    /// (the F of METP's overlap condition) — no faster than the power cap allows, at the clock
+    /// GEMMs hold in a step.
     pub fn best_gemm_flops_per_s(&self) -> f64 {
         let g = &self.hw.kernels.gemm;
         let tile = g.mma_fraction.value;
@@ -110,7 +131,7 @@ impl<'a> CostModel<'a> {
             .power_fraction
             .as_ref()
             .map_or(tile, |p| p.value.min(tile));
-        self.hw.gpu.peak_bf16_flops_per_s.value * fraction
+        self.hw.gpu.peak_bf16_flops_per_s.value * fraction * gemm::step_clock_fraction(self.hw)
     }
 
     /// The attention pass's best rate for head dimension 128, in FLOPs as

@@ -40,6 +40,23 @@ fn rates_outside_the_physical_range_are_refused_at_load() {
     assert!(e.contains("gpu.peak_bf16_flops_per_s.value"), "{e}");
 }
 
+/// A step clock of 0 would make every GEMM of a step take forever, one above 1 would make a
+/// step's GEMMs faster than any call was measured: both refused at load, naming the field.
+#[test]
+fn a_step_clock_outside_zero_to_one_is_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    for bad in [0.0, -0.5, 1.5] {
+        let mut hw = bundled("hardware-profiles", "hgx-h200");
+        hw["kernels"]["gemm"]["step_clock_fraction"]["value"] = bad.into();
+        let f = write(dir.path(), "clock.json", &hw);
+        let e = refuses(&["simulate", "--hw", &f], 1);
+        assert!(
+            e.contains("kernels.gemm.step_clock_fraction.value") && e.contains("(0, 1]"),
+            "{bad}: {e}"
+        );
+    }
+}
+
 /// The slowest profile the limits allow (10^6 FLOP/s, 10^6 bytes/s) still gives only finite
 /// numbers and MFU ≤ 1 — or a refusal — in every output of a sweep.
 #[test]
