@@ -24,6 +24,8 @@ struct RunsJson<'a> {
     runs: &'a [RunResult],
     /// Runs that differ only in micro-batches per replica, their steps split (`runs::pairs`).
     pairs: Vec<crate::runs::Pair>,
+    /// The runs grouped by source, with the tool's speed error on them (`runs::by_source`).
+    sources: Vec<crate::runs::SourceSummary>,
 }
 
 /// `runs.json`: every run's prediction, error, breakdown and configurations, and the pairs of
@@ -37,6 +39,7 @@ pub fn runs_json(runs: &[RunResult], timing: RunTiming) -> String {
         within_tolerance: runs.iter().filter(|r| r.within_tolerance).count(),
         runs,
         pairs: crate::runs::pairs(runs),
+        sources: crate::runs::by_source(runs),
     })
 }
 
@@ -124,6 +127,7 @@ pub fn runs_markdown(runs: &[RunResult], timing: RunTiming, exts: &[&str]) -> St
     s.push_str(&format!(
         "\n![predicted against measured step time]({PLOT_STEM}.{ext})\n"
     ));
+    sources_section(&mut s, runs);
     pairs_section(&mut s, runs);
     for r in runs {
         section(&mut s, r);
@@ -194,6 +198,34 @@ fn memory_line(r: &RunResult) -> String {
     }
     s.push('\n');
     s
+}
+
+/// The runs by source: how many meet the goal and which way and how far the tool is off on
+/// them, as speed (`runs::by_source`).
+fn sources_section(s: &mut String, runs: &[RunResult]) {
+    let pct = |e: f64| format!("{:+.1}%", 100.0 * e);
+    s.push_str(
+        "\n## By source\n\nThe tool's error on each source's runs as speed (predicted speed / \
+         measured speed − 1: positive when the tool says faster, for iteration times and \
+         TFLOP/s alike). A source whose runs all lie on one side points at something the runs \
+         share — the hardware profile, the software of the time — more than at any one \
+         layout.\n\n| source | runs | hardware | within 5% | median speed error | range | \
+         predicted faster |\n|---|---|---|---|---|---|---|\n",
+    );
+    for g in crate::runs::by_source(runs) {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} to {} | {} of {} |\n",
+            g.source,
+            g.runs,
+            g.hardware.join(", "),
+            g.within_goal,
+            pct(g.median_speed_error),
+            pct(g.speed_error_range.0),
+            pct(g.speed_error_range.1),
+            g.faster,
+            g.runs
+        ));
+    }
 }
 
 /// The pairs of runs that differ only in micro-batches per replica: measured and predicted

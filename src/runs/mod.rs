@@ -17,6 +17,7 @@ pub mod file;
 pub mod knobs;
 pub mod pairs;
 pub mod peak;
+pub mod sources;
 
 use serde::Serialize;
 
@@ -25,6 +26,7 @@ pub use file::{load, load_dir, Quantity, Run, RunFile};
 pub use knobs::{Knob, Knobs};
 pub use pairs::{pairs, Pair, PartSplit, Split};
 pub use peak::PeakParts;
+pub use sources::{by_source, speed_error, SourceSummary};
 
 use crate::config::{
     CpComm, GradSync, Options, OuterAxes, PipeP2p, Runtime, ValidWorkload, Workload,

@@ -493,3 +493,42 @@ fn the_readme_table_is_the_reports() {
         "README's published-runs table differs from reports/runs/runs.md: copy it over"
     );
 }
+
+/// runs.md's "By source": the groups hold every run once, each run's speed error has the sign
+/// of "the tool is faster", and a group's count of faster runs is the count of its positive
+/// speed errors — so a source the tool is fast on throughout reads "n of n".
+#[test]
+fn runs_grouped_by_source_add_up_and_read_as_speed() {
+    let results = analytic_results();
+    let groups = runs::by_source(&results);
+    assert_eq!(groups.iter().map(|g| g.runs).sum::<usize>(), results.len());
+    assert!(groups.len() >= 4, "{groups:?}");
+    for r in &results {
+        let e = runs::speed_error(r);
+        assert!(e.is_finite() && (e > 0.0) == r.tool_faster, "{}: {e}", r.id);
+        if r.quantity == runs::Quantity::IterationS {
+            // An iteration 10% longer than measured is a speed 1/1.1 − 1 = −9.1% of it.
+            assert!(
+                ((1.0 + e) * (1.0 + r.error) - 1.0).abs() < 1e-12,
+                "{}",
+                r.id
+            );
+        } else {
+            assert_eq!(e, r.error, "{}", r.id);
+        }
+    }
+    for g in &groups {
+        let (lo, hi) = g.speed_error_range;
+        assert!(
+            lo <= g.median_speed_error && g.median_speed_error <= hi,
+            "{g:?}"
+        );
+        assert!(g.within_goal <= g.runs && g.faster <= g.runs, "{g:?}");
+    }
+    let committed = committed();
+    assert_eq!(
+        committed["sources"].as_array().map(Vec::len),
+        Some(groups.len()),
+        "runs.json's sources: regenerate"
+    );
+}

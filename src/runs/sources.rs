@@ -1,0 +1,113 @@
+//! Published runs grouped by their source (the paper, or the benchmark release): how many
+//! there are, how many meet the goal, and which way and how far the tool is off on them,
+//! measured as speed so that iteration times and TFLOP/s figures read alike. A tool that is
+//! fast on every run of one source and slow on every run of another has a bias a single
+//! run's error does not show; this says so in numbers.
+//!
+//! Reads [`RunResult`]s only; depends on nothing else.
+
+use serde::Serialize;
+
+use super::RunResult;
+
+/// The runs of one source.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SourceSummary {
+    /// The source as its run files name it, up to its title or its parenthesis (`Korthikanti
+    /// et al. 2022`, `NVIDIA DGX Cloud Benchmarking performance recipes, release 25.02`).
+    pub source: String,
+    /// Its runs, in report order.
+    pub runs: usize,
+    /// The hardware profiles they run on, each once, in order of first use.
+    pub hardware: Vec<String>,
+    /// How many are within the goal.
+    pub within_goal: usize,
+    /// The median speed error: predicted speed over measured speed − 1 (positive: the tool
+    /// says faster), whatever the quantity published.
+    pub median_speed_error: f64,
+    /// The smallest and the largest speed error.
+    pub speed_error_range: (f64, f64),
+    /// Runs the tool predicts faster than measured.
+    pub faster: usize,
+}
+
+/// A run's speed error: predicted over measured speed − 1, positive when the tool says faster
+/// (an iteration time's error turned round).
+pub fn speed_error(r: &RunResult) -> f64 {
+    if r.quantity.higher_is_faster() {
+        r.error
+    } else {
+        1.0 / (1.0 + r.error) - 1.0
+    }
+}
+
+/// The source's short name: up to `, "` (a title follows) or ` (` (where it appeared).
+fn short(paper: &str) -> &str {
+    let cut = [paper.find(", \""), paper.find(" (")]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(paper.len());
+    paper[..cut].trim_end()
+}
+
+/// The runs grouped by source, in order of each source's first run.
+pub fn by_source(runs: &[RunResult]) -> Vec<SourceSummary> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in runs {
+        let s = short(&r.source.paper);
+        if !names.contains(&s) {
+            names.push(s);
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let mine: Vec<&RunResult> = runs
+                .iter()
+                .filter(|r| short(&r.source.paper) == name)
+                .collect();
+            let mut hardware: Vec<String> = Vec::new();
+            for r in &mine {
+                if !hardware.contains(&r.hardware) {
+                    hardware.push(r.hardware.clone());
+                }
+            }
+            let mut errors: Vec<f64> = mine.iter().map(|r| speed_error(r)).collect();
+            errors.sort_by(f64::total_cmp);
+            let n = errors.len();
+            let median = if n % 2 == 1 {
+                errors[n / 2]
+            } else {
+                0.5 * (errors[n / 2 - 1] + errors[n / 2])
+            };
+            SourceSummary {
+                source: name.to_string(),
+                runs: n,
+                hardware,
+                within_goal: mine.iter().filter(|r| r.within_goal).count(),
+                median_speed_error: median,
+                speed_error_range: (errors[0], errors[n - 1]),
+                faster: errors.iter().filter(|e| **e > 0.0).count(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_stop_at_the_title_or_the_parenthesis() {
+        assert_eq!(
+            short("Korthikanti et al. 2022, \"Reducing Activation\" (arXiv 2205.05198)"),
+            "Korthikanti et al. 2022"
+        );
+        assert_eq!(
+            short("NVIDIA recipes, release 25.02 (github.com/NVIDIA/x, commit 8f5cbb3)"),
+            "NVIDIA recipes, release 25.02"
+        );
+        assert_eq!(short("A source"), "A source");
+    }
+}
