@@ -114,6 +114,12 @@ pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
         hardware: hw.name.clone(),
         attention_kernel: attention.id(),
         kernel_placeholder: hw.kernels.placeholder_note(attention),
+        gemm_step_clock_fraction: hw
+            .kernels
+            .gemm
+            .step_clock_fraction
+            .as_ref()
+            .map(|f| f.value),
         gpus: spec.gpus,
         nodes: hw.nodes,
         gpus_per_node: hw.gpus_per_node,

@@ -107,6 +107,9 @@ pub struct Plan {
     pub attention_kernel: &'static str,
     /// What of the profile's kernel model is a placeholder (`config::attention`).
     pub kernel_placeholder: Option<String>,
+    /// The fraction of the calibrated clock a step's GEMMs run at, where the profile has one
+    /// (`kernels.gemm.step_clock_fraction`).
+    pub gemm_step_clock_fraction: Option<f64>,
     /// GPUs.
     pub gpus: u64,
     /// Nodes (ceil(gpus / gpus_per_node)).

@@ -69,10 +69,18 @@ pub fn placeholder(w: &crate::config::Workload) -> Option<String> {
         .placeholder_note(w.options.attention_kernel(&w.hardware))
 }
 
-/// The header lines every report prints under its title: `attention: NAME` and, when part of
-/// the kernel model is a placeholder, `placeholder kernel figures: …`.
+/// The header lines every report prints under its title: `attention: NAME`, when the profile
+/// has a step clock the clock a step's GEMMs run at, and, when part of the kernel model is a
+/// placeholder, `placeholder kernel figures: …`.
 pub fn attention_header(w: &crate::config::Workload) -> String {
     let mut s = format!("attention: {}\n", attention_kernel(w));
+    if let Some(f) = &w.hardware.kernels.gemm.step_clock_fraction {
+        s.push_str(&format!(
+            "GEMMs in a step: at {:.4} of the calibrated clock (the profile's \
+             kernels.gemm.step_clock_fraction)\n",
+            f.value
+        ));
+    }
     if let Some(p) = placeholder(w) {
         s.push_str(&format!("placeholder kernel figures: {p}\n"));
     }

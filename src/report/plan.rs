@@ -218,6 +218,8 @@ struct PlanJson<'a> {
     attention_kernel: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     kernel_placeholder: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gemm_step_clock_fraction: Option<f64>,
     gpus: u64,
     nodes: u64,
     gpus_per_node: u64,
@@ -255,6 +257,7 @@ pub fn plan_json(p: &Plan) -> String {
         hardware: &p.hardware,
         attention_kernel: p.attention_kernel,
         kernel_placeholder: &p.kernel_placeholder,
+        gemm_step_clock_fraction: p.gemm_step_clock_fraction,
         gpus: p.gpus,
         nodes: p.nodes,
         gpus_per_node: p.gpus_per_node,
@@ -337,12 +340,18 @@ fn header(p: &Plan) -> String {
         (Some(t), None) => format!("time to train {} tokens: days and GPU-hours\n", eng(t)),
         _ => String::new(),
     };
+    let clock = p.gemm_step_clock_fraction.map_or(String::new(), |f| {
+        format!(
+            "GEMMs in a step: at {f:.4} of the calibrated clock (the profile's \
+             kernels.gemm.step_clock_fraction)\n"
+        )
+    });
     let placeholder = p.kernel_placeholder.as_ref().map_or(String::new(), |t| {
         format!("placeholder kernel figures: {t}\n")
     });
     format!(
         "plan: {} on {} GPU(s) of {} ({} node(s) × {}), s = {}{}, {batch}{fixed}\n\
-         attention: {}{}\n{placeholder}\
+         attention: {}{}\n{clock}{placeholder}\
          {} configurations evaluated ({} more skipped as equivalent), {} fit, {} \
          rejected{simulated}\n{training}",
         p.model,

@@ -43,6 +43,9 @@ struct SimulateJson<'a> {
     attention_kernel: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     kernel_placeholder: Option<String>,
+    /// The fraction of the calibrated clock a step's GEMMs run at, where the profile has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gemm_step_clock_fraction: Option<f64>,
     method: &'a str,
     p: u64,
     dp: u64,
@@ -128,6 +131,13 @@ pub fn simulate_json_with(e: &Evaluation, training: Option<Training>) -> String 
         hardware: &w.hardware.name,
         attention_kernel: super::attention_kernel(w),
         kernel_placeholder: super::placeholder(w),
+        gemm_step_clock_fraction: w
+            .hardware
+            .kernels
+            .gemm
+            .step_clock_fraction
+            .as_ref()
+            .map(|f| f.value),
         method: w.method.id(),
         p: w.p,
         dp: w.dp,

@@ -373,3 +373,40 @@ fn sweep_format_prints_the_files_it_writes() {
     assert!(err.contains("--format") && err.contains("merge"), "{err}");
     assert!(!dir.path().join("shard").exists());
 }
+
+/// A profile with a step clock says so under the title and in JSON (the clock a step's GEMMs
+/// run at); one without (the A100 default) prints neither.
+#[test]
+fn simulate_states_the_step_clock_where_the_profile_has_one() {
+    let h200 = stdout(&["simulate", "--hw", "hgx-h200", "--seq", "4k"]);
+    assert!(
+        h200.contains("GEMMs in a step: at 0.8745 of the calibrated clock"),
+        "{h200}"
+    );
+    let j = json(&[
+        "simulate", "--hw", "hgx-h200", "--seq", "4k", "--format", "json",
+    ]);
+    let f = j["gemm_step_clock_fraction"].as_f64().unwrap();
+    assert!((f - 0.8745).abs() < 1e-4, "{f}");
+    let a100 = stdout(&["simulate", "--seq", "4k"]);
+    assert!(!a100.contains("GEMMs in a step"), "{a100}");
+    let j = json(&["simulate", "--seq", "4k", "--format", "json"]);
+    assert!(j.get("gemm_step_clock_fraction").is_none());
+    // plan says it too.
+    let plan = stdout(&[
+        "plan",
+        "--model",
+        "llama2-7b",
+        "--hw",
+        "hgx-h200",
+        "--gpus",
+        "8",
+        "--seq",
+        "4k",
+        "--methods",
+        "tp-sp",
+        "--top",
+        "1",
+    ]);
+    assert!(plan.contains("GEMMs in a step: at 0.8745"), "{plan}");
+}
