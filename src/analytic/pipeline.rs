@@ -386,7 +386,8 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{load_hardware, load_model, MethodId, Options, OuterAxes, Workload};
+    use crate::config::testing::gpt3_tp_sp;
+    use crate::config::Options;
 
     /// The bound the planner prunes with is one: never above the walk's step, and close to it
     /// where the pipeline is full (1F1B and interleaved, uneven layers, synchronisation).
@@ -397,28 +398,7 @@ mod tests {
             (30, 4, 2, 8, 2),
             (24, 2, 3, 64, 4),
         ] {
-            let mut model = load_model("gpt3-1.3b").unwrap();
-            model.layers = layers;
-            let mut hardware = load_hardware("dgx-a100-80gb").unwrap();
-            hardware.nodes = 2 * pp * dp;
-            let w = Workload {
-                model,
-                hardware,
-                method: MethodId::TpSp,
-                p: 8,
-                dp,
-                outer: OuterAxes {
-                    pp,
-                    interleave: v,
-                    cp: 1,
-                },
-                seq: 2048,
-                micro_batch: 1,
-                micro_batches: m,
-                options: Options::default(),
-            }
-            .validate()
-            .unwrap();
+            let w = gpt3_tp_sp(layers, (pp, v, dp), m, 2 * pp * dp, Options::default());
             let plan = crate::schedule::plan(&w);
             let step = super::super::price(&w, &plan).step_time_s;
             let lb = super::super::step_lower_bound(&w, &plan);
@@ -436,28 +416,7 @@ mod tests {
     #[test]
     fn long_walks_extrapolate_to_the_whole_walk() {
         for (pp, v, m) in [(8u64, 1u64, 9000u64), (4, 2, 8192)] {
-            let mut model = load_model("gpt3-1.3b").unwrap();
-            model.layers = 8 * v * pp;
-            let mut hardware = load_hardware("dgx-a100-80gb").unwrap();
-            hardware.nodes = 2 * pp;
-            let w = Workload {
-                model,
-                hardware,
-                method: MethodId::TpSp,
-                p: 8,
-                dp: 2,
-                outer: OuterAxes {
-                    pp,
-                    interleave: v,
-                    cp: 1,
-                },
-                seq: 2048,
-                micro_batch: 1,
-                micro_batches: m,
-                options: Options::default(),
-            }
-            .validate()
-            .unwrap();
+            let w = gpt3_tp_sp(8 * v * pp, (pp, v, 2), m, 2 * pp, Options::default());
             assert!(2 * pp * v * m > super::MAX_WALK_OPS);
             let plan = crate::schedule::plan(&w);
             let short = super::super::price(&w, &plan);

@@ -28,6 +28,8 @@ mod precision;
 mod runtime;
 mod scale;
 mod seq;
+#[cfg(test)]
+pub(crate) mod testing;
 mod topology;
 mod unit;
 mod workload;

@@ -92,20 +92,23 @@ impl<'a> CostModel<'a> {
     /// time in a step)` — the host issues ahead of the GPU, so only kernels shorter than the
     /// host's work per op are bounded by it. An empty call costs nothing.
     pub fn kernel_s(&self, k: &KernelShape) -> f64 {
-        if k.is_empty() {
-            return 0.0;
-        }
-        self.step_device_s(k).max(self.hw.kernels.host.op_s.value)
+        self.host_bounded(k, |k| self.step_device_s(k))
     }
 
     /// Seconds one kernel adds to a stream of kernels that runs for a moment only, as the
     /// executed units of `gpu-check` and the calibration's calls do: [`Self::kernel_s`] at the
     /// calibrated clock (no `step_clock_fraction`).
     pub fn short_run_kernel_s(&self, k: &KernelShape) -> f64 {
+        self.host_bounded(k, |k| self.device_s(k))
+    }
+
+    /// `max(host op time, device)` of a call in a stream the host issues ahead of; an empty
+    /// call costs nothing.
+    fn host_bounded(&self, k: &KernelShape, device: impl Fn(&KernelShape) -> f64) -> f64 {
         if k.is_empty() {
             return 0.0;
         }
-        self.device_s(k).max(self.hw.kernels.host.op_s.value)
+        device(k).max(self.hw.kernels.host.op_s.value)
     }
 
     /// Seconds of one call timed alone with events around it, as the calibration measurements

@@ -130,7 +130,8 @@ fn walk(w: &ValidWorkload, k: &Key) -> Rc<[Moment]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{load_hardware, load_model, MethodId, Options, OuterAxes, Workload};
+    use crate::config::testing::gpt3_tp_sp;
+    use crate::config::Options;
 
     /// The moments are the order's, walked from its list (`pipeline_order`), repeats dropped
     /// — for Megatron's interleaving, LLaMA 3's flexible rounds and uneven stages.
@@ -141,30 +142,9 @@ mod tests {
             (30, 4, 2, 8, None),
             (126, 16, 4, 32, Some(16u64)),
         ] {
-            let mut model = load_model("gpt3-1.3b").unwrap();
-            model.layers = layers;
-            let mut hardware = load_hardware("dgx-a100-80gb").unwrap();
-            hardware.nodes = pp;
             let mut options = Options::default();
             options.runtime.pp_round = round;
-            let w = Workload {
-                model,
-                hardware,
-                method: MethodId::TpSp,
-                p: 8,
-                dp: 1,
-                outer: OuterAxes {
-                    pp,
-                    interleave: v,
-                    cp: 1,
-                },
-                seq: 2048,
-                micro_batch: 1,
-                micro_batches: m,
-                options,
-            }
-            .validate()
-            .unwrap();
+            let w = gpt3_tp_sp(layers, (pp, v, 1), m, pp, options);
             for s in 0..pp as u32 {
                 let chunks = w.stage_chunks(s);
                 let (mut l, mut e, mut h) = (0u64, 0u64, 0u64);
