@@ -423,17 +423,9 @@ pub fn runs_chart(runs: &[RunResult]) -> Chart {
             }
         }
     }
-    let mut papers: Vec<&str> = Vec::new();
-    for r in runs {
-        let p = paper_short(&r.source.paper);
-        if !papers.contains(&p) {
-            papers.push(p);
-        }
-    }
-    for p in papers {
-        let points = runs
+    for (p, members) in crate::runs::sources::group_by(runs, |r| paper_short(&r.source.paper)) {
+        let points = members
             .iter()
-            .filter(|r| paper_short(&r.source.paper) == p)
             .map(|r| (r.measured_step_s, r.predicted_step_s))
             .collect();
         chart = chart.with_series(Series::new(p, points).with_style(SeriesStyle::Markers));

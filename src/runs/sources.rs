@@ -51,22 +51,28 @@ fn short(paper: &str) -> &str {
     paper[..cut].trim_end()
 }
 
-/// The runs grouped by source, in order of each source's first run.
-pub fn by_source(runs: &[RunResult]) -> Vec<SourceSummary> {
-    let mut names: Vec<&str> = Vec::new();
+/// `runs` grouped by `key`, the groups in order of their first run, each group's runs in
+/// report order.
+pub fn group_by<'a>(
+    runs: &'a [RunResult],
+    key: impl Fn(&'a RunResult) -> &'a str,
+) -> Vec<(&'a str, Vec<&'a RunResult>)> {
+    let mut groups: Vec<(&str, Vec<&RunResult>)> = Vec::new();
     for r in runs {
-        let s = short(&r.source.paper);
-        if !names.contains(&s) {
-            names.push(s);
+        let k = key(r);
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, members)) => members.push(r),
+            None => groups.push((k, vec![r])),
         }
     }
-    names
+    groups
+}
+
+/// The runs grouped by source, in order of each source's first run.
+pub fn by_source(runs: &[RunResult]) -> Vec<SourceSummary> {
+    group_by(runs, |r| short(&r.source.paper))
         .into_iter()
-        .map(|name| {
-            let mine: Vec<&RunResult> = runs
-                .iter()
-                .filter(|r| short(&r.source.paper) == name)
-                .collect();
+        .map(|(name, mine)| {
             let mut hardware: Vec<String> = Vec::new();
             for r in &mine {
                 if !hardware.contains(&r.hardware) {
