@@ -532,3 +532,47 @@ fn runs_grouped_by_source_add_up_and_read_as_speed() {
         "runs.json's sources: regenerate"
     );
 }
+
+/// A run's verdict can lose: the 22B run (within 5%) with its measured time moved 5% and then
+/// 40% is "off" inside a 10% tolerance, then "OUT" of it — in the result and in the report's
+/// table row — while the prediction does not move.
+#[test]
+fn a_run_leaves_the_goal_and_then_its_tolerance_when_the_measurement_moves() {
+    let id = "korthikanti-2022-22b-selective";
+    let original: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root().join("runs").join(format!("{id}.json"))).unwrap(),
+    )
+    .unwrap();
+    let with = |factor: f64| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = original.clone();
+        let v = run["measured"]["value"].as_f64().unwrap();
+        run["measured"]["value"] = (v * factor).into();
+        run["tolerance"] = 0.1.into();
+        run["tolerance_why"] = "A test: the measured figure is moved.".into();
+        std::fs::write(
+            dir.path().join(format!("{id}.json")),
+            serde_json::to_vec(&run).unwrap(),
+        )
+        .unwrap();
+        let runs = runs::load_dir(dir.path()).unwrap();
+        runs::evaluate_all(&runs, RunTiming::Analytic)
+            .unwrap()
+            .remove(0)
+    };
+    let (same, off, out) = (with(1.0), with(1.05), with(1.4));
+    assert!(same.within_goal && same.within_tolerance, "{}", same.error);
+    assert!(!off.within_goal && off.within_tolerance, "{}", off.error);
+    assert!(!out.within_goal && !out.within_tolerance, "{}", out.error);
+    assert_eq!(same.predicted, out.predicted);
+    assert!(out.tool_faster && out.error < -0.1);
+    let table = metp_sim::report::runs_table(&[same, off, out]);
+    let rows: Vec<&str> = table.lines().skip(2).collect();
+    assert!(rows[0].ends_with("| within 5% |"), "{}", rows[0]);
+    assert!(rows[1].ends_with("| off (tolerance 10%) |"), "{}", rows[1]);
+    assert!(
+        rows[2].ends_with("| OUT of its 10% tolerance |"),
+        "{}",
+        rows[2]
+    );
+}
