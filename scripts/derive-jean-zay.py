@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes hardware-profiles/jean-zay-a100-opa.json: the A100 partition of IDRIS's Jean Zay on
+"""Writes hardware-profiles/a100-jean-zay-opa.json: the A100 partition of IDRIS's Jean Zay on
 which BLOOM-176B was trained (BigScience 2022, arXiv 2211.05100, §3.4.1; the training's
 bigscience-workshop/bigscience train/tr11-176B-ml/README.md), derived from dgx-a100-80gb.json.
 
@@ -23,7 +23,7 @@ import pathlib
 root = pathlib.Path(__file__).resolve().parent.parent
 base = json.loads((root / "hardware-profiles/dgx-a100-80gb.json").read_text())
 d = dict(base)
-d["name"] = "jean-zay-a100-opa"
+d["name"] = "a100-jean-zay-opa"
 d["description"] = (
     "IDRIS Jean Zay's A100 partition, where BLOOM-176B was trained (BigScience 2022 §3.4.1): nodes of "
     "8x A100-SXM4-80GB on NVLink, 4x Omni-Path 100 Gb/s per node (two GPUs per link; the 8D hypercube "
@@ -63,6 +63,6 @@ d["inter_node"] = {
     },
     "wiring": "node",
 }
-out = root / "hardware-profiles/jean-zay-a100-opa.json"
+out = root / "hardware-profiles/a100-jean-zay-opa.json"
 out.write_text(json.dumps(d, indent=2, ensure_ascii=False) + "\n")
 print(f"wrote {out.relative_to(root)}")
