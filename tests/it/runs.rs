@@ -576,3 +576,54 @@ fn a_run_leaves_the_goal_and_then_its_tolerance_when_the_measurement_moves() {
         rows[2]
     );
 }
+
+/// Why the Nemotron-4 340B runs keep their optimizer state in bf16 (the recipe's
+/// `optim.dtype: bf16`, which NeMo 24.09 hands to Apex's distributed Adam): on 128 GPUs the
+/// state is sharded over only 2 data-parallel ranks, and with fp32 master weights and moments
+/// (12 bytes per parameter) the tool's model calls the layout one that does not fit even
+/// without allocator headroom — the run ran. With bf16 moments and no master copy (4 bytes) it
+/// fits with the profile's headroom; the difference is the state's 8 bytes per parameter over
+/// 2 ranks and nothing else.
+#[test]
+fn nemotron_on_128_gpus_fits_with_the_recipes_bf16_optimizer_state_only() {
+    let id = "nvidia-dgxc-2411-nemotron4-340b-128gpus";
+    let original: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root().join("runs").join(format!("{id}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(original["optimizer_dtype"], "bf16");
+    let with = |dtype: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = original.clone();
+        run["optimizer_dtype"] = dtype.into();
+        // Its model file lives under runs/models.
+        let model = root()
+            .join("runs")
+            .join(original["model"].as_str().unwrap());
+        run["model"] = model.to_str().unwrap().into();
+        std::fs::write(
+            dir.path().join(format!("{id}.json")),
+            serde_json::to_vec(&run).unwrap(),
+        )
+        .unwrap();
+        let runs = runs::load_dir(dir.path()).unwrap();
+        runs::evaluate_all(&runs, RunTiming::Analytic)
+            .unwrap()
+            .remove(0)
+    };
+    let (bf16, fp32) = (with("bf16"), with("fp32"));
+    assert!(bf16.fits, "bf16 state: {} bytes", bf16.peak_bytes);
+    assert!(!fp32.fits, "fp32 state: {} bytes", fp32.peak_bytes);
+    let (b, f) = (bf16.peak, fp32.peak);
+    assert!(
+        f.headroom_fraction_that_fits.is_none(),
+        "fp32 state fits with some headroom: {f:?}"
+    );
+    // 340B parameters over TP 8 × PP 8, the first stage's embedding with them, sharded over 2.
+    let state_gib = (f.static_bytes - b.static_bytes) as f64 / (1u64 << 30) as f64;
+    assert!((19.0..23.0).contains(&state_gib), "{state_gib} GiB");
+    assert_eq!(f.stored_bytes, b.stored_bytes);
+    assert!(
+        bf16.layout.contains("bf16 optimizer state") && !fp32.layout.contains("optimizer state")
+    );
+}
