@@ -406,6 +406,7 @@ fn bad_run_files_are_refused_in_one_line_naming_the_field() {
         ("field 'pp_round'", |v| v["pp_round"] = 0.into()),
         ("unknown variant `eager`", |v| v["pp_p2p"] = "eager".into()),
         ("unknown variant `mesh`", |v| v["cp_comm"] = "mesh".into()),
+        ("unknown variant `fp8`", |v| v["optimizer_dtype"] = "fp8".into()),
         ("--cp-comm all-gather", |v| {
             v["cp_comm"] = "all-gather".into()
         }),
