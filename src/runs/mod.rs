@@ -14,6 +14,7 @@
 
 pub mod breakdown;
 pub mod file;
+pub mod fit;
 pub mod knobs;
 pub mod pairs;
 pub mod peak;
@@ -23,6 +24,7 @@ use serde::Serialize;
 
 pub use breakdown::{Breakdown, Suspect};
 pub use file::{load, load_dir, Quantity, Run, RunFile};
+pub use fit::{fit_summary, FitSummary};
 pub use knobs::{Knob, Knobs};
 pub use pairs::{pairs, Pair, PartSplit, Split};
 pub use peak::PeakParts;

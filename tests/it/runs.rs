@@ -406,7 +406,9 @@ fn bad_run_files_are_refused_in_one_line_naming_the_field() {
         ("field 'pp_round'", |v| v["pp_round"] = 0.into()),
         ("unknown variant `eager`", |v| v["pp_p2p"] = "eager".into()),
         ("unknown variant `mesh`", |v| v["cp_comm"] = "mesh".into()),
-        ("unknown variant `fp8`", |v| v["optimizer_dtype"] = "fp8".into()),
+        ("unknown variant `fp8`", |v| {
+            v["optimizer_dtype"] = "fp8".into()
+        }),
         ("--cp-comm all-gather", |v| {
             v["cp_comm"] = "all-gather".into()
         }),
@@ -627,4 +629,41 @@ fn nemotron_on_128_gpus_fits_with_the_recipes_bf16_optimizer_state_only() {
     assert!(
         bf16.layout.contains("bf16 optimizer state") && !fp32.layout.contains("optimizer state")
     );
+    // Over runs, the fp32 variant is counted among those the runs disprove.
+    let summary = runs::fit_summary(&[bf16, fp32]);
+    assert_eq!((summary.runs, summary.fit), (2, 1));
+    assert!(summary.fit_with_less_headroom.is_empty());
+    assert_eq!(summary.tensors_exceed_memory, vec![id.to_string()]);
+}
+
+/// The report's memory sentence counts every run once, by the same verdicts as the runs'
+/// own memory lines, and names each run the model does not let fit.
+#[test]
+fn every_run_is_counted_once_by_memory_verdict() {
+    let results = analytic_results();
+    let f = runs::fit_summary(&results);
+    assert_eq!(
+        f.runs,
+        f.fit + f.fit_with_less_headroom.len() + f.tensors_exceed_memory.len()
+    );
+    for r in &results {
+        let less = f.fit_with_less_headroom.contains(&r.id);
+        let exceed = f.tensors_exceed_memory.contains(&r.id);
+        assert_eq!(r.fits, !less && !exceed, "{}", r.id);
+        assert_eq!(
+            exceed,
+            r.peak.headroom_fraction_that_fits.is_none() && !r.fits,
+            "{}",
+            r.id
+        );
+    }
+    let md = metp_sim::report::runs_markdown(&results, RunTiming::Analytic, &["svg"]);
+    assert!(md.contains(&format!("by the tool's model {} of {} fit", f.fit, f.runs)));
+    for id in f
+        .fit_with_less_headroom
+        .iter()
+        .chain(&f.tensors_exceed_memory)
+    {
+        assert!(md.contains(&format!("[{id}](#{id})")), "{id}");
+    }
 }
