@@ -5,7 +5,8 @@ use clap::{Args, ValueEnum};
 use crate::config::{
     apply_scales, load_hardware, load_model, parse_attention_kernel, parse_count, parse_list,
     parse_scales, AttentionKernel, CpComm, GradDtype, GradSync, Hardware, MethodId, MetpOptions,
-    OptimizerState, Options, OuterAxes, PipeP2p, Recompute, WeightExchange, Workload, ZeroStage,
+    OptimizerDtype, OptimizerState, Options, OuterAxes, PipeP2p, Recompute, WeightExchange,
+    Workload, ZeroStage,
 };
 use crate::error::{Error, Result};
 use crate::report::{self, Format};
@@ -60,6 +61,21 @@ pub enum ZeroArg {
     Z2,
     #[value(name = "3")]
     Z3,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OptimizerDtypeArg {
+    Fp32,
+    Bf16,
+}
+
+impl From<OptimizerDtypeArg> for OptimizerDtype {
+    fn from(o: OptimizerDtypeArg) -> OptimizerDtype {
+        match o {
+            OptimizerDtypeArg::Fp32 => OptimizerDtype::Fp32,
+            OptimizerDtypeArg::Bf16 => OptimizerDtype::Bf16,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -150,6 +166,11 @@ pub struct StateArgs {
     /// gradients reduce-scattered, updated weights all-gathered). Default: as --zero says.
     #[arg(long, value_enum)]
     pub optimizer_state: Option<OptimizerStateArg>,
+    /// Dtype of the optimizer state: fp32 (master weights and Adam moments, 12 bytes per
+    /// parameter) or bf16 (Adam moments in bf16 and no master copy, 4 bytes: Apex's
+    /// DistributedFusedAdam with dtype bf16, NeMo's optim.dtype: bf16).
+    #[arg(long, value_enum, default_value = "fp32")]
+    pub optimizer_dtype: OptimizerDtypeArg,
     /// When the data-parallel gradients are synchronised: overlapped (layer by layer as the
     /// backward produces them) or after-backward (once the whole backward has ended, exposed,
     /// as Megatron-LM of 2021 did; ZeRO 0 or 1).
@@ -163,6 +184,7 @@ impl StateArgs {
     pub fn apply(&self, options: &mut Options) -> Result<()> {
         options.grad_dtype = self.grad_dtype.into();
         options.optimizer_state = self.optimizer_state.map(Into::into);
+        options.optimizer_dtype = self.optimizer_dtype.into();
         options.runtime.grad_sync = self.grad_sync.into();
         match Workload::optimizer_state_conflict(options) {
             Some(m) => Err(Error::arg("--optimizer-state", m)),

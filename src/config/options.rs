@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::precision::{GradDtype, OptimizerState};
+use super::precision::{GradDtype, OptimizerDtype, OptimizerState};
 use super::{AttentionKernel, Hardware, Runtime};
 
 /// Activation recomputation policy.
@@ -131,6 +131,9 @@ pub struct Options {
     /// an automatic stage to at least 1 (Megatron's distributed optimizer); `Replicated`
     /// lowers it to 0. An explicit stage that contradicts it is refused.
     pub optimizer_state: Option<OptimizerState>,
+    /// The dtype of the optimizer state (memory and the optimizer step's traffic).
+    #[serde(default, skip_serializing_if = "OptimizerDtype::is_default")]
+    pub optimizer_dtype: OptimizerDtype,
     /// How the software schedules its pipeline and gradient synchronisation
     /// (`config::runtime`).
     #[serde(default, skip_serializing_if = "Runtime::is_default")]
@@ -151,6 +154,7 @@ impl Default for Options {
             metp: MetpOptions::default(),
             grad_dtype: GradDtype::Fp32,
             optimizer_state: None,
+            optimizer_dtype: OptimizerDtype::Fp32,
             runtime: Runtime::default(),
         }
     }

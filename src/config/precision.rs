@@ -17,6 +17,13 @@
 //! reads the 16-bit gradients and casts them as it steps (Megatron's fp16 row, 20 and 4 + 16/d,
 //! keeps an extra fp32 copy of the gradients; this tool does not model that variant).
 //!
+//! The optimizer state itself is fp32 (the 12 above) unless it is kept in bf16
+//! ([`OptimizerDtype::Bf16`]: Adam's moments in bf16, 2 + 2 bytes, and no master copy — the
+//! update is applied to the bf16 weights), as Apex's `DistributedFusedAdam` runs with
+//! `dtype=torch.bfloat16` (NeMo's `optim.dtype: bf16`: NeMo then sets `store_params=False`
+//! because the optimizer's dtype equals the model's, megatron_base_model.py
+//! `setup_optimization`, NeMo ≥ 1.23): 12 becomes 4 in the table.
+//!
 //! Communication follows the same two choices: a replicated optimizer state all-reduces the
 //! gradients (in their dtype: Megatron reduces bf16 training's gradients in fp32); a sharded
 //! one reduce-scatters them and all-gathers the updated bf16 weights after the step (Megatron's
@@ -55,6 +62,42 @@ impl GradDtype {
     }
 }
 
+/// The dtype the optimizer state is kept in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerDtype {
+    /// fp32 master weights and Adam moments: 12 bytes per parameter (Megatron-LM, DeepSpeed,
+    /// PyTorch FSDP with fp32 optimizer state).
+    #[default]
+    Fp32,
+    /// Adam moments in bf16 and no master copy: 4 bytes per parameter (Apex
+    /// `DistributedFusedAdam(dtype=bfloat16)`, NeMo's `optim.dtype: bf16`).
+    Bf16,
+}
+
+impl OptimizerDtype {
+    /// Bytes of optimizer state per parameter.
+    pub fn bytes_per_param(self) -> u128 {
+        match self {
+            OptimizerDtype::Fp32 => 12,
+            OptimizerDtype::Bf16 => 4,
+        }
+    }
+
+    /// `fp32` or `bf16`, as on the command line and in JSON.
+    pub fn id(self) -> &'static str {
+        match self {
+            OptimizerDtype::Fp32 => "fp32",
+            OptimizerDtype::Bf16 => "bf16",
+        }
+    }
+
+    /// Whether this is the default (fp32), which serialised options leave out.
+    pub fn is_default(&self) -> bool {
+        *self == OptimizerDtype::Fp32
+    }
+}
+
 /// Where the optimizer state (fp32 master weights and Adam moments) lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -84,6 +127,14 @@ mod tests {
     fn names_and_bytes() {
         assert_eq!((GradDtype::Fp32.bytes(), GradDtype::Bf16.bytes()), (4, 2));
         assert_eq!(GradDtype::default(), GradDtype::Fp32);
+        assert_eq!(
+            (
+                OptimizerDtype::Fp32.bytes_per_param(),
+                OptimizerDtype::Bf16.bytes_per_param()
+            ),
+            (12, 4)
+        );
+        assert!(OptimizerDtype::default().is_default() && !OptimizerDtype::Bf16.is_default());
         assert_eq!(
             serde_json::to_string(&(GradDtype::Bf16, OptimizerState::Sharded)).unwrap(),
             r#"["bf16","sharded"]"#

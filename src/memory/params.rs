@@ -2,22 +2,21 @@
 //! activations every method has.
 //!
 //! Mixed-precision Adam as in Megatron-LM: bf16 weights (2 bytes/parameter), main gradients in
-//! their dtype g (fp32: 4, Megatron's default; bf16: 2, `--grad-dtype bf16`), fp32 master
-//! weights + Adam moments (12) — 18 or 16 bytes/parameter (`config::precision`). ZeRO
-//! (Rajbhandari et al. 2019) over a group of N ranks shards the optimizer state (stage 1, which
-//! is Megatron's distributed optimizer: 2 + g + 12/N), also the gradients (stage 2:
-//! 2 + (g + 12)/N), also the weights (stage 3: (2 + g + 12)/N). Shards that do not divide
+//! their dtype g (fp32: 4, Megatron's default; bf16: 2, `--grad-dtype bf16`), optimizer state o
+//! (fp32 master weights + Adam moments, 12; bf16 moments without a master copy, 4,
+//! `--optimizer-dtype bf16`) — 18 or 16 bytes/parameter with fp32 state (`config::precision`).
+//! ZeRO (Rajbhandari et al. 2019) over a group of N ranks shards the optimizer state (stage 1,
+//! which is Megatron's distributed optimizer: 2 + g + o/N), also the gradients (stage 2:
+//! 2 + (g + o)/N), also the weights (stage 3: (2 + g + o)/N). Shards that do not divide
 //! evenly are padded (ceiling), as real implementations pad their flat buffers.
 
 use super::layer::{ceil_div, prod, tensor};
 use super::{Block, Kind, Phase, Tensor};
-use crate::config::{Dims, GradDtype, Workload, ZeroStage};
+use crate::config::{Dims, GradDtype, OptimizerDtype, Workload, ZeroStage};
 use crate::memory::names;
 
 /// Bytes per parameter of the bf16 weights.
 pub const WEIGHT_BYTES: u128 = 2;
-/// Bytes per parameter of fp32 master weights, Adam momentum and variance.
-pub const OPTIMIZER_BYTES: u128 = 12;
 
 /// What one pipeline stage holds of the model: its layers, and whether it runs the embedding
 /// and the output head (without a pipeline: everything).
@@ -157,11 +156,15 @@ pub fn static_tensors(w: &Workload, st: &StageShare) -> Vec<Tensor> {
         &[],
     ));
     let on = sharded_by(ZeroStage::Zero1);
+    let state = w.options.optimizer_dtype;
     out.push(tensor(
-        names::OPTIMIZER_ADAM_STATE_FP32,
+        match state {
+            OptimizerDtype::Fp32 => names::OPTIMIZER_ADAM_STATE_FP32,
+            OptimizerDtype::Bf16 => names::OPTIMIZER_ADAM_STATE_BF16,
+        },
         Block::Optimizer,
         Kind::Static,
-        ceil_div(total * OPTIMIZER_BYTES, on),
+        ceil_div(total * state.bytes_per_param(), on),
         1,
         all_rep && on == 1,
         &[],

@@ -54,12 +54,14 @@ struct MemoryJson<'a> {
 }
 
 /// The training state's settings in JSON (`config::precision`): `grad_dtype` (`fp32`|`bf16`),
-/// `optimizer_state` (`replicated`|`sharded`, resolved) and `zero` (the stage in force, 0–3);
+/// `optimizer_state` (`replicated`|`sharded`, resolved), `optimizer_dtype` (`fp32`|`bf16`) and
+/// `zero` (the stage in force, 0–3);
 /// with the software's schedule options (`config::runtime`): `grad_sync`, `pp_p2p`, `pp_round`, `cp_comm`.
 #[derive(Serialize)]
 pub struct TrainingState {
     grad_dtype: &'static str,
     optimizer_state: &'static str,
+    optimizer_dtype: &'static str,
     zero: u8,
     /// When gradients are synchronised (`overlapped`|`after-backward`, `config::runtime`).
     grad_sync: &'static str,
@@ -77,6 +79,7 @@ impl TrainingState {
         TrainingState {
             grad_dtype: w.options.grad_dtype.id(),
             optimizer_state: w.optimizer_state().id(),
+            optimizer_dtype: w.options.optimizer_dtype.id(),
             zero: w.zero_stage() as u8,
             grad_sync: w.options.runtime.grad_sync.id(),
             pp_p2p: w.options.runtime.pp_p2p.id(),
@@ -187,8 +190,9 @@ pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
     out.push_str("* replicated: every one of the p devices holds the same copy\n\n");
     let line = |label: &str, v: u128| format!("{label:<34}{:>14}\n", fmt_bytes(v));
     out.push_str(&format!(
-        "training state: {} gradients, optimizer state {} (ZeRO {}){}\n",
+        "training state: {} gradients, {} optimizer state {} (ZeRO {}){}\n",
         w.options.grad_dtype.id(),
+        w.options.optimizer_dtype.id(),
         w.optimizer_state().id(),
         w.zero_stage() as u8,
         match w.options.runtime.pp_round {

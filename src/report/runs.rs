@@ -26,6 +26,8 @@ struct RunsJson<'a> {
     pairs: Vec<crate::runs::Pair>,
     /// The runs grouped by source, with the tool's speed error on them (`runs::by_source`).
     sources: Vec<crate::runs::SourceSummary>,
+    /// The runs by memory verdict (`runs::fit_summary`).
+    memory: crate::runs::FitSummary,
 }
 
 /// `runs.json`: every run's prediction, error, breakdown and configurations, and the pairs of
@@ -40,6 +42,7 @@ pub fn runs_json(runs: &[RunResult], timing: RunTiming) -> String {
         runs,
         pairs: crate::runs::pairs(runs),
         sources: crate::runs::by_source(runs),
+        memory: crate::runs::fit_summary(runs),
     })
 }
 
@@ -119,8 +122,9 @@ pub fn runs_markdown(runs: &[RunResult], timing: RunTiming, exts: &[&str]) -> St
          predicted / measured − 1 (for an iteration time, positive is slower than measured; \
          for TFLOP/s or MFU, positive is faster).\n\n\
          **{goal} of {n} runs are within the 5% goal; {tol} of {n} within their own \
-         tolerance.** The tool's own {}.\n\n",
+         tolerance.** {} The tool's own {}.\n\n",
         timing.words(),
+        fit_sentence(&crate::runs::fit_summary(runs)),
         crate::evaluate::mfu_convention(),
     );
     s.push_str(&runs_table(runs));
@@ -132,6 +136,39 @@ pub fn runs_markdown(runs: &[RunResult], timing: RunTiming, exts: &[&str]) -> St
     for r in runs {
         section(&mut s, r);
     }
+    s
+}
+
+/// Every run trained on its hardware: how many the memory model lets fit, and which it does
+/// not, by kind (the runs' own memory lines give the parts).
+fn fit_sentence(f: &crate::runs::FitSummary) -> String {
+    let list = |ids: &[String]| {
+        ids.iter()
+            .map(|id| format!("[{id}](#{id})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut s = format!(
+        "Memory: every run trained on its hardware; by the tool's model {} of {} fit with the \
+         profile's allocator headroom",
+        f.fit, f.runs
+    );
+    if !f.fit_with_less_headroom.is_empty() {
+        s.push_str(&format!(
+            "; {} only with less headroom than the profile assumes ({})",
+            f.fit_with_less_headroom.len(),
+            list(&f.fit_with_less_headroom)
+        ));
+    }
+    if !f.tensors_exceed_memory.is_empty() {
+        s.push_str(&format!(
+            "; for {} the tensors the model counts exceed device memory, which the runs \
+             disprove ({})",
+            f.tensors_exceed_memory.len(),
+            list(&f.tensors_exceed_memory)
+        ));
+    }
+    s.push('.');
     s
 }
 

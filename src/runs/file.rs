@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{
     limits, load_hardware, load_model, read_json, AttentionKernel, CpComm, GradDtype, GradSync,
-    Hardware, MethodId, Model, PipeP2p, Recompute,
+    Hardware, MethodId, Model, OptimizerDtype, PipeP2p, Recompute,
 };
 use crate::error::{shown, Error, Result};
 use crate::evaluate::{AttentionFlops, FlopConvention};
@@ -153,6 +153,10 @@ pub struct RunFile {
     pub zero: u64,
     /// Dtype the gradients are accumulated and reduced in (`fp32`, or `bf16` for any 16-bit).
     pub grad_dtype: GradDtype,
+    /// Dtype the optimizer state was kept in: `fp32` (default: master weights and Adam
+    /// moments) or `bf16` (moments in bf16, no master copy: `config::precision`).
+    #[serde(default)]
+    pub optimizer_dtype: OptimizerDtype,
     /// Attention implementation (`unfused`, `sdpa-fa2`, `fa3`, `cudnn`, …: `config::attention`;
     /// the profile must have it).
     pub attention_kernel: AttentionKernel,

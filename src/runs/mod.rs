@@ -14,6 +14,7 @@
 
 pub mod breakdown;
 pub mod file;
+pub mod fit;
 pub mod knobs;
 pub mod pairs;
 pub mod peak;
@@ -23,6 +24,7 @@ use serde::Serialize;
 
 pub use breakdown::{Breakdown, Suspect};
 pub use file::{load, load_dir, Quantity, Run, RunFile};
+pub use fit::{fit_summary, FitSummary};
 pub use knobs::{Knob, Knobs};
 pub use pairs::{pairs, Pair, PartSplit, Split};
 pub use peak::PeakParts;
@@ -228,6 +230,7 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
             recompute: k.recompute,
             zero: Some(knobs::zero_stage(k.zero)),
             grad_dtype: k.grad_dtype,
+            optimizer_dtype: f.optimizer_dtype,
             causal: f.causal,
             runtime: Runtime {
                 pp_round: k.pp_round,
@@ -362,12 +365,18 @@ fn layout_with(run: &Run, w: &ValidWorkload, replicas: bool) -> String {
         (String::new(), String::new())
     };
     s.push_str(&format!(
-        "{dp}; b {}{count}; s {}; recompute {}; ZeRO {}, {} grads; {}{}",
+        "{dp}; b {}{count}; s {}; recompute {}; ZeRO {}, {} grads{}; {}{}",
         k.micro_batch,
         f.seq,
         knobs::recompute_id(k.recompute),
         k.zero,
         k.grad_dtype.id(),
+        // Said where it is not the usual fp32 state, as the schedule options below are.
+        if f.optimizer_dtype.is_default() {
+            String::new()
+        } else {
+            format!(", {} optimizer state", f.optimizer_dtype.id())
+        },
         k.attention_kernel,
         if f.causal { ", causal" } else { "" }
     ));

@@ -130,7 +130,13 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
         .map(|stage| layer_param_gather_bytes.saturating_mul(w.stage_layers(stage)))
         .collect();
     let optimizer = (0..w.outer.pp as u32)
-        .map(|stage| kernels::optimizer(memory::optimizer_params(w, stage).0 as f64))
+        .map(|stage| {
+            kernels::optimizer(
+                memory::optimizer_params(w, stage).0 as f64,
+                w.options.optimizer_dtype,
+                w.options.grad_dtype.bytes() as f64,
+            )
+        })
         .collect();
     let devices_per_stage = (w.p * w.outer.cp) as f64;
     let pipeline_bytes = if w.outer.pp > 1 {

@@ -10,7 +10,7 @@
 
 use super::shape::{Attention, AttnPass};
 use super::stage::{CausalBlocks, Kernel};
-use crate::config::Activation;
+use crate::config::{Activation, OptimizerDtype};
 
 /// Linear layer forward: rows × k_in times k_in × n_out.
 pub fn linear_fwd(name: &'static str, rows: f64, n_out: f64, k_in: f64) -> Kernel {
@@ -219,17 +219,57 @@ pub fn head(rows: f64, vocab: f64, h: f64) -> Vec<Kernel> {
     k
 }
 
-/// The optimizer step over `params` local parameters, as Megatron's mixed-precision optimizer
-/// runs it (multi-tensor kernels over the fp32 gradient buffer): the gradient norm for
-/// clipping (reads the fp32 gradients, 4 bytes per parameter), Adam (reads gradient, fp32
-/// master weight and both moments, writes weight and moments: 28 bytes), the copy of the
-/// master weights to the bf16 weights (6 bytes) and the zeroing of the gradient buffer for the
-/// next step (4 bytes) — 42 bytes per parameter in all.
-pub fn optimizer(params: f64) -> Vec<Kernel> {
-    vec![
-        Kernel::memory("grad-norm", 4.0 * params),
-        Kernel::memory("adam", 28.0 * params),
-        Kernel::memory("param-copy", 6.0 * params),
-        Kernel::memory("zero-grad", 4.0 * params),
-    ]
+/// The optimizer step over `params` local parameters.
+///
+/// With fp32 state, as Megatron's mixed-precision optimizer runs it (multi-tensor kernels over
+/// the fp32 gradient buffer): the gradient norm for clipping (reads the fp32 gradients, 4 bytes
+/// per parameter), Adam (reads gradient, fp32 master weight and both moments, writes weight and
+/// moments: 28 bytes), the copy of the master weights to the bf16 weights (6 bytes) and the
+/// zeroing of the gradient buffer for the next step (4 bytes) — 42 bytes per parameter in all.
+///
+/// With bf16 state (`OptimizerDtype::Bf16`, no master copy) over gradients of `grad_bytes`:
+/// the norm reads the gradients, Adam reads gradient, bf16 weight and both bf16 moments and
+/// writes weight and moments (grad_bytes + 6 + 6), nothing to copy, and the buffer is zeroed —
+/// 18 bytes per parameter with bf16 gradients.
+pub fn optimizer(params: f64, state: OptimizerDtype, grad_bytes: f64) -> Vec<Kernel> {
+    match state {
+        OptimizerDtype::Fp32 => vec![
+            Kernel::memory("grad-norm", 4.0 * params),
+            Kernel::memory("adam", 28.0 * params),
+            Kernel::memory("param-copy", 6.0 * params),
+            Kernel::memory("zero-grad", 4.0 * params),
+        ],
+        OptimizerDtype::Bf16 => vec![
+            Kernel::memory("grad-norm", grad_bytes * params),
+            Kernel::memory("adam", (grad_bytes + 12.0) * params),
+            Kernel::memory("zero-grad", grad_bytes * params),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::shape::KernelShape;
+    use super::*;
+
+    fn bytes(ks: &[Kernel]) -> u64 {
+        ks.iter()
+            .map(|k| match k.shape {
+                KernelShape::Elementwise { bytes } => bytes,
+                _ => panic!("{}: not a memory-bound pass", k.name),
+            })
+            .sum()
+    }
+
+    /// Megatron's fp32 step moves 42 bytes per parameter whatever the gradients' dtype; bf16
+    /// state without a master copy moves the gradients three times (norm, Adam, zeroing) and
+    /// Adam's bf16 reads and writes: 18 bytes with bf16 gradients, 24 with fp32 ones.
+    #[test]
+    fn the_optimizer_step_moves_the_bytes_of_its_state() {
+        let n = 1000.0;
+        assert_eq!(bytes(&optimizer(n, OptimizerDtype::Fp32, 2.0)), 42_000);
+        assert_eq!(bytes(&optimizer(n, OptimizerDtype::Fp32, 4.0)), 42_000);
+        assert_eq!(bytes(&optimizer(n, OptimizerDtype::Bf16, 2.0)), 18_000);
+        assert_eq!(bytes(&optimizer(n, OptimizerDtype::Bf16, 4.0)), 24_000);
+    }
 }

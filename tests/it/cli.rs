@@ -277,6 +277,41 @@ fn training_state_flags_reach_memory_and_simulate() {
         2,
     );
     assert!(e.contains("contradicts ZeRO stage 2"), "{e}");
+    // The optimizer state's dtype: fp32 master weights and moments (12 bytes per parameter) or
+    // bf16 moments without a master copy (4), named by its dtype, in JSON and in the text.
+    let state = |v: &serde_json::Value, name: &str| grads(v, name);
+    let o16 = json(&["--optimizer-dtype", "bf16"], "memory");
+    assert_eq!(o16["optimizer_dtype"], "bf16");
+    assert_eq!(fp32["optimizer_dtype"], "fp32");
+    let s32 = state(&fp32, "optimizer.adam_state_fp32").unwrap();
+    let s16 = state(&o16, "optimizer.adam_state_bf16").unwrap();
+    assert_eq!(s32, 3 * s16);
+    assert!(state(&o16, "optimizer.adam_state_fp32").is_none());
+    assert_eq!(
+        o16["peak_bytes"].as_u64().unwrap() + (s32 - s16),
+        fp32["peak_bytes"].as_u64().unwrap()
+    );
+    let text = cmd()
+        .args([
+            "memory",
+            "--method",
+            "tp",
+            "--p",
+            "4",
+            "--seq",
+            "4k",
+            "--optimizer-dtype",
+            "bf16",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("training state: fp32 gradients, bf16 optimizer state replicated (ZeRO 0)"),
+        "{text}"
+    );
+    let e = fails(&["memory", "--optimizer-dtype", "fp8"], 2);
+    assert!(e.contains("--optimizer-dtype"), "{e}");
 }
 
 /// The software's schedule flags (`--pp-round`, `--pp-p2p`, `--grad-sync`) reach the workload:

@@ -406,6 +406,9 @@ fn bad_run_files_are_refused_in_one_line_naming_the_field() {
         ("field 'pp_round'", |v| v["pp_round"] = 0.into()),
         ("unknown variant `eager`", |v| v["pp_p2p"] = "eager".into()),
         ("unknown variant `mesh`", |v| v["cp_comm"] = "mesh".into()),
+        ("unknown variant `fp8`", |v| {
+            v["optimizer_dtype"] = "fp8".into()
+        }),
         ("--cp-comm all-gather", |v| {
             v["cp_comm"] = "all-gather".into()
         }),
@@ -575,4 +578,92 @@ fn a_run_leaves_the_goal_and_then_its_tolerance_when_the_measurement_moves() {
         "{}",
         rows[2]
     );
+}
+
+/// Why the Nemotron-4 340B runs keep their optimizer state in bf16 (the recipe's
+/// `optim.dtype: bf16`, which NeMo 24.09 hands to Apex's distributed Adam): on 128 GPUs the
+/// state is sharded over only 2 data-parallel ranks, and with fp32 master weights and moments
+/// (12 bytes per parameter) the tool's model calls the layout one that does not fit even
+/// without allocator headroom — the run ran. With bf16 moments and no master copy (4 bytes) it
+/// fits with the profile's headroom; the difference is the state's 8 bytes per parameter over
+/// 2 ranks and nothing else.
+#[test]
+fn nemotron_on_128_gpus_fits_with_the_recipes_bf16_optimizer_state_only() {
+    let id = "nvidia-dgxc-2411-nemotron4-340b-128gpus";
+    let original: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root().join("runs").join(format!("{id}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(original["optimizer_dtype"], "bf16");
+    let with = |dtype: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut run = original.clone();
+        run["optimizer_dtype"] = dtype.into();
+        // Its model file lives under runs/models.
+        let model = root()
+            .join("runs")
+            .join(original["model"].as_str().unwrap());
+        run["model"] = model.to_str().unwrap().into();
+        std::fs::write(
+            dir.path().join(format!("{id}.json")),
+            serde_json::to_vec(&run).unwrap(),
+        )
+        .unwrap();
+        let runs = runs::load_dir(dir.path()).unwrap();
+        runs::evaluate_all(&runs, RunTiming::Analytic)
+            .unwrap()
+            .remove(0)
+    };
+    let (bf16, fp32) = (with("bf16"), with("fp32"));
+    assert!(bf16.fits, "bf16 state: {} bytes", bf16.peak_bytes);
+    assert!(!fp32.fits, "fp32 state: {} bytes", fp32.peak_bytes);
+    let (b, f) = (bf16.peak, fp32.peak);
+    assert!(
+        f.headroom_fraction_that_fits.is_none(),
+        "fp32 state fits with some headroom: {f:?}"
+    );
+    // 340B parameters over TP 8 × PP 8, the first stage's embedding with them, sharded over 2.
+    let state_gib = (f.static_bytes - b.static_bytes) as f64 / (1u64 << 30) as f64;
+    assert!((19.0..23.0).contains(&state_gib), "{state_gib} GiB");
+    assert_eq!(f.stored_bytes, b.stored_bytes);
+    assert!(
+        bf16.layout.contains("bf16 optimizer state") && !fp32.layout.contains("optimizer state")
+    );
+    // Over runs, the fp32 variant is counted among those the runs disprove.
+    let summary = runs::fit_summary(&[bf16, fp32]);
+    assert_eq!((summary.runs, summary.fit), (2, 1));
+    assert!(summary.fit_with_less_headroom.is_empty());
+    assert_eq!(summary.tensors_exceed_memory, vec![id.to_string()]);
+}
+
+/// The report's memory sentence counts every run once, by the same verdicts as the runs'
+/// own memory lines, and names each run the model does not let fit.
+#[test]
+fn every_run_is_counted_once_by_memory_verdict() {
+    let results = analytic_results();
+    let f = runs::fit_summary(&results);
+    assert_eq!(
+        f.runs,
+        f.fit + f.fit_with_less_headroom.len() + f.tensors_exceed_memory.len()
+    );
+    for r in &results {
+        let less = f.fit_with_less_headroom.contains(&r.id);
+        let exceed = f.tensors_exceed_memory.contains(&r.id);
+        assert_eq!(r.fits, !less && !exceed, "{}", r.id);
+        assert_eq!(
+            exceed,
+            r.peak.headroom_fraction_that_fits.is_none() && !r.fits,
+            "{}",
+            r.id
+        );
+    }
+    let md = metp_sim::report::runs_markdown(&results, RunTiming::Analytic, &["svg"]);
+    assert!(md.contains(&format!("by the tool's model {} of {} fit", f.fit, f.runs)));
+    for id in f
+        .fit_with_less_headroom
+        .iter()
+        .chain(&f.tensors_exceed_memory)
+    {
+        assert!(md.contains(&format!("[{id}](#{id})")), "{id}");
+    }
 }
