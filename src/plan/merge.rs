@@ -120,6 +120,8 @@ pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
             .step_clock_fraction
             .as_ref()
             .map(|f| f.value),
+        grad_dtype: spec.options.grad_dtype.id(),
+        optimizer_dtype: spec.options.optimizer_dtype.id(),
         gpus: spec.gpus,
         nodes: hw.nodes,
         gpus_per_node: hw.gpus_per_node,

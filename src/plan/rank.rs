@@ -110,6 +110,10 @@ pub struct Plan {
     /// The fraction of the calibrated clock a step's GEMMs run at, where the profile has one
     /// (`kernels.gemm.step_clock_fraction`).
     pub gemm_step_clock_fraction: Option<f64>,
+    /// The dtype of every candidate's gradients (`--grad-dtype`).
+    pub grad_dtype: &'static str,
+    /// The dtype of every candidate's optimizer state (`--optimizer-dtype`).
+    pub optimizer_dtype: &'static str,
     /// GPUs.
     pub gpus: u64,
     /// Nodes (ceil(gpus / gpus_per_node)).

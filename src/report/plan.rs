@@ -220,6 +220,8 @@ struct PlanJson<'a> {
     kernel_placeholder: &'a Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gemm_step_clock_fraction: Option<f64>,
+    grad_dtype: &'static str,
+    optimizer_dtype: &'static str,
     gpus: u64,
     nodes: u64,
     gpus_per_node: u64,
@@ -258,6 +260,8 @@ pub fn plan_json(p: &Plan) -> String {
         attention_kernel: p.attention_kernel,
         kernel_placeholder: &p.kernel_placeholder,
         gemm_step_clock_fraction: p.gemm_step_clock_fraction,
+        grad_dtype: p.grad_dtype,
+        optimizer_dtype: p.optimizer_dtype,
         gpus: p.gpus,
         nodes: p.nodes,
         gpus_per_node: p.gpus_per_node,
@@ -352,6 +356,7 @@ fn header(p: &Plan) -> String {
     format!(
         "plan: {} on {} GPU(s) of {} ({} node(s) × {}), s = {}{}, {batch}{fixed}\n\
          attention: {}{}\n{clock}{placeholder}\
+         training state: {} gradients, {} optimizer state (each row's ZeRO stage places it)\n\
          {} configurations evaluated ({} more skipped as equivalent), {} fit, {} \
          rejected{simulated}\n{training}",
         p.model,
@@ -367,6 +372,8 @@ fn header(p: &Plan) -> String {
         } else {
             ""
         },
+        p.grad_dtype,
+        p.optimizer_dtype,
         p.evaluated,
         p.equivalent_skipped,
         p.feasible,

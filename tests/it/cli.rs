@@ -241,6 +241,7 @@ fn training_state_flags_reach_memory_and_simulate() {
         (&bf16["grad_dtype"], &bf16["optimizer_state"], &bf16["zero"]),
         (&"bf16".into(), &"sharded".into(), &1.into())
     );
+    // A tensor's bytes by name.
     let grads = |v: &serde_json::Value, name: &str| {
         v["tensors"]
             .as_array()
@@ -279,14 +280,13 @@ fn training_state_flags_reach_memory_and_simulate() {
     assert!(e.contains("contradicts ZeRO stage 2"), "{e}");
     // The optimizer state's dtype: fp32 master weights and moments (12 bytes per parameter) or
     // bf16 moments without a master copy (4), named by its dtype, in JSON and in the text.
-    let state = |v: &serde_json::Value, name: &str| grads(v, name);
     let o16 = json(&["--optimizer-dtype", "bf16"], "memory");
     assert_eq!(o16["optimizer_dtype"], "bf16");
     assert_eq!(fp32["optimizer_dtype"], "fp32");
-    let s32 = state(&fp32, "optimizer.adam_state_fp32").unwrap();
-    let s16 = state(&o16, "optimizer.adam_state_bf16").unwrap();
+    let s32 = grads(&fp32, "optimizer.adam_state_fp32").unwrap();
+    let s16 = grads(&o16, "optimizer.adam_state_bf16").unwrap();
     assert_eq!(s32, 3 * s16);
-    assert!(state(&o16, "optimizer.adam_state_fp32").is_none());
+    assert!(grads(&o16, "optimizer.adam_state_fp32").is_none());
     assert_eq!(
         o16["peak_bytes"].as_u64().unwrap() + (s32 - s16),
         fp32["peak_bytes"].as_u64().unwrap()

@@ -195,6 +195,30 @@ fn llama3_8k_pair_decides_how_often_fsdp_synchronises() {
     assert!(slow.predicted.per_micro_batch_s > fast.predicted.per_micro_batch_s);
 }
 
+/// A run file of `runs/` changed by `edit`, alone in a folder of its own (its model path made
+/// absolute), priced in closed form.
+fn edited_run(id: &str, edit: impl FnOnce(&mut serde_json::Value)) -> RunResult {
+    let dir = tempfile::tempdir().unwrap();
+    let mut run: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root().join("runs").join(format!("{id}.json"))).unwrap(),
+    )
+    .unwrap();
+    // Run files name their models by bundled name or by a path under runs/models.
+    if let Some(m) = run["model"].as_str().filter(|m| m.ends_with(".json")) {
+        run["model"] = root().join("runs").join(m).to_str().unwrap().into();
+    }
+    edit(&mut run);
+    std::fs::write(
+        dir.path().join(format!("{id}.json")),
+        serde_json::to_vec(&run).unwrap(),
+    )
+    .unwrap();
+    let runs = runs::load_dir(dir.path()).unwrap();
+    runs::evaluate_all(&runs, RunTiming::Analytic)
+        .unwrap()
+        .remove(0)
+}
+
 /// Results of some run files of `runs/`, in closed form (a folder of their own).
 fn analytic_results_of(ids: &[&str]) -> Vec<RunResult> {
     let dir = tempfile::tempdir().unwrap();
@@ -542,26 +566,13 @@ fn runs_grouped_by_source_add_up_and_read_as_speed() {
 #[test]
 fn a_run_leaves_the_goal_and_then_its_tolerance_when_the_measurement_moves() {
     let id = "korthikanti-2022-22b-selective";
-    let original: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(root().join("runs").join(format!("{id}.json"))).unwrap(),
-    )
-    .unwrap();
     let with = |factor: f64| {
-        let dir = tempfile::tempdir().unwrap();
-        let mut run = original.clone();
-        let v = run["measured"]["value"].as_f64().unwrap();
-        run["measured"]["value"] = (v * factor).into();
-        run["tolerance"] = 0.1.into();
-        run["tolerance_why"] = "A test: the measured figure is moved.".into();
-        std::fs::write(
-            dir.path().join(format!("{id}.json")),
-            serde_json::to_vec(&run).unwrap(),
-        )
-        .unwrap();
-        let runs = runs::load_dir(dir.path()).unwrap();
-        runs::evaluate_all(&runs, RunTiming::Analytic)
-            .unwrap()
-            .remove(0)
+        edited_run(id, |run| {
+            let v = run["measured"]["value"].as_f64().unwrap();
+            run["measured"]["value"] = (v * factor).into();
+            run["tolerance"] = 0.1.into();
+            run["tolerance_why"] = "A test: the measured figure is moved.".into();
+        })
     };
     let (same, off, out) = (with(1.0), with(1.05), with(1.4));
     assert!(same.within_goal && same.within_tolerance, "{}", same.error);
@@ -590,31 +601,10 @@ fn a_run_leaves_the_goal_and_then_its_tolerance_when_the_measurement_moves() {
 #[test]
 fn nemotron_on_128_gpus_fits_with_the_recipes_bf16_optimizer_state_only() {
     let id = "nvidia-dgxc-2411-nemotron4-340b-128gpus";
-    let original: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(root().join("runs").join(format!("{id}.json"))).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(original["optimizer_dtype"], "bf16");
-    let with = |dtype: &str| {
-        let dir = tempfile::tempdir().unwrap();
-        let mut run = original.clone();
-        run["optimizer_dtype"] = dtype.into();
-        // Its model file lives under runs/models.
-        let model = root()
-            .join("runs")
-            .join(original["model"].as_str().unwrap());
-        run["model"] = model.to_str().unwrap().into();
-        std::fs::write(
-            dir.path().join(format!("{id}.json")),
-            serde_json::to_vec(&run).unwrap(),
-        )
-        .unwrap();
-        let runs = runs::load_dir(dir.path()).unwrap();
-        runs::evaluate_all(&runs, RunTiming::Analytic)
-            .unwrap()
-            .remove(0)
-    };
+    let committed = edited_run(id, |run| assert_eq!(run["optimizer_dtype"], "bf16"));
+    let with = |dtype: &str| edited_run(id, |run| run["optimizer_dtype"] = dtype.into());
     let (bf16, fp32) = (with("bf16"), with("fp32"));
+    assert_eq!(committed.peak_bytes, bf16.peak_bytes);
     assert!(bf16.fits, "bf16 state: {} bytes", bf16.peak_bytes);
     assert!(!fp32.fits, "fp32 state: {} bytes", fp32.peak_bytes);
     let (b, f) = (bf16.peak, fp32.peak);
