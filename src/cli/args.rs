@@ -66,6 +66,7 @@ pub enum ZeroArg {
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum OptimizerDtypeArg {
     Fp32,
+    Fp32Remainders,
     Bf16,
 }
 
@@ -73,6 +74,7 @@ impl From<OptimizerDtypeArg> for OptimizerDtype {
     fn from(o: OptimizerDtypeArg) -> OptimizerDtype {
         match o {
             OptimizerDtypeArg::Fp32 => OptimizerDtype::Fp32,
+            OptimizerDtypeArg::Fp32Remainders => OptimizerDtype::Fp32Remainders,
             OptimizerDtypeArg::Bf16 => OptimizerDtype::Bf16,
         }
     }
@@ -167,8 +169,10 @@ pub struct StateArgs {
     #[arg(long, value_enum)]
     pub optimizer_state: Option<OptimizerStateArg>,
     /// Dtype of the optimizer state: fp32 (master weights and Adam moments, 12 bytes per
-    /// parameter) or bf16 (Adam moments in bf16 and no master copy, 4 bytes: Apex's
-    /// DistributedFusedAdam with dtype bf16, NeMo's optim.dtype: bf16).
+    /// parameter), fp32-remainders (fp32 moments and only the 16 bits of the master weights the
+    /// bf16 weights lack, 10 bytes: Apex's DistributedFusedAdam with store_param_remainders,
+    /// NeMo's default for bf16 models) or bf16 (Adam moments in bf16 and no master copy, 4
+    /// bytes: Apex's DistributedFusedAdam with dtype bf16, NeMo's optim.dtype: bf16).
     #[arg(long, value_enum, default_value = "fp32")]
     pub optimizer_dtype: OptimizerDtypeArg,
     /// When the data-parallel gradients are synchronised: overlapped (layer by layer as the

@@ -17,12 +17,17 @@
 //! reads the 16-bit gradients and casts them as it steps (Megatron's fp16 row, 20 and 4 + 16/d,
 //! keeps an extra fp32 copy of the gradients; this tool does not model that variant).
 //!
-//! The optimizer state itself is fp32 (the 12 above) unless it is kept in bf16
-//! ([`OptimizerDtype::Bf16`]: Adam's moments in bf16, 2 + 2 bytes, and no master copy — the
-//! update is applied to the bf16 weights), as Apex's `DistributedFusedAdam` runs with
-//! `dtype=torch.bfloat16` (NeMo's `optim.dtype: bf16`: NeMo then sets `store_params=False`
-//! because the optimizer's dtype equals the model's, megatron_base_model.py
-//! `setup_optimization`, NeMo ≥ 1.23): 12 becomes 4 in the table.
+//! The optimizer state itself is fp32 (the 12 above) unless its master weights are kept as the
+//! 16 bits the bf16 weights lack ([`OptimizerDtype::Fp32Remainders`]: 2 + 4 + 4 = 10 bytes, the
+//! fp32 master weight rebuilt from the bf16 weight and its remainder — Apex's
+//! `DistributedFusedAdam(store_param_remainders=True)`, which NeMo's distributed Adam sets for a
+//! bf16 model with an fp32 optimizer, and Transformer Engine's `FusedAdam` with the same
+//! option), or it is kept in bf16 ([`OptimizerDtype::Bf16`]: Adam's moments in bf16, 2 + 2
+//! bytes, and no master copy — the update is applied to the bf16 weights), as Apex's
+//! `DistributedFusedAdam` runs with `dtype=torch.bfloat16` (NeMo's `optim.dtype: bf16`: NeMo
+//! then sets `store_params=False` because the optimizer's dtype equals the model's). Both from
+//! NeMo's megatron_base_model.py `setup_optimization` (NeMo ≥ 1.23, 2.0 and 2.1 alike): 12
+//! becomes 10 or 4 in the table.
 //!
 //! Communication follows the same two choices: a replicated optimizer state all-reduces the
 //! gradients (in their dtype: Megatron reduces bf16 training's gradients in fp32); a sharded
@@ -70,6 +75,11 @@ pub enum OptimizerDtype {
     /// PyTorch FSDP with fp32 optimizer state).
     #[default]
     Fp32,
+    /// fp32 Adam moments, and of the master weights only the 16 bits the bf16 weights lack:
+    /// 10 bytes per parameter (Apex `DistributedFusedAdam(store_param_remainders=True)`, NeMo's
+    /// default for bf16 models with its distributed Adam).
+    #[serde(rename = "fp32-remainders")]
+    Fp32Remainders,
     /// Adam moments in bf16 and no master copy: 4 bytes per parameter (Apex
     /// `DistributedFusedAdam(dtype=bfloat16)`, NeMo's `optim.dtype: bf16`).
     Bf16,
@@ -80,14 +90,16 @@ impl OptimizerDtype {
     pub fn bytes_per_param(self) -> u128 {
         match self {
             OptimizerDtype::Fp32 => 12,
+            OptimizerDtype::Fp32Remainders => 10,
             OptimizerDtype::Bf16 => 4,
         }
     }
 
-    /// `fp32` or `bf16`, as on the command line and in JSON.
+    /// `fp32`, `fp32-remainders` or `bf16`, as on the command line and in JSON.
     pub fn id(self) -> &'static str {
         match self {
             OptimizerDtype::Fp32 => "fp32",
+            OptimizerDtype::Fp32Remainders => "fp32-remainders",
             OptimizerDtype::Bf16 => "bf16",
         }
     }
@@ -130,9 +142,14 @@ mod tests {
         assert_eq!(
             (
                 OptimizerDtype::Fp32.bytes_per_param(),
+                OptimizerDtype::Fp32Remainders.bytes_per_param(),
                 OptimizerDtype::Bf16.bytes_per_param()
             ),
-            (12, 4)
+            (12, 10, 4)
+        );
+        assert_eq!(
+            serde_json::to_string(&OptimizerDtype::Fp32Remainders).unwrap(),
+            format!("\"{}\"", OptimizerDtype::Fp32Remainders.id())
         );
         assert!(OptimizerDtype::default().is_default() && !OptimizerDtype::Bf16.is_default());
         assert_eq!(

@@ -22,6 +22,8 @@ pub const OPTIMIZER_MAIN_GRADS_FP32: &str = "optimizer.main_grads_fp32";
 pub const OPTIMIZER_MAIN_GRADS_BF16: &str = "optimizer.main_grads_bf16";
 /// fp32 master weights and Adam moments.
 pub const OPTIMIZER_ADAM_STATE_FP32: &str = "optimizer.adam_state_fp32";
+/// fp32 Adam moments and 16-bit master-weight remainders (`--optimizer-dtype fp32-remainders`).
+pub const OPTIMIZER_ADAM_STATE_FP32_REMAINDERS: &str = "optimizer.adam_state_fp32_remainders";
 /// bf16 Adam moments, no master copy (`--optimizer-dtype bf16`).
 pub const OPTIMIZER_ADAM_STATE_BF16: &str = "optimizer.adam_state_bf16";
 

@@ -3,8 +3,8 @@
 //!
 //! Mixed-precision Adam as in Megatron-LM: bf16 weights (2 bytes/parameter), main gradients in
 //! their dtype g (fp32: 4, Megatron's default; bf16: 2, `--grad-dtype bf16`), optimizer state o
-//! (fp32 master weights + Adam moments, 12; bf16 moments without a master copy, 4,
-//! `--optimizer-dtype bf16`) — 18 or 16 bytes/parameter with fp32 state (`config::precision`).
+//! (fp32 master weights + Adam moments, 12; fp32 moments with 16-bit master remainders, 10;
+//! bf16 moments without a master copy, 4: `--optimizer-dtype`) — 18 or 16 bytes/parameter with fp32 state (`config::precision`).
 //! ZeRO (Rajbhandari et al. 2019) over a group of N ranks shards the optimizer state (stage 1,
 //! which is Megatron's distributed optimizer: 2 + g + o/N), also the gradients (stage 2:
 //! 2 + (g + o)/N), also the weights (stage 3: (2 + g + o)/N). Shards that do not divide
@@ -160,6 +160,7 @@ pub fn static_tensors(w: &Workload, st: &StageShare) -> Vec<Tensor> {
     out.push(tensor(
         match state {
             OptimizerDtype::Fp32 => names::OPTIMIZER_ADAM_STATE_FP32,
+            OptimizerDtype::Fp32Remainders => names::OPTIMIZER_ADAM_STATE_FP32_REMAINDERS,
             OptimizerDtype::Bf16 => names::OPTIMIZER_ADAM_STATE_BF16,
         },
         Block::Optimizer,

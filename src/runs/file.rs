@@ -154,7 +154,8 @@ pub struct RunFile {
     /// Dtype the gradients are accumulated and reduced in (`fp32`, or `bf16` for any 16-bit).
     pub grad_dtype: GradDtype,
     /// Dtype the optimizer state was kept in: `fp32` (default: master weights and Adam
-    /// moments) or `bf16` (moments in bf16, no master copy: `config::precision`).
+    /// moments), `fp32-remainders` (fp32 moments, 16-bit master remainders) or `bf16` (moments
+    /// in bf16, no master copy): `config::precision`.
     #[serde(default)]
     pub optimizer_dtype: OptimizerDtype,
     /// Attention implementation (`unfused`, `sdpa-fa2`, `fa3`, `cudnn`, …: `config::attention`;

@@ -227,6 +227,12 @@ pub fn head(rows: f64, vocab: f64, h: f64) -> Vec<Kernel> {
 /// moments: 28 bytes), the copy of the master weights to the bf16 weights (6 bytes) and the
 /// zeroing of the gradient buffer for the next step (4 bytes) — 42 bytes per parameter in all.
 ///
+/// With fp32 moments and 16-bit master remainders (`OptimizerDtype::Fp32Remainders`) over
+/// gradients of `grad_bytes`: the norm reads the gradients, Adam reads gradient, bf16 weight
+/// and remainder (the fp32 master weight rebuilt from both), both fp32 moments, and writes
+/// them back (grad_bytes + 12 + 12), nothing to copy (the bf16 weight is written in place), and
+/// the buffer is zeroed — 30 bytes per parameter with bf16 gradients.
+///
 /// With bf16 state (`OptimizerDtype::Bf16`, no master copy) over gradients of `grad_bytes`:
 /// the norm reads the gradients, Adam reads gradient, bf16 weight and both bf16 moments and
 /// writes weight and moments (grad_bytes + 6 + 6), nothing to copy, and the buffer is zeroed —
@@ -238,6 +244,11 @@ pub fn optimizer(params: f64, state: OptimizerDtype, grad_bytes: f64) -> Vec<Ker
             Kernel::memory("adam", 28.0 * params),
             Kernel::memory("param-copy", 6.0 * params),
             Kernel::memory("zero-grad", 4.0 * params),
+        ],
+        OptimizerDtype::Fp32Remainders => vec![
+            Kernel::memory("grad-norm", grad_bytes * params),
+            Kernel::memory("adam", (grad_bytes + 24.0) * params),
+            Kernel::memory("zero-grad", grad_bytes * params),
         ],
         OptimizerDtype::Bf16 => vec![
             Kernel::memory("grad-norm", grad_bytes * params),
@@ -261,14 +272,18 @@ mod tests {
             .sum()
     }
 
-    /// Megatron's fp32 step moves 42 bytes per parameter whatever the gradients' dtype; bf16
-    /// state without a master copy moves the gradients three times (norm, Adam, zeroing) and
-    /// Adam's bf16 reads and writes: 18 bytes with bf16 gradients, 24 with fp32 ones.
+    /// Megatron's fp32 step moves 42 bytes per parameter whatever the gradients' dtype; the
+    /// others move the gradients three times (norm, Adam, zeroing) and Adam's reads and writes:
+    /// with remainders 30 bytes with bf16 gradients, bf16 state 18 (24 with fp32 gradients).
     #[test]
     fn the_optimizer_step_moves_the_bytes_of_its_state() {
         let n = 1000.0;
         assert_eq!(bytes(&optimizer(n, OptimizerDtype::Fp32, 2.0)), 42_000);
         assert_eq!(bytes(&optimizer(n, OptimizerDtype::Fp32, 4.0)), 42_000);
+        assert_eq!(
+            bytes(&optimizer(n, OptimizerDtype::Fp32Remainders, 2.0)),
+            30_000
+        );
         assert_eq!(bytes(&optimizer(n, OptimizerDtype::Bf16, 2.0)), 18_000);
         assert_eq!(bytes(&optimizer(n, OptimizerDtype::Bf16, 4.0)), 24_000);
     }

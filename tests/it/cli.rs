@@ -287,6 +287,11 @@ fn training_state_flags_reach_memory_and_simulate() {
     let s16 = grads(&o16, "optimizer.adam_state_bf16").unwrap();
     assert_eq!(s32, 3 * s16);
     assert!(grads(&o16, "optimizer.adam_state_fp32").is_none());
+    // fp32 moments with 16-bit master remainders: 10 bytes per parameter.
+    let rem = json(&["--optimizer-dtype", "fp32-remainders"], "memory");
+    assert_eq!(rem["optimizer_dtype"], "fp32-remainders");
+    let s10 = grads(&rem, "optimizer.adam_state_fp32_remainders").unwrap();
+    assert_eq!(6 * s10, 5 * s32);
     assert_eq!(
         o16["peak_bytes"].as_u64().unwrap() + (s32 - s16),
         fp32["peak_bytes"].as_u64().unwrap()
