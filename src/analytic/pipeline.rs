@@ -29,7 +29,7 @@
 use super::{PartTimes, Pricer};
 use crate::config::{Coord, GradSync, PipeP2p, ValidWorkload};
 use crate::schedule::{CollectiveOp, Mailboxes, StepPlan, StepTimes};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 /// The prices the unpipelined step is made of.
 #[derive(Clone)]
@@ -164,6 +164,16 @@ pub(super) fn lower_bound(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts
     longest * (1.0 - 1e-12)
 }
 
+/// A lock-step send waiting for its receiver (`PipeP2p::Lockstep`): the message's direction
+/// and micro-batch, the receiving virtual stage, and when the sender's compute produced it.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    gradient: bool,
+    micro_batch: u32,
+    to: u64,
+    ready: f64,
+}
+
 /// The walk of every stage's 1F1B order with `m` micro-batches per replica.
 fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) -> StepTimes {
     let pp = w.outer.pp as u32;
@@ -204,7 +214,14 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
     let sigma = pr.sigma;
     // `config::runtime`: exchanges that block the compute stream until they have arrived, and
     // a gradient synchronisation that starts only after the stage's whole backward.
-    let blocking = w.options.runtime.pp_p2p == PipeP2p::Blocking;
+    let blocking = w.options.runtime.pp_p2p.blocks();
+    // Lock-step (DeepSpeed's): a message leaves only once its receiver has posted the receive,
+    // when the receiver's previous compute has ended; until then the sender waits with it.
+    let lockstep = w.options.runtime.pp_p2p == PipeP2p::Lockstep;
+    let mut posted: HashMap<(bool, u32, u64), f64> = HashMap::new();
+    let mut pending: Vec<Option<Pending>> = vec![None; pp as usize];
+    let mut compute_end = vec![0.0f64; pp as usize];
+    let mut posted_op = vec![usize::MAX; pp as usize];
     let after_backward = w.options.runtime.grad_sync == GradSync::AfterBackward;
     // Arrivals of messages: (backward, micro-batch, receiving virtual stage) → (leaves, arrives).
     let mut arrivals = Mailboxes::new(pp as u64 * v);
@@ -215,8 +232,41 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
         let mut progress = false;
         for s in 0..pp {
             let su = s as usize;
-            while (idx[su] as u32) < len {
-                let op = op_at(s, idx[su] as u32);
+            loop {
+                let more = (idx[su] as u32) < len;
+                let next = more.then(|| op_at(s, idx[su] as u32));
+                if lockstep {
+                    // The next op's receive is posted as soon as the previous compute ended.
+                    if let Some(op) = next {
+                        let u = op.chunk as u64 * pp as u64 + s as u64;
+                        let needs = if op.forward { u > 0 } else { u < last_u };
+                        if needs && posted_op[su] != idx[su] {
+                            posted.insert((!op.forward, op.micro_batch, u), compute_end[su]);
+                            posted_op[su] = idx[su];
+                        }
+                    }
+                    // The pending send leaves once its receiver has posted; the stage waits.
+                    if let Some(ps) = pending[su] {
+                        let Some(post) = posted.remove(&(ps.gradient, ps.micro_batch, ps.to))
+                        else {
+                            break;
+                        };
+                        let c = &mut clocks[su];
+                        let dir = usize::from(ps.gradient);
+                        let leaves = ps.ready.max(post).max(c.sent[dir]);
+                        let arrives = leaves + msg(s, (ps.to % pp as u64) as u32);
+                        c.sent[dir] = arrives;
+                        c.comm += arrives - leaves;
+                        arrivals.post(ps.gradient, ps.micro_batch, ps.to, leaves, arrives);
+                        if arrives > c.t {
+                            c.exposed += arrives - c.t.max(leaves);
+                            c.t = arrives;
+                        }
+                        pending[su] = None;
+                        progress = true;
+                    }
+                }
+                let Some(op) = next else { break };
                 let u = op.chunk as u64 * pp as u64 + s as u64;
                 let needs = if op.forward { u > 0 } else { u < last_u };
                 let arrival = if needs {
@@ -305,13 +355,21 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
                     }
                 }
                 c.t = t;
+                compute_end[su] = t;
                 // The output goes on (forward to u + 1, backward to u − 1).
                 let to = if op.forward {
                     (u < last_u).then(|| u + 1)
                 } else {
                     (u > 0).then(|| u - 1)
                 };
-                if let Some(to) = to {
+                if let (Some(to), true) = (to, lockstep) {
+                    pending[su] = Some(Pending {
+                        gradient: !op.forward,
+                        micro_batch: op.micro_batch,
+                        to,
+                        ready: t,
+                    });
+                } else if let Some(to) = to {
                     let dir = usize::from(!op.forward);
                     let leaves = t.max(c.sent[dir]);
                     let to_stage = (to % pp as u64) as u32;

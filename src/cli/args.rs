@@ -129,6 +129,7 @@ impl From<CpCommArg> for CpComm {
 pub enum PipeP2pArg {
     Async,
     Blocking,
+    Lockstep,
 }
 
 impl From<PipeP2pArg> for PipeP2p {
@@ -136,6 +137,7 @@ impl From<PipeP2pArg> for PipeP2p {
         match g {
             PipeP2pArg::Async => PipeP2p::Async,
             PipeP2pArg::Blocking => PipeP2p::Blocking,
+            PipeP2pArg::Lockstep => PipeP2p::Lockstep,
         }
     }
 }
@@ -426,8 +428,10 @@ pub struct OuterArgs {
     /// or all the micro-batches in one round; they must be a multiple of it.
     #[arg(long)]
     pub pp_round: Option<String>,
-    /// Pipeline exchanges: async (on their own streams, overlapped with compute) or blocking
-    /// (the stage's compute waits for its sends, as Megatron-LM of 2021-22 ran them).
+    /// Pipeline exchanges: async (on their own streams, overlapped with compute), blocking
+    /// (the stage's compute waits for its sends, as Megatron-LM of 2021-22 ran them) or
+    /// lockstep (blocking, and a message leaves only once its receiver has reached it: DeepSpeed's
+    /// pipeline engine, whose stages advance in lock-step).
     #[arg(long, value_enum, default_value = "async")]
     pub pp_p2p: PipeP2pArg,
     /// Context-parallel degree for tp-sp (Megatron CP: ring attention across cp groups of p;

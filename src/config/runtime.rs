@@ -17,6 +17,16 @@
 //!   `batch_isend_irecv` requests waited on at once, then `torch.cuda.synchronize()`) held the
 //!   compute of a stage until its pipeline sends and receives had completed; later versions
 //!   overlap them (`--overlap-p2p-communication`).
+//! - **Lock-step exchanges.** DeepSpeed's pipeline engine (`TrainSchedule`,
+//!   deepspeed/runtime/pipe/schedule.py, as Megatron-DeepSpeed ran MT-NLG and BLOOM) runs
+//!   2·(m + pp − 1) steps of one forward or one backward each, stages of one parity forward
+//!   while the others run backward, and opens every step with blocking sends and receives paired
+//!   with the neighbour's (a forward step receives the activation from the stage before and
+//!   sends it the previous backward's gradient; a backward step sends the previous forward's
+//!   activation on and receives the gradient). A message moves only once both sides have
+//!   reached it: a stage's next compute waits for its neighbours' previous compute, so the
+//!   stages advance in lock-step and each step lasts about the longer of a forward and a
+//!   backward. The order of forwards and backwards is 1F1B's.
 //! - **Gradient synchronisation after the backward.** Megatron-LM of 2021 all-reduced the
 //!   data-parallel gradients from its contiguous buffer once the whole backward of the step had
 //!   ended (`model.allreduce_gradients()` in `train_step`), not overlapped with it; overlapping
@@ -40,15 +50,24 @@ pub enum PipeP2p {
     Async,
     /// The stage's compute waits until the message it sent has arrived (Megatron 2021–22).
     Blocking,
+    /// Blocking, and a message leaves only once its receiver has reached its receive, after
+    /// the receiver's own previous compute: DeepSpeed's lock-step `TrainSchedule` (module docs).
+    Lockstep,
 }
 
 impl PipeP2p {
-    /// `async` or `blocking`, as on the command line and in run files.
+    /// `async`, `blocking` or `lockstep`, as on the command line and in run files.
     pub fn id(self) -> &'static str {
         match self {
             PipeP2p::Async => "async",
             PipeP2p::Blocking => "blocking",
+            PipeP2p::Lockstep => "lockstep",
         }
+    }
+
+    /// Whether a stage's next compute waits for the message it sent (blocking and lock-step).
+    pub fn blocks(self) -> bool {
+        self != PipeP2p::Async
     }
 }
 

@@ -274,6 +274,12 @@ impl Workload {
                  or more",
             ));
         }
+        if self.options.runtime.pp_p2p == super::PipeP2p::Lockstep && o.interleave > 1 {
+            return Err(self.invalid(
+                "--pp-p2p lockstep is DeepSpeed's pipeline schedule, which has no virtual stages: \
+                 it needs --pp-interleave 1",
+            ));
+        }
         if let Some(round) = self.options.runtime.pp_round {
             if o.interleave < 2 {
                 return Err(self.invalid(

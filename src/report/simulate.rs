@@ -461,8 +461,8 @@ pub fn axes_text(w: &crate::config::Workload) -> String {
             }
             s.push(')');
         }
-        if w.options.runtime.pp_p2p == crate::config::PipeP2p::Blocking {
-            s.push_str(", blocking p2p");
+        if w.options.runtime.pp_p2p != crate::config::PipeP2p::Async {
+            s.push_str(&format!(", {} p2p", w.options.runtime.pp_p2p.id()));
         }
     }
     s.push_str(&format!(", dp = {}", w.dp));

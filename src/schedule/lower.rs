@@ -181,6 +181,9 @@ struct Lower<'a> {
     label: Label,
     /// Per device: what the next compute task must wait for.
     frontier: Vec<Vec<TaskId>>,
+    /// Per device: the lock-step pipeline send still pending, which the next receive does not
+    /// wait for (`PipeP2p::Lockstep`, `lower::pipeline`).
+    pending_sends: Vec<Vec<TaskId>>,
     /// Per device: the last compute-stream task (stream order already makes the next compute
     /// task wait for it, so it is left out of dependency lists).
     last_compute: Vec<Option<TaskId>>,
@@ -551,6 +554,7 @@ impl<'a> Lower<'a> {
                 micro_batch: 0,
             },
             frontier: vec![Vec::new(); n],
+            pending_sends: vec![Vec::new(); n],
             last_compute: vec![None; n],
             phase_tasks: vec![[None; STREAMS]; n],
             kernel_ids: HashMap::default(),

@@ -56,6 +56,13 @@ fn blocking() -> Runtime {
     }
 }
 
+fn lockstep() -> Runtime {
+    Runtime {
+        pp_p2p: PipeP2p::Lockstep,
+        ..Runtime::default()
+    }
+}
+
 fn after_backward() -> Runtime {
     Runtime {
         grad_sync: GradSync::AfterBackward,
@@ -77,6 +84,25 @@ fn runtime_options_agree_with_the_analytic_twin() {
     let cases = [
         ("blocking, pp 4", workload(4, 1, 1, 8, 8, blocking())),
         ("blocking, pp 4 v 2", workload(4, 2, 1, 8, 16, blocking())),
+        ("lockstep, pp 4", workload(4, 1, 1, 8, 8, lockstep())),
+        (
+            "lockstep, pp 4, uneven stages",
+            workload(4, 1, 1, 8, 10, lockstep()),
+        ),
+        (
+            "lockstep, pp 3 dp 2, after-backward",
+            workload(
+                3,
+                1,
+                2,
+                6,
+                6,
+                Runtime {
+                    grad_sync: GradSync::AfterBackward,
+                    ..lockstep()
+                },
+            ),
+        ),
         (
             "after-backward, dp 2",
             workload(1, 1, 2, 2, 4, after_backward()),
@@ -288,4 +314,75 @@ fn all_gathered_context_parallelism_exposes_its_exchanges() {
         e.contains("--cp-comm all-gather") && e.contains("--cp 2"),
         "{e}"
     );
+}
+
+/// DeepSpeed's lock-step exchanges (`PipeP2p::Lockstep`): a message leaves only once its
+/// receiver has finished its previous compute. Each step pairs a stage with one neighbour, so
+/// neighbouring pairs drift apart instead of meeting at a barrier: the step is the blocking
+/// one's within 1% (a hair shorter where a message no longer travels while its receiver
+/// computes, slowing it), far from a barrier's step of two backwards per micro-batch; no
+/// virtual stages.
+#[test]
+fn lockstep_exchanges_pair_neighbours_without_a_barrier() {
+    for (pp, layers, m) in [(4, 8, 8), (4, 10, 8), (6, 12, 12)] {
+        let b = step(&workload(pp, 1, 1, m, layers, blocking()));
+        let l = step(&workload(pp, 1, 1, m, layers, lockstep()));
+        assert!(
+            (l / b - 1.0).abs() < 0.01,
+            "pp {pp}: lockstep {l} vs blocking {b}"
+        );
+    }
+    let e = workload(4, 2, 1, 8, 16, lockstep()).validate().unwrap_err();
+    assert!(e.to_string().contains("--pp-p2p lockstep"), "{e}");
+}
+
+/// What makes the exchanges lock-step, in the lowered graph: every pipeline receive waits for
+/// its stage's previous compute (posted when the receiver gets there; a device's first one has
+/// none before it), and never for the send
+/// the stage still has pending (DeepSpeed pairs them so that neither side waits for the other
+/// first); blocking and async receives are posted at once.
+#[test]
+fn lockstep_receives_wait_for_their_stages_previous_compute() {
+    use metp_sim::schedule::{lower, plan, Devices, LowerOptions, Rounds, Stream, Work};
+    let recv_deps = |runtime: Runtime| {
+        let w = workload(4, 1, 1, 8, 8, runtime).validate().unwrap();
+        let g = lower(
+            &w,
+            &plan(&w),
+            &stage_inventories(&w),
+            LowerOptions {
+                devices: Devices::All,
+                memory: false,
+                optimizer: true,
+                rounds: Rounds::None,
+            },
+        );
+        g.check().unwrap();
+        // Each device's first receive has no compute before it.
+        let mut seen = vec![false; g.devices as usize];
+        let mut out = Vec::new();
+        for t in &g.tasks {
+            if let Work::Recv { .. } = t.work {
+                if !std::mem::replace(&mut seen[t.device as usize], true) {
+                    continue;
+                }
+                let on_compute = t
+                    .deps
+                    .iter()
+                    .any(|&d| g.tasks[d as usize].stream == Stream::Compute);
+                let on_send = t
+                    .deps
+                    .iter()
+                    .any(|&d| matches!(g.tasks[d as usize].work, Work::Send { .. }));
+                out.push((on_compute, on_send));
+            }
+        }
+        out
+    };
+    let lock = recv_deps(lockstep());
+    assert!(!lock.is_empty());
+    assert!(lock.iter().all(|&(c, s)| c && !s), "{lock:?}");
+    for r in [blocking(), Runtime::default()] {
+        assert!(recv_deps(r).iter().all(|&(c, s)| !c && !s));
+    }
 }

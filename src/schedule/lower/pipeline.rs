@@ -4,7 +4,10 @@
 //! `StepPlan::grad_sync_every_micro_batch`; after the stage's whole backward under
 //! `GradSync::AfterBackward`), the embedding group's all-reduce and the optimizer (`lower`'s
 //! module docs). Blocking exchanges (`PipeP2p::Blocking`) hold the next compute until the send
-//! has completed.
+//! has completed; lock-step ones (`PipeP2p::Lockstep`, DeepSpeed's) also post each receive only
+//! once the receiving stage's previous compute has ended — not after its own pending send, as
+//! DeepSpeed pairs a step's receive and send with the neighbour's in an order that cannot
+//! deadlock — so a message moves only when both stages have reached it.
 
 use super::sync::{grad_sync_collective, param_gather, zero3_gather};
 use super::*;
@@ -270,6 +273,18 @@ impl Lower<'_> {
         for i in 0..self.active.len() {
             let dev = self.active[i];
             let peer = self.pipe_peer(dev, from);
+            // Lock-step: posted when this stage's previous compute has ended (its frontier
+            // without the send still pending); otherwise posted at once.
+            let deps = if self.w.options.runtime.pp_p2p == PipeP2p::Lockstep {
+                let pending = std::mem::take(&mut self.pending_sends[dev as usize]);
+                self.frontier[dev as usize]
+                    .iter()
+                    .copied()
+                    .filter(|t| !pending.contains(t))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let id = self.g.add(
                 dev,
                 stream,
@@ -278,7 +293,7 @@ impl Lower<'_> {
                     bytes,
                     tag: pipe_tag(backward, mb, from),
                 },
-                Vec::new(),
+                deps,
                 self.label,
             );
             self.frontier[dev as usize].push(id);
@@ -310,8 +325,12 @@ impl Lower<'_> {
                 self.label,
             );
             // Blocking exchanges (`config::runtime`): the next compute waits for the send.
-            if self.w.options.runtime.pp_p2p == PipeP2p::Blocking {
+            let p2p = self.w.options.runtime.pp_p2p;
+            if p2p.blocks() {
                 self.frontier[dev as usize].push(id);
+            }
+            if p2p == PipeP2p::Lockstep {
+                self.pending_sends[dev as usize] = vec![id];
             }
         }
     }
