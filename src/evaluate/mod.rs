@@ -252,7 +252,13 @@ impl Evaluation {
             SimDepth::Extrapolate => match fast_path(w, &self.plan, opts.devices) {
                 FastPath::Exact => match shortened()? {
                     Some(s) => s,
-                    None if whole_is_cheap(w, &self.plan, opts.devices) => whole(w)?,
+                    // The composition walks the default schedule only: another one is
+                    // simulated whole however large (the simulator's task guard bounds it).
+                    None if whole_is_cheap(w, &self.plan, opts.devices)
+                        || !w.options.runtime.is_default() =>
+                    {
+                        whole(w)?
+                    }
                     None => composed()?,
                 },
                 FastPath::Composed => composed()?,

@@ -396,6 +396,18 @@ pub fn simulate_composed(
     link: LinkModel,
     devices: Devices,
 ) -> Result<WorkloadSim> {
+    // The walk is Megatron's default order with asynchronous exchanges and overlapped
+    // synchronisation; another schedule (`config::runtime`) would be priced as that one.
+    if !w.options.runtime.is_default() {
+        return Err(Error::InvalidConfig {
+            method: w.method.id().to_string(),
+            p: w.p,
+            message: "a composed simulation walks the default schedule only: a step with other \
+                      schedule options (--pp-round, --pp-p2p, --grad-sync, --cp-comm) is \
+                      simulated exactly"
+                .to_string(),
+        });
+    }
     let pp = w.outer.pp as u32;
     let v = w.outer.interleave;
     let m = w.micro_batches as u32;

@@ -386,3 +386,29 @@ fn lockstep_receives_wait_for_their_stages_previous_compute() {
         assert!(recv_deps(r).iter().all(|&(c, s)| !c && !s));
     }
 }
+
+/// The composed fast path walks the default schedule only: asked to compose a step with any
+/// other schedule option it refuses in words (the evaluation simulates such steps exactly),
+/// and composes the default one.
+#[test]
+fn a_composed_simulation_refuses_another_schedule() {
+    use metp_sim::schedule::{plan, Devices};
+    let compose = |runtime: Runtime| {
+        let w = workload(4, 1, 1, 8, 8, runtime).validate().unwrap();
+        metp_sim::sim::simulate_composed(
+            &w,
+            &plan(&w),
+            &stage_inventories(&w),
+            LinkModel::Ideal,
+            Devices::Distinct,
+        )
+    };
+    assert!(compose(Runtime::default()).is_ok());
+    for r in [blocking(), lockstep(), after_backward()] {
+        let e = compose(r).map(|_| ()).unwrap_err().to_string();
+        assert!(
+            e.contains("composed simulation walks the default schedule"),
+            "{e}"
+        );
+    }
+}
