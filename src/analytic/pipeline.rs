@@ -363,6 +363,7 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
                     (u > 0).then(|| u - 1)
                 };
                 if let (Some(to), true) = (to, lockstep) {
+                    // Lock-step: it leaves once the receiver has posted (top of the loop).
                     pending[su] = Some(Pending {
                         gradient: !op.forward,
                         micro_batch: op.micro_batch,

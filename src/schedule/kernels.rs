@@ -227,16 +227,13 @@ pub fn head(rows: f64, vocab: f64, h: f64) -> Vec<Kernel> {
 /// moments: 28 bytes), the copy of the master weights to the bf16 weights (6 bytes) and the
 /// zeroing of the gradient buffer for the next step (4 bytes) — 42 bytes per parameter in all.
 ///
-/// With fp32 moments and 16-bit master remainders (`OptimizerDtype::Fp32Remainders`) over
-/// gradients of `grad_bytes`: the norm reads the gradients, Adam reads gradient, bf16 weight
-/// and remainder (the fp32 master weight rebuilt from both), both fp32 moments, and writes
-/// them back (grad_bytes + 12 + 12), nothing to copy (the bf16 weight is written in place), and
-/// the buffer is zeroed — 30 bytes per parameter with bf16 gradients.
-///
-/// With bf16 state (`OptimizerDtype::Bf16`, no master copy) over gradients of `grad_bytes`:
-/// the norm reads the gradients, Adam reads gradient, bf16 weight and both bf16 moments and
-/// writes weight and moments (grad_bytes + 6 + 6), nothing to copy, and the buffer is zeroed —
-/// 18 bytes per parameter with bf16 gradients.
+/// Without an fp32 master copy (`OptimizerDtype::Fp32Remainders`: fp32 moments and the 16-bit
+/// remainders of the master weights; `OptimizerDtype::Bf16`: bf16 moments) over gradients of
+/// `grad_bytes`: the norm reads the gradients, Adam reads the gradient and reads and writes
+/// the bf16 weight with the state (grad_bytes + 2·(2 + state bytes): the fp32 master weight,
+/// where there is one, rebuilt from the bf16 weight and its remainder), nothing to copy (the
+/// bf16 weight is written in place), and the buffer is zeroed — with bf16 gradients 30 bytes
+/// per parameter with remainders, 18 in bf16.
 pub fn optimizer(params: f64, state: OptimizerDtype, grad_bytes: f64) -> Vec<Kernel> {
     match state {
         OptimizerDtype::Fp32 => vec![
@@ -245,16 +242,14 @@ pub fn optimizer(params: f64, state: OptimizerDtype, grad_bytes: f64) -> Vec<Ker
             Kernel::memory("param-copy", 6.0 * params),
             Kernel::memory("zero-grad", 4.0 * params),
         ],
-        OptimizerDtype::Fp32Remainders => vec![
-            Kernel::memory("grad-norm", grad_bytes * params),
-            Kernel::memory("adam", (grad_bytes + 24.0) * params),
-            Kernel::memory("zero-grad", grad_bytes * params),
-        ],
-        OptimizerDtype::Bf16 => vec![
-            Kernel::memory("grad-norm", grad_bytes * params),
-            Kernel::memory("adam", (grad_bytes + 12.0) * params),
-            Kernel::memory("zero-grad", grad_bytes * params),
-        ],
+        OptimizerDtype::Fp32Remainders | OptimizerDtype::Bf16 => {
+            let weight_and_state = 2.0 + state.bytes_per_param() as f64;
+            vec![
+                Kernel::memory("grad-norm", grad_bytes * params),
+                Kernel::memory("adam", (grad_bytes + 2.0 * weight_and_state) * params),
+                Kernel::memory("zero-grad", grad_bytes * params),
+            ]
+        }
     }
 }
 

@@ -393,12 +393,16 @@ fn simulate_states_the_step_clock_where_the_profile_has_one() {
     let j = json(&["simulate", "--seq", "4k", "--format", "json"]);
     assert!(j.get("gemm_step_clock_fraction").is_none());
     // plan says it too.
-    let plan = stdout(&[
+    let plan = stdout(&small_plan(&["--hw", "hgx-h200"]));
+    assert!(plan.contains("GEMMs in a step: at 0.8745"), "{plan}");
+}
+
+/// A quick plan: LLaMA-2 7B, tp-sp, 8 GPUs, 4k, the best configuration only, and `extra`.
+fn small_plan<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec![
         "plan",
         "--model",
         "llama2-7b",
-        "--hw",
-        "hgx-h200",
         "--gpus",
         "8",
         "--seq",
@@ -407,33 +411,18 @@ fn simulate_states_the_step_clock_where_the_profile_has_one() {
         "tp-sp",
         "--top",
         "1",
-    ]);
-    assert!(plan.contains("GEMMs in a step: at 0.8745"), "{plan}");
+    ];
+    a.extend_from_slice(extra);
+    a
 }
 
 /// `plan` states the training state every candidate shares (the ZeRO stage is each row's), in
 /// the header and in JSON, and the optimizer state's dtype changes what fits: with bf16 state
 /// (4 bytes per parameter instead of 12) LLaMA-2 7B at 4k on 8 GPUs has more configurations
-/// that fit and none that fit only with fp32 state.
+/// that fit out of the same ones evaluated.
 #[test]
 fn plan_states_the_training_state_and_bf16_optimizer_state_fits_more() {
-    let args = |extra: &[&'static str]| {
-        let mut a = vec![
-            "plan",
-            "--model",
-            "llama2-7b",
-            "--gpus",
-            "8",
-            "--seq",
-            "4k",
-            "--methods",
-            "tp-sp",
-            "--top",
-            "1",
-        ];
-        a.extend_from_slice(extra);
-        a
-    };
+    let args = small_plan;
     let text = stdout(&args(&[
         "--grad-dtype",
         "bf16",
