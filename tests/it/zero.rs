@@ -321,3 +321,85 @@ fn zero2_reduce_scatters_every_micro_batch() {
         );
     }
 }
+
+/// Gradient accumulation (`config::GradAccumulation`): fused into the weight-gradient GEMMs
+/// (the default) adds no kernel; a separate pass adds one element-wise kernel at the end of each
+/// layer's backward, moving 2 + 2·g bytes per local parameter (the new 16-bit gradient read, the
+/// accumulator read and written), or under ZeRO 2 the device's shard of the reduced gradients
+/// (3·g bytes per sharded parameter). The step grows by exactly that kernel's time per layer and
+/// micro-batch where nothing overlaps it, and the analytic twin agrees with the simulator.
+#[test]
+fn a_separate_gradient_accumulation_pass_costs_its_bytes_per_layer_and_micro_batch() {
+    use metp_sim::config::GradAccumulation;
+    use metp_sim::cost::CostModel;
+    use metp_sim::schedule::{plan, KernelShape, Stage};
+    let h = 4096u64;
+    let layer = (12 * h * h + 4 * h).div_ceil(4);
+    let with = |acc: GradAccumulation, grad: GradDtype, zero: ZeroStage, dp: u64, m: u64| {
+        let mut w = workload(
+            gpt(h, 32, 4),
+            MethodId::Tp,
+            4,
+            4096,
+            Options {
+                grad_dtype: grad,
+                grad_accumulation: acc,
+                zero: Some(zero),
+                ..Options::default()
+            },
+        );
+        w.dp = dp;
+        w.micro_batches = m;
+        w
+    };
+    // The pass's bytes, from the plan's last backward block of a layer.
+    let pass_bytes = |w: &metp_sim::config::Workload| -> Vec<u64> {
+        let pl = plan(&w.clone().validate().unwrap());
+        pl.layer_bwd
+            .iter()
+            .flat_map(|b| &b.stages)
+            .flat_map(|s| match s {
+                Stage::Compute(ks) => ks.iter().collect::<Vec<_>>(),
+                _ => Vec::new(),
+            })
+            .filter(|k| k.name == "grad-accumulate")
+            .map(|k| match k.shape {
+                KernelShape::Elementwise { bytes } => bytes,
+                _ => panic!("the pass is memory-bound"),
+            })
+            .collect()
+    };
+    use GradAccumulation::{Fused, Separate};
+    use ZeroStage::{Zero0, Zero2};
+    assert!(pass_bytes(&with(Fused, GradDtype::Fp32, Zero0, 1, 4)).is_empty());
+    assert_eq!(
+        pass_bytes(&with(Separate, GradDtype::Fp32, Zero0, 1, 4)),
+        vec![10 * layer]
+    );
+    assert_eq!(
+        pass_bytes(&with(Separate, GradDtype::Bf16, Zero0, 1, 4)),
+        vec![6 * layer]
+    );
+    // ZeRO 2 over dp 2: the shard of the reduced gradients, half the layer's, 3 × 4 bytes.
+    assert_eq!(
+        pass_bytes(&with(Separate, GradDtype::Fp32, Zero2, 2, 4)),
+        vec![12 * layer.div_ceil(2)]
+    );
+    // The step: 4 micro-batches × 4 layers of the pass, nothing to hide it under.
+    let fused = with(Fused, GradDtype::Fp32, Zero0, 1, 4);
+    let separate = with(Separate, GradDtype::Fp32, Zero0, 1, 4);
+    let t_fused = crate::common::agrees_with_the_analytic_twin(&fused, "fused")
+        .metrics
+        .step_time_s;
+    let t_separate = crate::common::agrees_with_the_analytic_twin(&separate, "separate")
+        .metrics
+        .step_time_s;
+    let pass_s = CostModel::new(&separate.hardware)
+        .kernel_s(&KernelShape::Elementwise { bytes: 10 * layer });
+    let grown = t_separate - t_fused;
+    assert!(
+        (grown / (16.0 * pass_s) - 1.0).abs() < 1e-6,
+        "the step grew {grown:.6e} s, 16 passes take {:.6e} s",
+        16.0 * pass_s
+    );
+}
