@@ -148,6 +148,13 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
     } else {
         0
     };
+    // TP without sequence parallelism holds the layer output whole on every rank: each sends
+    // its 1/p and the receiving ranks all-gather the pieces before using them.
+    let pipeline_gather_bytes = if pipeline_bytes > 0 && w.method == MethodId::Tp && w.p > 1 {
+        pipeline_bytes.saturating_mul(w.p)
+    } else {
+        0
+    };
     let embedding_sync_bytes = if w.outer.pp > 1 && m.tied_embeddings {
         let vocab_split = w.method.shards_weights() && w.options.vocab_parallel;
         let local = if vocab_split {
@@ -182,6 +189,7 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
         layers: w.model.layers as u32,
         micro_batches: w.micro_batches as u32,
         pipeline_bytes,
+        pipeline_gather_bytes,
         embedding_sync_bytes,
         ranks_symmetric,
         context_symmetric: !causal,
