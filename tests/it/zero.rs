@@ -125,6 +125,14 @@ fn state_bytes(
     (inventory(&w).unwrap().static_bytes, psi)
 }
 
+/// TP over 4 devices of a 4-layer GPT with hidden size 4096 at 4k, over `dp` replicas, with
+/// `options` (the plan tests' workload).
+fn tp4(options: Options, dp: u64) -> metp_sim::config::Workload {
+    let mut w = workload(gpt(4096, 32, 4), MethodId::Tp, 4, 4096, options);
+    w.dp = dp;
+    w
+}
+
 /// The table of `config::precision`, over N = dp × p = 8 ranks (Ψ divisible by 8, no padding):
 /// Megatron Core's distributed-optimizer row for bf16 parameters with fp32 gradients (18, and
 /// 6 + 12/d sharded), the ZeRO paper's 16 bytes with 16-bit gradients (and 4 + 12/d sharded),
@@ -226,19 +234,15 @@ fn gradient_communication_follows_the_dtype_and_the_placement() {
             2,
         ),
     ] {
-        let mut w = workload(
-            gpt(h, 32, 4),
-            MethodId::Tp,
-            4,
-            4096,
+        let w = tp4(
             Options {
                 grad_dtype: grad,
                 optimizer_state: Some(state),
                 zero,
                 ..Options::default()
             },
+            2,
         );
-        w.dp = 2;
         let pl = plan(&w.validate().unwrap());
         let label = format!("{grad:?} {state:?} {zero:?}");
         assert_eq!(pl.grad_sync_op, op, "{label}");
@@ -248,18 +252,14 @@ fn gradient_communication_follows_the_dtype_and_the_placement() {
     }
     // ZeRO-3: gradients reduce-scattered in their dtype, weights gathered per layer (bf16),
     // nothing gathered after the step.
-    let mut w = workload(
-        gpt(h, 32, 4),
-        MethodId::Tp,
-        4,
-        4096,
+    let w = tp4(
         Options {
             grad_dtype: GradDtype::Bf16,
             zero: Some(ZeroStage::Zero3),
             ..Options::default()
         },
+        2,
     );
-    w.dp = 2;
     let pl = plan(&w.validate().unwrap());
     assert_eq!(pl.layer_grad_sync_bytes, 2 * layer);
     assert_eq!(pl.zero3_gather_bytes, 2 * layer);
@@ -336,19 +336,15 @@ fn a_separate_gradient_accumulation_pass_costs_its_bytes_per_layer_and_micro_bat
     let h = 4096u64;
     let layer = (12 * h * h + 4 * h).div_ceil(4);
     let with = |acc: GradAccumulation, grad: GradDtype, zero: ZeroStage, dp: u64, m: u64| {
-        let mut w = workload(
-            gpt(h, 32, 4),
-            MethodId::Tp,
-            4,
-            4096,
+        let mut w = tp4(
             Options {
                 grad_dtype: grad,
                 grad_accumulation: acc,
                 zero: Some(zero),
                 ..Options::default()
             },
+            dp,
         );
-        w.dp = dp;
         w.micro_batches = m;
         w
     };
