@@ -200,10 +200,10 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
 /// accumulated ones, where the software does not fuse it into the weight-gradient GEMMs
 /// (`config::GradAccumulation`), at the end of the layer's backward (PyTorch's post-backward
 /// hooks run there, before the layer's gradients are synchronised). Whole gradients (ZeRO 0
-/// and 1): the new 16-bit gradient read, the accumulator read and written. Under ZeRO ≥ 2 the
-/// gradients are reduce-scattered every micro-batch and only the device's shard is
-/// accumulated (the reduced shard read, the accumulator read and written, in the gradients'
-/// dtype). The embedding's and the output head's gradients are left out (on one stage each,
+/// and 1, or a single replica): the new 16-bit gradient read, the accumulator read and
+/// written. Under ZeRO ≥ 2 with replicas the gradients are reduce-scattered every micro-batch
+/// and only the device's shard is accumulated (the reduced shard read, the accumulator read
+/// and written, in the gradients' dtype). The embedding's and the output head's gradients are left out (on one stage each,
 /// under 1% of a stage's pass on the published runs' layouts).
 fn grad_accumulation(
     w: &ValidWorkload,
@@ -218,7 +218,7 @@ fn grad_accumulation(
     if per_param == 0 {
         return None;
     }
-    let bytes = if zero >= ZeroStage::Zero2 {
+    let bytes = if zero >= ZeroStage::Zero2 && replicas > 1 {
         3 * w.options.grad_dtype.bytes() * layer_params_local.div_ceil(u128::from(replicas.max(1)))
     } else {
         per_param * layer_params_local

@@ -381,6 +381,11 @@ fn a_separate_gradient_accumulation_pass_costs_its_bytes_per_layer_and_micro_bat
         pass_bytes(&with(Separate, GradDtype::Fp32, Zero2, 2, 4)),
         vec![12 * layer.div_ceil(2)]
     );
+    // A single replica has nothing to shard: ZeRO 2 accumulates the whole gradients.
+    assert_eq!(
+        pass_bytes(&with(Separate, GradDtype::Fp32, Zero2, 1, 4)),
+        vec![10 * layer]
+    );
     // The step: 4 micro-batches × 4 layers of the pass, nothing to hide it under.
     let fused = with(Fused, GradDtype::Fp32, Zero0, 1, 4);
     let separate = with(Separate, GradDtype::Fp32, Zero0, 1, 4);
