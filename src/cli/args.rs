@@ -325,6 +325,11 @@ pub struct CommonArgs {
     /// Replicate the output head instead of splitting the vocabulary (tp, tp-sp, metp).
     #[arg(long)]
     pub no_vocab_parallel: bool,
+    /// tp-sp: overlap each layer's all-gathers and reduce-scatters with the GEMMs next to them
+    /// (Megatron-Core's tp_comm_overlap, Transformer Engine's userbuffers); without it they
+    /// are exposed, as Megatron runs them by default.
+    #[arg(long)]
+    pub tp_comm_overlap: bool,
     #[command(flatten)]
     pub metp: MetpArgs,
     #[command(flatten)]
@@ -359,6 +364,7 @@ impl CommonArgs {
             causal_zigzag: matches!(self.causal_order, CausalOrderArg::Zigzag),
             dropout: self.dropout.map(|d| matches!(d, OnOff::On)),
             vocab_parallel: !self.no_vocab_parallel,
+            tp_comm_overlap: self.tp_comm_overlap,
             metp: self.metp.options(),
             ..Options::default()
         };

@@ -137,6 +137,11 @@ pub struct Options {
     /// Whether weight gradients are accumulated by their GEMM or in a pass of their own (time).
     #[serde(default, skip_serializing_if = "GradAccumulation::is_default")]
     pub grad_accumulation: GradAccumulation,
+    /// TP + SP: each layer's all-gathers and reduce-scatters overlapped with the GEMMs next to
+    /// them (Megatron-Core's `tp_comm_overlap`, Transformer Engine's userbuffers;
+    /// `schedule::tp_sp`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tp_comm_overlap: bool,
     /// How the software schedules its pipeline and gradient synchronisation
     /// (`config::runtime`).
     #[serde(default, skip_serializing_if = "Runtime::is_default")]
@@ -159,6 +164,7 @@ impl Default for Options {
             optimizer_state: None,
             optimizer_dtype: OptimizerDtype::Fp32,
             grad_accumulation: GradAccumulation::Fused,
+            tp_comm_overlap: false,
             runtime: Runtime::default(),
         }
     }

@@ -268,6 +268,14 @@ impl Workload {
                  as they are produced)",
             ));
         }
+        if self.options.tp_comm_overlap && self.method != MethodId::TpSp {
+            return Err(self.invalid(format!(
+                "--tp-comm-overlap overlaps the all-gathers and reduce-scatters of sequence \
+                 parallelism with the GEMMs (Transformer Engine's userbuffers): it needs \
+                 --method tp-sp, not {}",
+                self.method.id()
+            )));
+        }
         if self.options.runtime.cp_comm == super::CpComm::AllGather && o.cp < 2 {
             return Err(self.invalid(
                 "--cp-comm all-gather sets how context parallelism exchanges K/V: it needs --cp 2 \

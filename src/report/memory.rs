@@ -64,6 +64,8 @@ pub struct TrainingState {
     optimizer_state: &'static str,
     optimizer_dtype: &'static str,
     grad_accumulation: &'static str,
+    /// TP + SP collectives overlapped with the GEMMs (`--tp-comm-overlap`).
+    tp_comm_overlap: bool,
     zero: u8,
     /// When gradients are synchronised (`overlapped`|`after-backward`, `config::runtime`).
     grad_sync: &'static str,
@@ -83,6 +85,7 @@ impl TrainingState {
             optimizer_state: w.optimizer_state().id(),
             optimizer_dtype: w.options.optimizer_dtype.id(),
             grad_accumulation: w.options.grad_accumulation.id(),
+            tp_comm_overlap: w.options.tp_comm_overlap,
             zero: w.zero_stage() as u8,
             grad_sync: w.options.runtime.grad_sync.id(),
             pp_p2p: w.options.runtime.pp_p2p.id(),

@@ -446,6 +446,9 @@ pub fn simulate_table_with(e: &Evaluation, training: Option<Training>) -> String
 /// `p = 8, cp = 2, pp = 4 (interleave 2), dp = 16`, the outer axes only when used.
 pub fn axes_text(w: &crate::config::Workload) -> String {
     let mut s = format!("p = {}", w.p);
+    if w.options.tp_comm_overlap {
+        s.push_str(" (TP communication overlapped)");
+    }
     if w.outer.cp > 1 {
         s.push_str(&format!(", cp = {}", w.outer.cp));
         if w.options.runtime.cp_comm == crate::config::CpComm::AllGather {

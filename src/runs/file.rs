@@ -164,6 +164,10 @@ pub struct RunFile {
     /// 2021): `config::precision`.
     #[serde(default)]
     pub grad_accumulation: GradAccumulation,
+    /// Whether the run overlapped TP + SP's all-gathers and reduce-scatters with the GEMMs
+    /// (Megatron-Core's `tp_comm_overlap`, Transformer Engine's userbuffers); default false.
+    #[serde(default)]
+    pub tp_comm_overlap: bool,
     /// Attention implementation (`unfused`, `sdpa-fa2`, `fa3`, `cudnn`, …: `config::attention`;
     /// the profile must have it).
     pub attention_kernel: AttentionKernel,

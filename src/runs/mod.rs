@@ -232,6 +232,7 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
             grad_dtype: k.grad_dtype,
             optimizer_dtype: f.optimizer_dtype,
             grad_accumulation: f.grad_accumulation,
+            tp_comm_overlap: f.tp_comm_overlap,
             causal: f.causal,
             runtime: Runtime {
                 pp_round: k.pp_round,
@@ -393,6 +394,9 @@ fn layout_with(run: &Run, w: &ValidWorkload, replicas: bool) -> String {
     // synchronisation with data-parallel replicas.
     if f.cp > 1 && f.cp_comm != CpComm::default() {
         s.push_str(&format!("; CP by {}", f.cp_comm.id()));
+    }
+    if f.tp_comm_overlap {
+        s.push_str("; TP comm overlapped");
     }
     if f.pp > 1 && f.pp_p2p != PipeP2p::default() {
         s.push_str(&format!("; {} p2p", f.pp_p2p.id()));

@@ -12,6 +12,25 @@
 //! LLaMA 3's context parallelism (`CpComm::AllGather`) moves the same blocks over the same
 //! cp − 1 hops but all-gathers them before the attention: the ring with one receive buffer, in
 //! which each hop waits for the step before it and none hides behind compute.
+//!
+//! With `--tp-comm-overlap` (Megatron-Core's `tp_comm_overlap`, Transformer Engine's
+//! userbuffers) every sequence-parallel all-gather and reduce-scatter of a layer runs under the
+//! GEMM next to it instead of before or after it: TE splits the GEMM by tokens into p chunks
+//! and passes the chunks of the collective around the p devices while the chunks compute
+//! (`ring_exchange`: the QKV and fc1 forward GEMMs with the input's all-gather, the out-proj
+//! and fc2 data gradients with the output gradient's all-gather), or splits the GEMM and
+//! reduce-scatters each chunk's result as the next computes (`pipeline`: the out-proj and fc2
+//! forward GEMMs), or runs the collective beside a whole GEMM (`bulk`: the input's all-gather
+//! for the weight gradient beside the data-gradient GEMM, the input gradient's reduce-scatter
+//! beside the weight-gradient GEMM). The tool prices each such pair as a double-buffered ring
+//! of p steps over the method's devices: step k computes the k-th token chunk of the GEMM
+//! while the next chunk of the all-gather arrives (`prefetch_bytes`), or while the partial
+//! sums of the reduce-scatter travel (`accumulator_bytes`, added by an element-wise pass), so
+//! a pair lasts about max(GEMM, collective) plus one chunk, with the kernels slowed while
+//! messages are in flight as any overlap is (σ). A bulk pair is priced the same way (a
+//! chunked ring instead of one collective beside one GEMM: the same bytes over the same
+//! links, hidden behind the same GEMM). The output head's gather and scatter (Megatron's own
+//! layer, not Transformer Engine's) stay exposed.
 
 use super::common::{attn, finish, recompute_kernels, Parts};
 use super::kernels::{
@@ -19,7 +38,7 @@ use super::kernels::{
     norm, norm_bwd, residual_bwd, residual_fwd,
 };
 use super::ring::kv_ring;
-use super::stage::{Axis, Kernel, Stage, StepPlan};
+use super::stage::{Axis, Kernel, Ring, RingStep, Stage, StepPlan};
 use super::CollectiveOp;
 use crate::config::{CpComm, Dims, Recompute, ValidWorkload};
 
@@ -41,6 +60,33 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     };
     let ag = |name| coll(name, CollectiveOp::AllGather);
     let rs = |name| coll(name, CollectiveOp::ReduceScatter);
+    let overlap = w.options.tp_comm_overlap && w.p > 1;
+    // Transformer Engine's overlap (module docs): `chunk` is the GEMM on one token chunk of p;
+    // an all-gather's chunks arrive while the previous chunks compute, a reduce-scatter's
+    // partial sums travel while the next chunks compute.
+    let chunk_bytes = full_bytes.div_ceil(w.p);
+    let overlapped = |name, chunk: Kernel, gather: bool| {
+        let accumulate = if gather {
+            Vec::new()
+        } else {
+            vec![Kernel::memory("rs-accumulate", 3.0 * chunk_bytes as f64)]
+        };
+        Stage::Ring(Ring {
+            name,
+            steps: (0..w.p)
+                .map(|_| RingStep {
+                    kernels: vec![chunk],
+                    causal: None,
+                    accumulate: accumulate.clone(),
+                })
+                .collect(),
+            prefetch_bytes: if gather { chunk_bytes } else { 0 },
+            accumulator_bytes: if gather { 0 } else { chunk_bytes },
+            buffers: 2,
+            axis: Axis::Method,
+        })
+    };
+    let chunk_rows = rows / d.p;
     let shape = attn(w, d.b, d.s, d.s, heads, kv, d.d);
     let core = attention_fwd(shape, w.options.flash, w.dropout());
     let qkv = linear_fwd("qkv", rows, (heads + 2.0 * kv) * d.d, d.h);
@@ -67,89 +113,189 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     };
     // The attention block between the gather and the scatter: one compute stage, or the QKV
     // projection, the context-parallel ring and the out-projection.
-    let attn_core_f = if context {
-        vec![
-            Stage::Compute(vec![qkv]),
-            cp_ring(false),
-            Stage::Compute(vec![out_proj]),
-        ]
-    } else {
-        vec![Stage::Compute(attn_k.clone())]
-    };
-    let mlp_k = mlp_fwd(rows, d.h, d.f / d.p, act);
-    let drop = w.dropout();
-    let mut attn_f = vec![
-        Stage::Compute(vec![norm("ln1", local, d.h)]),
-        ag("all-gather"),
-    ];
-    attn_f.extend(attn_core_f);
-    attn_f.extend([
-        rs("reduce-scatter"),
-        Stage::Compute(vec![residual_fwd("attn-residual", local, d.h, drop)]),
-    ]);
-    let mlp_f = vec![
-        Stage::Compute(vec![norm("ln2", local, d.h)]),
-        ag("all-gather"),
-        Stage::Compute(mlp_k.clone()),
-        rs("reduce-scatter"),
-        Stage::Compute(vec![residual_fwd("mlp-residual", local, d.h, drop)]),
-    ];
-    let full = w.options.recompute == Recompute::Full;
-    let mut mlp_b = Vec::new();
-    if full {
-        mlp_b.extend(mlp_f.iter().cloned());
-    }
-    mlp_b.push(Stage::Compute(vec![residual_bwd(
-        "mlp-residual-bwd",
-        local,
-        d.h,
-        drop,
-    )]));
-    mlp_b.push(ag("all-gather-grad"));
-    mlp_b.push(ag("all-gather-input"));
-    let mut k = mlp_bwd(rows, d.h, d.f / d.p, act);
-    mlp_b.push(Stage::Compute(std::mem::take(&mut k)));
-    mlp_b.push(rs("reduce-scatter-grad"));
-    mlp_b.push(Stage::Compute(vec![norm_bwd("ln2-bwd", local, d.h)]));
-
-    let mut attn_b = Vec::new();
-    if full {
-        attn_b.extend(attn_f.iter().cloned());
-    }
-    attn_b.push(Stage::Compute(vec![residual_bwd(
-        "attn-residual-bwd",
-        local,
-        d.h,
-        drop,
-    )]));
-    attn_b.push(ag("all-gather-grad"));
-    attn_b.push(ag("all-gather-input"));
-    if context {
-        if w.options.recompute == Recompute::Selective {
-            attn_b.push(Stage::Compute(vec![qkv]));
-            attn_b.push(cp_ring(false));
-        }
-        attn_b.push(Stage::Compute(
-            linear_bwd("out-proj-bwd", rows, d.h, heads * d.d).to_vec(),
-        ));
-        attn_b.push(cp_ring(true));
-        attn_b.push(Stage::Compute(
-            linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h).to_vec(),
-        ));
-    } else {
-        let re = if full {
-            Vec::new()
+    let (attn_f, mlp_f, mlp_b, attn_b) = if overlap {
+        // Each collective under the GEMM next to it (module docs); the chunks' shapes are the
+        // whole GEMMs' with the tokens divided by p.
+        let drop = w.dropout();
+        let full = w.options.recompute == Recompute::Full;
+        let selective = w.options.recompute == Recompute::Selective;
+        let qkv_n = (heads + 2.0 * kv) * d.d;
+        let qkv_c = linear_fwd("qkv", chunk_rows, qkv_n, d.h);
+        let proj_c = linear_fwd("out-proj", chunk_rows, d.h, heads * d.d);
+        let mut attn_f = vec![
+            Stage::Compute(vec![norm("ln1", local, d.h)]),
+            overlapped("qkv-all-gather", qkv_c, true),
+        ];
+        if context {
+            attn_f.push(cp_ring(false));
         } else {
-            recompute_kernels(w, &attn_k, &core)
+            attn_f.push(Stage::Compute(core.clone()));
+        }
+        attn_f.extend([
+            overlapped("out-proj-reduce-scatter", proj_c, false),
+            Stage::Compute(vec![residual_fwd("attn-residual", local, d.h, drop)]),
+        ]);
+        let mlp_c = mlp_fwd(chunk_rows, d.h, d.f / d.p, act);
+        let mlp_f = vec![
+            Stage::Compute(vec![norm("ln2", local, d.h)]),
+            overlapped("fc1-all-gather", mlp_c[0], true),
+            Stage::Compute(vec![mlp_fwd(rows, d.h, d.f / d.p, act)[1]]),
+            overlapped("fc2-reduce-scatter", mlp_c[2], false),
+            Stage::Compute(vec![residual_fwd("mlp-residual", local, d.h, drop)]),
+        ];
+        // MLP backward: the output gradient gathered under fc2's data gradient, the input
+        // gathered under fc1's data gradient, the input gradient scattered under fc1's weight
+        // gradient.
+        let mlp_whole = mlp_bwd(rows, d.h, d.f / d.p, act);
+        let mlp_chunk = mlp_bwd(chunk_rows, d.h, d.f / d.p, act);
+        let mut mlp_b = Vec::new();
+        if full {
+            mlp_b.extend(mlp_f.iter().cloned());
+        }
+        mlp_b.extend([
+            Stage::Compute(vec![residual_bwd("mlp-residual-bwd", local, d.h, drop)]),
+            overlapped("fc2-dgrad-all-gather", mlp_chunk[0], true),
+            Stage::Compute(vec![mlp_whole[1], mlp_whole[2]]),
+            overlapped("fc1-dgrad-all-gather-input", mlp_chunk[3], true),
+            overlapped("fc1-wgrad-reduce-scatter", mlp_chunk[4], false),
+            Stage::Compute(vec![norm_bwd("ln2-bwd", local, d.h)]),
+        ]);
+        // Attention backward, the same way around the out-projection and the QKV projection.
+        let proj_whole = linear_bwd("out-proj-bwd", rows, d.h, heads * d.d);
+        let proj_chunk = linear_bwd("out-proj-bwd", chunk_rows, d.h, heads * d.d);
+        let qkv_whole = linear_bwd("qkv-bwd", rows, qkv_n, d.h);
+        let qkv_chunk = linear_bwd("qkv-bwd", chunk_rows, qkv_n, d.h);
+        let mut attn_b = Vec::new();
+        if full {
+            attn_b.extend(attn_f.iter().cloned());
+        }
+        attn_b.push(Stage::Compute(vec![residual_bwd(
+            "attn-residual-bwd",
+            local,
+            d.h,
+            drop,
+        )]));
+        // Selective recomputation with context parallelism re-runs the QKV projection, which
+        // needs the gathered input before any data gradient can hide its gather.
+        let input_gathered_early = context && selective;
+        if input_gathered_early {
+            attn_b.extend([
+                ag("all-gather-input"),
+                Stage::Compute(vec![qkv]),
+                cp_ring(false),
+            ]);
+        } else if !full && selective {
+            attn_b.push(Stage::Compute(core.clone()));
+        }
+        attn_b.extend([
+            overlapped("out-proj-dgrad-all-gather", proj_chunk[0], true),
+            Stage::Compute(vec![proj_whole[1]]),
+        ]);
+        if context {
+            attn_b.push(cp_ring(true));
+        } else {
+            attn_b.push(Stage::Compute(attention_bwd(
+                shape,
+                w.options.flash,
+                w.dropout(),
+            )));
+        }
+        if input_gathered_early {
+            attn_b.push(Stage::Compute(vec![qkv_whole[0]]));
+        } else {
+            attn_b.push(overlapped("qkv-dgrad-all-gather-input", qkv_chunk[0], true));
+        }
+        attn_b.extend([
+            overlapped("qkv-wgrad-reduce-scatter", qkv_chunk[1], false),
+            Stage::Compute(vec![norm_bwd("ln1-bwd", local, d.h)]),
+        ]);
+        (attn_f, mlp_f, mlp_b, attn_b)
+    } else {
+        let attn_core_f = if context {
+            vec![
+                Stage::Compute(vec![qkv]),
+                cp_ring(false),
+                Stage::Compute(vec![out_proj]),
+            ]
+        } else {
+            vec![Stage::Compute(attn_k.clone())]
         };
-        let mut k: Vec<Kernel> = re;
-        k.extend(linear_bwd("out-proj-bwd", rows, d.h, heads * d.d));
-        k.extend(attention_bwd(shape, w.options.flash, w.dropout()));
-        k.extend(linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h));
-        attn_b.push(Stage::Compute(k));
-    }
-    attn_b.push(rs("reduce-scatter-grad"));
-    attn_b.push(Stage::Compute(vec![norm_bwd("ln1-bwd", local, d.h)]));
+        let mlp_k = mlp_fwd(rows, d.h, d.f / d.p, act);
+        let drop = w.dropout();
+        let mut attn_f = vec![
+            Stage::Compute(vec![norm("ln1", local, d.h)]),
+            ag("all-gather"),
+        ];
+        attn_f.extend(attn_core_f);
+        attn_f.extend([
+            rs("reduce-scatter"),
+            Stage::Compute(vec![residual_fwd("attn-residual", local, d.h, drop)]),
+        ]);
+        let mlp_f = vec![
+            Stage::Compute(vec![norm("ln2", local, d.h)]),
+            ag("all-gather"),
+            Stage::Compute(mlp_k.clone()),
+            rs("reduce-scatter"),
+            Stage::Compute(vec![residual_fwd("mlp-residual", local, d.h, drop)]),
+        ];
+        let full = w.options.recompute == Recompute::Full;
+        let mut mlp_b = Vec::new();
+        if full {
+            mlp_b.extend(mlp_f.iter().cloned());
+        }
+        mlp_b.push(Stage::Compute(vec![residual_bwd(
+            "mlp-residual-bwd",
+            local,
+            d.h,
+            drop,
+        )]));
+        mlp_b.push(ag("all-gather-grad"));
+        mlp_b.push(ag("all-gather-input"));
+        let mut k = mlp_bwd(rows, d.h, d.f / d.p, act);
+        mlp_b.push(Stage::Compute(std::mem::take(&mut k)));
+        mlp_b.push(rs("reduce-scatter-grad"));
+        mlp_b.push(Stage::Compute(vec![norm_bwd("ln2-bwd", local, d.h)]));
+
+        let mut attn_b = Vec::new();
+        if full {
+            attn_b.extend(attn_f.iter().cloned());
+        }
+        attn_b.push(Stage::Compute(vec![residual_bwd(
+            "attn-residual-bwd",
+            local,
+            d.h,
+            drop,
+        )]));
+        attn_b.push(ag("all-gather-grad"));
+        attn_b.push(ag("all-gather-input"));
+        if context {
+            if w.options.recompute == Recompute::Selective {
+                attn_b.push(Stage::Compute(vec![qkv]));
+                attn_b.push(cp_ring(false));
+            }
+            attn_b.push(Stage::Compute(
+                linear_bwd("out-proj-bwd", rows, d.h, heads * d.d).to_vec(),
+            ));
+            attn_b.push(cp_ring(true));
+            attn_b.push(Stage::Compute(
+                linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h).to_vec(),
+            ));
+        } else {
+            let re = if full {
+                Vec::new()
+            } else {
+                recompute_kernels(w, &attn_k, &core)
+            };
+            let mut k: Vec<Kernel> = re;
+            k.extend(linear_bwd("out-proj-bwd", rows, d.h, heads * d.d));
+            k.extend(attention_bwd(shape, w.options.flash, w.dropout()));
+            k.extend(linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h));
+            attn_b.push(Stage::Compute(k));
+        }
+        attn_b.push(rs("reduce-scatter-grad"));
+        attn_b.push(Stage::Compute(vec![norm_bwd("ln1-bwd", local, d.h)]));
+        (attn_f, mlp_f, mlp_b, attn_b)
+    };
 
     let v_local = if w.options.vocab_parallel {
         (d.v / d.p).ceil()

@@ -372,6 +372,64 @@ fn grad_accumulation_flag_reaches_simulate() {
     assert!(e.contains("--grad-accumulation"), "{e}");
 }
 
+/// `--tp-comm-overlap` reaches simulate (JSON `tp_comm_overlap`, the header says it, the
+/// exposed communication falls) and another method than tp-sp refuses it in one line.
+#[test]
+fn tp_comm_overlap_flag_reaches_simulate() {
+    let run = |extra: &[&str]| -> std::process::Output {
+        let mut args = vec![
+            "simulate",
+            "--method",
+            "tp-sp",
+            "--p",
+            "8",
+            "--seq",
+            "8k",
+            "--model",
+            "llama2-13b",
+        ];
+        args.extend_from_slice(extra);
+        cmd().args(&args).output().unwrap()
+    };
+    let json = |extra: &[&str]| -> serde_json::Value {
+        let mut a = extra.to_vec();
+        a.extend(["--format", "json"]);
+        let out = run(&a);
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let off = json(&[]);
+    let on = json(&["--tp-comm-overlap"]);
+    assert_eq!(
+        (&off["tp_comm_overlap"], &on["tp_comm_overlap"]),
+        (&false.into(), &true.into())
+    );
+    let exposed = |v: &serde_json::Value| v["exposed_communication_s"].as_f64().unwrap();
+    assert!(exposed(&on) < 0.5 * exposed(&off), "{on} vs {off}");
+    let text = String::from_utf8(run(&["--tp-comm-overlap"]).stdout).unwrap();
+    assert!(
+        text.contains("p = 8 (TP communication overlapped)"),
+        "{text}"
+    );
+    let e = fails(
+        &[
+            "simulate",
+            "--method",
+            "tp",
+            "--p",
+            "8",
+            "--seq",
+            "8k",
+            "--tp-comm-overlap",
+        ],
+        1,
+    );
+    assert!(
+        e.contains("--tp-comm-overlap") && e.contains("tp-sp"),
+        "{e}"
+    );
+}
+
 /// The software's schedule flags (`--pp-round`, `--pp-p2p`, `--grad-sync`) reach the workload:
 /// rounds of more micro-batches hold more activations, and what no software can run is one line
 /// naming the flag.

@@ -436,6 +436,13 @@ fn bad_run_files_are_refused_in_one_line_naming_the_field() {
         ("unknown variant `sometimes`", |v| {
             v["grad_accumulation"] = "sometimes".into()
         }),
+        ("field 'tp_comm_overlap'", |v| {
+            v["tp_comm_overlap"] = "yes".into()
+        }),
+        ("--tp-comm-overlap", |v| {
+            v["method"] = "tp".into();
+            v["tp_comm_overlap"] = true.into();
+        }),
         ("--cp-comm all-gather", |v| {
             v["cp_comm"] = "all-gather".into()
         }),
