@@ -92,6 +92,11 @@ pub struct PlanArgs {
     /// Override the model's dropout setting.
     #[arg(long, value_enum)]
     dropout: Option<OnOff>,
+    /// tp-sp candidates overlap each layer's all-gathers and reduce-scatters with the GEMMs
+    /// (Megatron-Core's tp_comm_overlap, Transformer Engine's userbuffers); the other methods'
+    /// candidates are unchanged.
+    #[arg(long)]
+    tp_comm_overlap: bool,
     /// Link model for the simulator.
     #[arg(long, value_enum, default_value = "maxmin")]
     link_model: LinkModelArg,
@@ -313,6 +318,7 @@ fn spec(a: &PlanArgs) -> Result<PlanSpec> {
         causal: a.causal,
         causal_zigzag: matches!(a.causal_order, CausalOrderArg::Zigzag),
         dropout: a.dropout.map(|d| matches!(d, OnOff::On)),
+        tp_comm_overlap: a.tp_comm_overlap,
         ..Options::default()
     };
     a.state.apply(&mut s.options)?;

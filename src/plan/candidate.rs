@@ -97,6 +97,8 @@ impl Candidate {
                 zero: Some(zero_stage(self.zero)),
                 // The candidates' stages already follow the placement asked for.
                 optimizer_state: None,
+                // Only sequence parallelism has the collectives TE overlaps.
+                tp_comm_overlap: spec.options.tp_comm_overlap && self.method == MethodId::TpSp,
                 ..spec.options
             },
         }

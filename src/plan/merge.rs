@@ -123,6 +123,7 @@ pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
         grad_dtype: spec.options.grad_dtype.id(),
         optimizer_dtype: spec.options.optimizer_dtype.id(),
         grad_accumulation: spec.options.grad_accumulation.id(),
+        tp_comm_overlap: spec.options.tp_comm_overlap,
         gpus: spec.gpus,
         nodes: hw.nodes,
         gpus_per_node: hw.gpus_per_node,

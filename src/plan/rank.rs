@@ -116,6 +116,8 @@ pub struct Plan {
     pub optimizer_dtype: &'static str,
     /// How every candidate accumulates its gradients (`--grad-accumulation`).
     pub grad_accumulation: &'static str,
+    /// Whether tp-sp candidates overlap their collectives with the GEMMs (`--tp-comm-overlap`).
+    pub tp_comm_overlap: bool,
     /// GPUs.
     pub gpus: u64,
     /// Nodes (ceil(gpus / gpus_per_node)).

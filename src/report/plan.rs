@@ -223,6 +223,7 @@ struct PlanJson<'a> {
     grad_dtype: &'static str,
     optimizer_dtype: &'static str,
     grad_accumulation: &'static str,
+    tp_comm_overlap: bool,
     gpus: u64,
     nodes: u64,
     gpus_per_node: u64,
@@ -264,6 +265,7 @@ pub fn plan_json(p: &Plan) -> String {
         grad_dtype: p.grad_dtype,
         optimizer_dtype: p.optimizer_dtype,
         grad_accumulation: p.grad_accumulation,
+        tp_comm_overlap: p.tp_comm_overlap,
         gpus: p.gpus,
         nodes: p.nodes,
         gpus_per_node: p.gpus_per_node,
@@ -355,9 +357,15 @@ fn header(p: &Plan) -> String {
     let placeholder = p.kernel_placeholder.as_ref().map_or(String::new(), |t| {
         format!("placeholder kernel figures: {t}\n")
     });
+    let overlap = if p.tp_comm_overlap {
+        "tp-sp candidates overlap their all-gathers and reduce-scatters with the GEMMs \
+         (--tp-comm-overlap)\n"
+    } else {
+        ""
+    };
     format!(
         "plan: {} on {} GPU(s) of {} ({} node(s) × {}), s = {}{}, {batch}{fixed}\n\
-         attention: {}{}\n{clock}{placeholder}\
+         attention: {}{}\n{clock}{placeholder}{overlap}\
          training state: {} gradients{}, {} optimizer state (each row's ZeRO stage places it)\n\
          {} configurations evaluated ({} more skipped as equivalent), {} fit, {} \
          rejected{simulated}\n{training}",

@@ -462,3 +462,51 @@ fn plan_states_the_training_state_and_bf16_optimizer_state_fits_more() {
         "{text}"
     );
 }
+
+/// `plan --tp-comm-overlap` prices its tp-sp candidates with the collectives under the GEMMs:
+/// it says so in the header and in JSON, and the best tp-sp configuration is faster; with every
+/// method in the search the others are unchanged (and not refused).
+#[test]
+fn plan_with_tp_comm_overlap_prices_tp_sp_faster() {
+    let args = |extra: &[&'static str]| {
+        let mut a = vec![
+            "plan",
+            "--model",
+            "llama2-13b",
+            "--gpus",
+            "8",
+            "--seq",
+            "16k",
+            "--methods",
+            "tp-sp,ulysses",
+            "--top",
+            "20",
+            "--no-outer-axes",
+        ];
+        a.extend_from_slice(extra);
+        a
+    };
+    let off = json(&args(&["--format", "json"]));
+    let on = json(&args(&["--tp-comm-overlap", "--format", "json"]));
+    assert_eq!(
+        (&off["tp_comm_overlap"], &on["tp_comm_overlap"]),
+        (&false.into(), &true.into())
+    );
+    let best = |j: &serde_json::Value, method: &str| {
+        j["ranked"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["method"] == method)
+            .map(|r| r["tokens_per_s"].as_f64().unwrap())
+            .fold(0.0, f64::max)
+    };
+    assert!(best(&on, "tp-sp") > best(&off, "tp-sp"), "{on}");
+    assert_eq!(best(&on, "ulysses"), best(&off, "ulysses"));
+    assert!(best(&on, "ulysses") > 0.0);
+    let text = stdout(&args(&["--tp-comm-overlap"]));
+    assert!(
+        text.contains("tp-sp candidates overlap their all-gathers and reduce-scatters"),
+        "{text}"
+    );
+}
