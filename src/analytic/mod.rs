@@ -152,6 +152,7 @@ fn fingerprint_of(plan: &StepPlan, pr: &Pricer, p: &pipeline::Parts) -> Vec<u64>
         p.sync.to_bits(),
         opt.to_bits(),
         plan.pipeline_bytes,
+        plan.pipeline_gather_bytes,
         f[0],
         f[1],
         f[2],

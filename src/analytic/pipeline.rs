@@ -191,6 +191,18 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
     // α + bytes/B of a message from stage a to stage b.
     let msg =
         |a: u32, b: u32| cost.message_s(stage_rank(a), stage_rank(b), plan.pipeline_bytes as f64);
+    // The receiving method group's all-gather of the pieces after every receive, where the
+    // plan has one (`StepPlan::pipeline_gather_bytes`): it starts once the message has arrived
+    // and the stage is free, and the next compute waits for it.
+    let pipe_gather = if plan.pipeline_gather_bytes > 0 && w.p > 1 {
+        pr.collective(
+            CollectiveOp::AllGather,
+            &pr.group,
+            plan.pipeline_gather_bytes,
+        )
+    } else {
+        0.0
+    };
     let v32 = v as u32;
     let len = 2 * m * v32;
     // Op by op, without listing the orders (a long walk keeps no list).
@@ -285,7 +297,9 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
                         c.exposed += arrives - t.max(leaves);
                         t = arrives;
                     }
-                    c.comm += arrives - leaves;
+                    c.comm += arrives - leaves + pipe_gather;
+                    c.exposed += pipe_gather;
+                    t += pipe_gather;
                 }
                 let n = chunks[su][op.chunk as usize].1;
                 if op.forward {

@@ -4,9 +4,9 @@ use clap::{Args, ValueEnum};
 
 use crate::config::{
     apply_scales, load_hardware, load_model, parse_attention_kernel, parse_count, parse_list,
-    parse_scales, AttentionKernel, CpComm, GradDtype, GradSync, Hardware, MethodId, MetpOptions,
-    OptimizerDtype, OptimizerState, Options, OuterAxes, PipeP2p, Recompute, WeightExchange,
-    Workload, ZeroStage,
+    parse_scales, AttentionKernel, CpComm, GradAccumulation, GradDtype, GradSync, Hardware,
+    MethodId, MetpOptions, OptimizerDtype, OptimizerState, Options, OuterAxes, PipeP2p, Recompute,
+    WeightExchange, Workload, ZeroStage,
 };
 use crate::error::{Error, Result};
 use crate::report::{self, Format};
@@ -76,6 +76,21 @@ impl From<OptimizerDtypeArg> for OptimizerDtype {
             OptimizerDtypeArg::Fp32 => OptimizerDtype::Fp32,
             OptimizerDtypeArg::Fp32Remainders => OptimizerDtype::Fp32Remainders,
             OptimizerDtypeArg::Bf16 => OptimizerDtype::Bf16,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum GradAccumulationArg {
+    Fused,
+    Separate,
+}
+
+impl From<GradAccumulationArg> for GradAccumulation {
+    fn from(g: GradAccumulationArg) -> GradAccumulation {
+        match g {
+            GradAccumulationArg::Fused => GradAccumulation::Fused,
+            GradAccumulationArg::Separate => GradAccumulation::Separate,
         }
     }
 }
@@ -177,6 +192,13 @@ pub struct StateArgs {
     /// bytes: Apex's DistributedFusedAdam with dtype bf16, NeMo's optim.dtype: bf16).
     #[arg(long, value_enum, default_value = "fp32")]
     pub optimizer_dtype: OptimizerDtypeArg,
+    /// How each micro-batch's weight gradients join the accumulated ones: fused (the
+    /// weight-gradient GEMM adds into the main gradients, Megatron-LM since 2022 and Transformer
+    /// Engine) or separate (autograd writes a bf16 gradient and a pass of its own adds it:
+    /// 2 + 2 x grad-dtype bytes per parameter and micro-batch, as PyTorch FSDP, DeepSpeed and
+    /// Megatron-LM of 2021 do).
+    #[arg(long, value_enum, default_value = "fused")]
+    pub grad_accumulation: GradAccumulationArg,
     /// When the data-parallel gradients are synchronised: overlapped (layer by layer as the
     /// backward produces them) or after-backward (once the whole backward has ended, exposed,
     /// as Megatron-LM of 2021 did; ZeRO 0 or 1).
@@ -191,6 +213,7 @@ impl StateArgs {
         options.grad_dtype = self.grad_dtype.into();
         options.optimizer_state = self.optimizer_state.map(Into::into);
         options.optimizer_dtype = self.optimizer_dtype.into();
+        options.grad_accumulation = self.grad_accumulation.into();
         options.runtime.grad_sync = self.grad_sync.into();
         match Workload::optimizer_state_conflict(options) {
             Some(m) => Err(Error::arg("--optimizer-state", m)),

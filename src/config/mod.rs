@@ -54,7 +54,7 @@ pub use library::{CollectiveLibrary, Nvls, P2pChannels, Protocol, ProtocolFigure
 pub use method::MethodId;
 pub use model::{Activation, LinearBiases, Model, Norm};
 pub use options::{MetpOptions, Options, Recompute, WeightExchange, ZeroStage};
-pub use precision::{GradDtype, OptimizerDtype, OptimizerState};
+pub use precision::{GradAccumulation, GradDtype, OptimizerDtype, OptimizerState};
 pub use runtime::{CpComm, GradSync, PipeP2p, Runtime};
 pub use scale::{apply_scales, parse_scales, Scale, ALIASES as SCALE_ALIASES};
 pub use seq::{parse_amount, parse_count, parse_list, parse_seq_spec};

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::precision::{GradDtype, OptimizerDtype, OptimizerState};
+use super::precision::{GradAccumulation, GradDtype, OptimizerDtype, OptimizerState};
 use super::{AttentionKernel, Hardware, Runtime};
 
 /// Activation recomputation policy.
@@ -134,6 +134,9 @@ pub struct Options {
     /// The dtype of the optimizer state (memory and the optimizer step's traffic).
     #[serde(default, skip_serializing_if = "OptimizerDtype::is_default")]
     pub optimizer_dtype: OptimizerDtype,
+    /// Whether weight gradients are accumulated by their GEMM or in a pass of their own (time).
+    #[serde(default, skip_serializing_if = "GradAccumulation::is_default")]
+    pub grad_accumulation: GradAccumulation,
     /// How the software schedules its pipeline and gradient synchronisation
     /// (`config::runtime`).
     #[serde(default, skip_serializing_if = "Runtime::is_default")]
@@ -155,6 +158,7 @@ impl Default for Options {
             grad_dtype: GradDtype::Fp32,
             optimizer_state: None,
             optimizer_dtype: OptimizerDtype::Fp32,
+            grad_accumulation: GradAccumulation::Fused,
             runtime: Runtime::default(),
         }
     }

@@ -110,6 +110,55 @@ impl OptimizerDtype {
     }
 }
 
+/// How a micro-batch's weight gradients reach the accumulated main gradients.
+///
+/// Megatron-LM since 2022 (`--gradient-accumulation-fusion`, on by default; commit 83b1e42 of
+/// February 2022, before the sequence-parallel work of Korthikanti et al.) and Transformer
+/// Engine compute each weight gradient straight into the fp32 main gradient (the GEMM's
+/// β = 1): no pass of its own. Software without that fusion lets autograd write each
+/// micro-batch's bf16 weight gradient and then adds it to the accumulator in an element-wise
+/// pass: PyTorch's `AccumulateGrad` (16-bit `.grad` += new), Megatron-LM of 2021 (its DDP hook
+/// `param.main_grad.add_(param.grad)`), DeepSpeed's `BF16_Optimizer` (bf16 gradients added into
+/// its fp32 buffer after every micro-batch's backward), PyTorch FSDP2 with an fp32 reduce dtype
+/// and gradient synchronisation skipped (`FSDPParam.unsharded_accumulated_grad`, fp32, `+=` the
+/// bf16 `.grad` — Llama 3's 'FP32 gradient accumulation during backward computation').
+/// The pass reads the new 16-bit gradient and reads and writes the accumulator in the main
+/// gradients' dtype: 2 + 2·g bytes per parameter and micro-batch (6 with 16-bit, 10 with fp32
+/// accumulation; the first micro-batch's cast reads no accumulator, priced the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum GradAccumulation {
+    /// Into the main gradients by the weight-gradient GEMM itself (Megatron-LM ≥ 2022, TE).
+    #[default]
+    Fused,
+    /// An element-wise pass per micro-batch after autograd wrote the 16-bit gradient.
+    Separate,
+}
+
+impl GradAccumulation {
+    /// `fused` or `separate`, as on the command line and in JSON.
+    pub fn id(self) -> &'static str {
+        match self {
+            GradAccumulation::Fused => "fused",
+            GradAccumulation::Separate => "separate",
+        }
+    }
+
+    /// Bytes the accumulation pass moves per parameter and micro-batch with main gradients of
+    /// `grad` (none when fused).
+    pub fn pass_bytes_per_param(self, grad: GradDtype) -> u128 {
+        match self {
+            GradAccumulation::Fused => 0,
+            GradAccumulation::Separate => 2 + 2 * grad.bytes(),
+        }
+    }
+
+    /// Whether this is the default (fused), which serialised options leave out.
+    pub fn is_default(&self) -> bool {
+        *self == GradAccumulation::Fused
+    }
+}
+
 /// Where the optimizer state (fp32 master weights and Adam moments) lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -152,6 +201,19 @@ mod tests {
             format!("\"{}\"", OptimizerDtype::Fp32Remainders.id())
         );
         assert!(OptimizerDtype::default().is_default() && !OptimizerDtype::Bf16.is_default());
+        assert_eq!(
+            (
+                GradAccumulation::Fused.pass_bytes_per_param(GradDtype::Fp32),
+                GradAccumulation::Separate.pass_bytes_per_param(GradDtype::Bf16),
+                GradAccumulation::Separate.pass_bytes_per_param(GradDtype::Fp32)
+            ),
+            (0, 6, 10)
+        );
+        assert!(GradAccumulation::default().is_default());
+        assert_eq!(
+            serde_json::to_string(&GradAccumulation::Separate).unwrap(),
+            format!("\"{}\"", GradAccumulation::Separate.id())
+        );
         assert_eq!(
             serde_json::to_string(&(GradDtype::Bf16, OptimizerState::Sharded)).unwrap(),
             r#"["bf16","sharded"]"#

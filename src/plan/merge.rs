@@ -122,6 +122,7 @@ pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
             .map(|f| f.value),
         grad_dtype: spec.options.grad_dtype.id(),
         optimizer_dtype: spec.options.optimizer_dtype.id(),
+        grad_accumulation: spec.options.grad_accumulation.id(),
         gpus: spec.gpus,
         nodes: hw.nodes,
         gpus_per_node: hw.gpus_per_node,

@@ -115,6 +115,8 @@ pub struct Plan {
     pub grad_dtype: &'static str,
     /// The dtype of every candidate's optimizer state (`--optimizer-dtype`).
     pub optimizer_dtype: &'static str,
+    /// How every candidate accumulates its gradients (`--grad-accumulation`).
+    pub grad_accumulation: &'static str,
     /// GPUs.
     pub gpus: u64,
     /// Nodes (ceil(gpus / gpus_per_node)).

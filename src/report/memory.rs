@@ -54,14 +54,16 @@ struct MemoryJson<'a> {
 }
 
 /// The training state's settings in JSON (`config::precision`): `grad_dtype` (`fp32`|`bf16`),
-/// `optimizer_state` (`replicated`|`sharded`, resolved), `optimizer_dtype` (`fp32`|`bf16`) and
-/// `zero` (the stage in force, 0–3);
+/// `optimizer_state` (`replicated`|`sharded`, resolved), `optimizer_dtype`
+/// (`fp32`|`fp32-remainders`|`bf16`), `grad_accumulation` (`fused`|`separate`) and `zero` (the
+/// stage in force, 0–3);
 /// with the software's schedule options (`config::runtime`): `grad_sync`, `pp_p2p`, `pp_round`, `cp_comm`.
 #[derive(Serialize)]
 pub struct TrainingState {
     grad_dtype: &'static str,
     optimizer_state: &'static str,
     optimizer_dtype: &'static str,
+    grad_accumulation: &'static str,
     zero: u8,
     /// When gradients are synchronised (`overlapped`|`after-backward`, `config::runtime`).
     grad_sync: &'static str,
@@ -80,6 +82,7 @@ impl TrainingState {
             grad_dtype: w.options.grad_dtype.id(),
             optimizer_state: w.optimizer_state().id(),
             optimizer_dtype: w.options.optimizer_dtype.id(),
+            grad_accumulation: w.options.grad_accumulation.id(),
             zero: w.zero_stage() as u8,
             grad_sync: w.options.runtime.grad_sync.id(),
             pp_p2p: w.options.runtime.pp_p2p.id(),

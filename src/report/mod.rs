@@ -70,7 +70,8 @@ pub fn placeholder(w: &crate::config::Workload) -> Option<String> {
 }
 
 /// The header lines every report prints under its title: `attention: NAME`, when the profile
-/// has a step clock the clock a step's GEMMs run at, and, when part of the kernel model is a
+/// has a step clock the clock a step's GEMMs run at, when gradients are accumulated in a pass
+/// of their own its bytes, and, when part of the kernel model is a
 /// placeholder, `placeholder kernel figures: …`.
 pub fn attention_header(w: &crate::config::Workload) -> String {
     let mut s = format!("attention: {}\n", attention_kernel(w));
@@ -79,6 +80,16 @@ pub fn attention_header(w: &crate::config::Workload) -> String {
             "GEMMs in a step: at {:.4} of the calibrated clock (the profile's \
              kernels.gemm.step_clock_fraction)\n",
             f.value
+        ));
+    }
+    let accumulation = w
+        .options
+        .grad_accumulation
+        .pass_bytes_per_param(w.options.grad_dtype);
+    if accumulation > 0 {
+        s.push_str(&format!(
+            "gradients accumulated in a separate pass: {accumulation} bytes per parameter and \
+             micro-batch (--grad-accumulation separate)\n"
         ));
     }
     if let Some(p) = placeholder(w) {

@@ -222,6 +222,7 @@ struct PlanJson<'a> {
     gemm_step_clock_fraction: Option<f64>,
     grad_dtype: &'static str,
     optimizer_dtype: &'static str,
+    grad_accumulation: &'static str,
     gpus: u64,
     nodes: u64,
     gpus_per_node: u64,
@@ -262,6 +263,7 @@ pub fn plan_json(p: &Plan) -> String {
         gemm_step_clock_fraction: p.gemm_step_clock_fraction,
         grad_dtype: p.grad_dtype,
         optimizer_dtype: p.optimizer_dtype,
+        grad_accumulation: p.grad_accumulation,
         gpus: p.gpus,
         nodes: p.nodes,
         gpus_per_node: p.gpus_per_node,
@@ -356,7 +358,7 @@ fn header(p: &Plan) -> String {
     format!(
         "plan: {} on {} GPU(s) of {} ({} node(s) × {}), s = {}{}, {batch}{fixed}\n\
          attention: {}{}\n{clock}{placeholder}\
-         training state: {} gradients, {} optimizer state (each row's ZeRO stage places it)\n\
+         training state: {} gradients{}, {} optimizer state (each row's ZeRO stage places it)\n\
          {} configurations evaluated ({} more skipped as equivalent), {} fit, {} \
          rejected{simulated}\n{training}",
         p.model,
@@ -373,6 +375,11 @@ fn header(p: &Plan) -> String {
             ""
         },
         p.grad_dtype,
+        if p.grad_accumulation == crate::config::GradAccumulation::Separate.id() {
+            " accumulated in a separate pass"
+        } else {
+            ""
+        },
         p.optimizer_dtype,
         p.evaluated,
         p.equivalent_skipped,

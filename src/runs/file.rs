@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{
-    limits, load_hardware, load_model, read_json, AttentionKernel, CpComm, GradDtype, GradSync,
-    Hardware, MethodId, Model, OptimizerDtype, PipeP2p, Recompute,
+    limits, load_hardware, load_model, read_json, AttentionKernel, CpComm, GradAccumulation,
+    GradDtype, GradSync, Hardware, MethodId, Model, OptimizerDtype, PipeP2p, Recompute,
 };
 use crate::error::{shown, Error, Result};
 use crate::evaluate::{AttentionFlops, FlopConvention};
@@ -158,6 +158,12 @@ pub struct RunFile {
     /// in bf16, no master copy): `config::precision`.
     #[serde(default)]
     pub optimizer_dtype: OptimizerDtype,
+    /// How each micro-batch's weight gradients joined the accumulated ones: `fused` (default:
+    /// into the main gradients by the weight-gradient GEMMs, Megatron-LM since 2022) or
+    /// `separate` (a pass of its own after autograd: PyTorch FSDP, DeepSpeed, Megatron-LM of
+    /// 2021): `config::precision`.
+    #[serde(default)]
+    pub grad_accumulation: GradAccumulation,
     /// Attention implementation (`unfused`, `sdpa-fa2`, `fa3`, `cudnn`, …: `config::attention`;
     /// the profile must have it).
     pub attention_kernel: AttentionKernel,

@@ -231,6 +231,7 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
             zero: Some(knobs::zero_stage(k.zero)),
             grad_dtype: k.grad_dtype,
             optimizer_dtype: f.optimizer_dtype,
+            grad_accumulation: f.grad_accumulation,
             causal: f.causal,
             runtime: Runtime {
                 pp_round: k.pp_round,
@@ -365,12 +366,17 @@ fn layout_with(run: &Run, w: &ValidWorkload, replicas: bool) -> String {
         (String::new(), String::new())
     };
     s.push_str(&format!(
-        "{dp}; b {}{count}; s {}; recompute {}; ZeRO {}, {} grads{}; {}{}",
+        "{dp}; b {}{count}; s {}; recompute {}; ZeRO {}, {} grads{}{}; {}{}",
         k.micro_batch,
         f.seq,
         knobs::recompute_id(k.recompute),
         k.zero,
         k.grad_dtype.id(),
+        if f.grad_accumulation.is_default() {
+            ""
+        } else {
+            " accumulated in a separate pass"
+        },
         // Said where it is not the usual fp32 state, as the schedule options below are.
         if f.optimizer_dtype.is_default() {
             String::new()

@@ -317,6 +317,12 @@ pub struct StepPlan {
     /// sequence-split methods hold that share; Megatron TP scatters the replicated tensor
     /// across its ranks before sending, `scatter_gather_tensors_in_pipeline`).
     pub pipeline_bytes: u64,
+    /// Bytes (the whole tensor) each receiving stage's method group all-gathers after every
+    /// pipeline receive, on the compute path: Megatron-LM's scatter-gather of 2021–22 (TP
+    /// without sequence parallelism: `gather_split_1d_tensor` after the receive,
+    /// p2p_communication.py) and DeepSpeed's partitioned activations and gradients do; 0 where
+    /// the devices of a stage hold their own share (sequence-split methods, TP + SP).
+    pub pipeline_gather_bytes: u64,
     /// Tied embeddings across pipeline stages: bytes of embedding gradients each device of the
     /// first and the last stage all-reduce with its peer before the optimizer (Megatron's
     /// embedding group); 0 without.

@@ -367,6 +367,9 @@ struct Walker<'a> {
     program: &'a dyn Fn(u32, &PipeOp, u32) -> &'a Program,
     /// A message's time from one stage to another.
     message: &'a dyn Fn(u32, u32) -> f64,
+    /// The receiving group's all-gather after each message, 0 without
+    /// (`StepPlan::pipeline_gather_bytes`).
+    gather: f64,
 }
 
 impl Walker<'_> {
@@ -411,7 +414,11 @@ impl Walker<'_> {
                                 c.exposed[d] += arrives - t.max(leaves);
                             }
                         }
-                        t = t.max(arrives);
+                        t = t.max(arrives) + self.gather;
+                        for d in 0..c.exposed.len() {
+                            c.comm[d] += self.gather;
+                            c.exposed[d] += self.gather;
+                        }
                     }
                     // The op lasts as long as its slowest device; `share`: how much of it
                     // that device computes.
@@ -578,6 +585,15 @@ pub fn simulate_composed(
         devices: by_stage.iter().map(Vec::len).collect(),
         program: &|s, op, m| &programs[&key_of(s, op, m)],
         message: &msg,
+        gather: if plan.pipeline_gather_bytes > 0 && w.p > 1 {
+            cost.collective_s(
+                CollectiveOp::AllGather,
+                &(0..w.p as u32).collect::<Vec<_>>(),
+                plan.pipeline_gather_bytes,
+            )
+        } else {
+            0.0
+        },
     };
     // A long step is walked twice, shorter, and extrapolated along its steady rounds (see
     // `analytic::pipeline`, which prices the same walk in closed form).

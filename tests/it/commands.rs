@@ -442,4 +442,23 @@ fn plan_states_the_training_state_and_bf16_optimizer_state_fits_more() {
     let fit = |j: &serde_json::Value| j["feasible"].as_u64().unwrap();
     assert!(fit(&bf16) > fit(&fp32), "{} vs {}", fit(&bf16), fit(&fp32));
     assert_eq!(bf16["evaluated"], fp32["evaluated"]);
+    // A separate gradient-accumulation pass is said in the header and in JSON, and it costs
+    // time: the best throughput falls.
+    let separate = json(&args(&[
+        "--grad-accumulation",
+        "separate",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(
+        (&fp32["grad_accumulation"], &separate["grad_accumulation"]),
+        (&"fused".into(), &"separate".into())
+    );
+    let best = |j: &serde_json::Value| j["ranked"][0]["tokens_per_s"].as_f64().unwrap();
+    assert!(best(&separate) < best(&fp32), "{separate}");
+    let text = stdout(&args(&["--grad-accumulation", "separate"]));
+    assert!(
+        text.contains("training state: fp32 gradients accumulated in a separate pass, fp32"),
+        "{text}"
+    );
 }

@@ -416,3 +416,98 @@ fn fabrics_without_per_device_links_are_not_folded() {
         assert_eq!(r.devices, r.cluster_devices, "{hw}");
     }
 }
+
+/// TP without sequence parallelism holds a layer's output whole on every rank, so each rank
+/// sends only its 1/p piece to the next stage and the receiving ranks all-gather the pieces
+/// before using them (Megatron-LM 2021–22's scatter-gather, `gather_split_1d_tensor` after the
+/// receive; DeepSpeed's partitioned activations): every pipeline receive of `tp` is followed by
+/// an all-gather of the whole tensor over the method group that the next compute waits for;
+/// `tp-sp`, whose ranks hold their own share, has none. The gathers cost time, and the twin
+/// prices them as the simulator does (the test above).
+#[test]
+fn tp_gathers_what_the_pipeline_scattered() {
+    use metp_sim::schedule::{
+        lower, plan, CollectiveOp, Devices as LowerDevices, LowerOptions, Rounds, Stream, Work,
+    };
+    let gathers = |method: MethodId| {
+        let w = workload(method, 4, pp(2, 1), 1, 4, 8, 8192, false)
+            .validate()
+            .unwrap();
+        let pl = plan(&w);
+        let g = lower(
+            &w,
+            &pl,
+            &stage_inventories(&w),
+            LowerOptions {
+                devices: LowerDevices::All,
+                memory: false,
+                optimizer: true,
+                rounds: Rounds::None,
+            },
+        );
+        g.check().unwrap();
+        let (mut receives, mut gathered) = (0, 0);
+        for (i, t) in g.tasks.iter().enumerate() {
+            if let Work::Recv { bytes, .. } = t.work {
+                receives += 1;
+                assert_eq!(bytes, pl.pipeline_bytes);
+                // The gather that follows it on the same device depends on it.
+                let next = g.tasks[i + 1..].iter().find(|u| {
+                    u.device == t.device && u.deps.contains(&(i as u32)) && u.stream != t.stream
+                });
+                if let Some(Work::Collective {
+                    op: CollectiveOp::AllGather,
+                    bytes,
+                    ref group,
+                    ..
+                }) = next.map(|u| &u.work)
+                {
+                    assert_eq!(*bytes, 4 * pl.pipeline_bytes);
+                    assert_eq!(group.len(), 4);
+                    assert_ne!(next.unwrap().stream, Stream::Compute);
+                    gathered += 1;
+                }
+            }
+        }
+        (receives, gathered)
+    };
+    let (receives, gathered) = gathers(MethodId::Tp);
+    assert!(receives > 0);
+    assert_eq!(gathered, receives);
+    let (receives, gathered) = gathers(MethodId::TpSp);
+    assert!(receives > 0);
+    assert_eq!(gathered, 0);
+    // The step: the same plan without the gathers is shorter by at least one gather per
+    // micro-batch on the last stage's critical path (its forward receives).
+    let w = workload(MethodId::Tp, 4, pp(2, 1), 1, 4, 8, 8192, false)
+        .validate()
+        .unwrap();
+    let with = plan(&w);
+    let mut without = with.clone();
+    without.pipeline_gather_bytes = 0;
+    let stages = stage_inventories(&w);
+    let step = |pl| {
+        simulate_plan(
+            &w,
+            pl,
+            &stages,
+            LinkModel::Ideal,
+            TraceScope::Off,
+            Devices::All,
+        )
+        .unwrap()
+        .result
+        .step_time_s
+    };
+    let gather_s = metp_sim::cost::CostModel::new(&w.hardware).collective_s(
+        CollectiveOp::AllGather,
+        &[0, 1, 2, 3],
+        with.pipeline_gather_bytes,
+    );
+    assert!(gather_s > 0.0);
+    let grown = step(&with) - step(&without);
+    assert!(
+        grown >= 4.0 * gather_s * 0.99,
+        "{grown} s for gathers of {gather_s} s"
+    );
+}

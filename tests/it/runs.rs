@@ -433,6 +433,9 @@ fn bad_run_files_are_refused_in_one_line_naming_the_field() {
         ("unknown variant `fp8`", |v| {
             v["optimizer_dtype"] = "fp8".into()
         }),
+        ("unknown variant `sometimes`", |v| {
+            v["grad_accumulation"] = "sometimes".into()
+        }),
         ("--cp-comm all-gather", |v| {
             v["cp_comm"] = "all-gather".into()
         }),

@@ -125,6 +125,14 @@ fn state_bytes(
     (inventory(&w).unwrap().static_bytes, psi)
 }
 
+/// TP over 4 devices of a 4-layer GPT with hidden size 4096 at 4k, over `dp` replicas, with
+/// `options` (the plan tests' workload).
+fn tp4(options: Options, dp: u64) -> metp_sim::config::Workload {
+    let mut w = workload(gpt(4096, 32, 4), MethodId::Tp, 4, 4096, options);
+    w.dp = dp;
+    w
+}
+
 /// The table of `config::precision`, over N = dp × p = 8 ranks (Ψ divisible by 8, no padding):
 /// Megatron Core's distributed-optimizer row for bf16 parameters with fp32 gradients (18, and
 /// 6 + 12/d sharded), the ZeRO paper's 16 bytes with 16-bit gradients (and 4 + 12/d sharded),
@@ -226,19 +234,15 @@ fn gradient_communication_follows_the_dtype_and_the_placement() {
             2,
         ),
     ] {
-        let mut w = workload(
-            gpt(h, 32, 4),
-            MethodId::Tp,
-            4,
-            4096,
+        let w = tp4(
             Options {
                 grad_dtype: grad,
                 optimizer_state: Some(state),
                 zero,
                 ..Options::default()
             },
+            2,
         );
-        w.dp = 2;
         let pl = plan(&w.validate().unwrap());
         let label = format!("{grad:?} {state:?} {zero:?}");
         assert_eq!(pl.grad_sync_op, op, "{label}");
@@ -248,18 +252,14 @@ fn gradient_communication_follows_the_dtype_and_the_placement() {
     }
     // ZeRO-3: gradients reduce-scattered in their dtype, weights gathered per layer (bf16),
     // nothing gathered after the step.
-    let mut w = workload(
-        gpt(h, 32, 4),
-        MethodId::Tp,
-        4,
-        4096,
+    let w = tp4(
         Options {
             grad_dtype: GradDtype::Bf16,
             zero: Some(ZeroStage::Zero3),
             ..Options::default()
         },
+        2,
     );
-    w.dp = 2;
     let pl = plan(&w.validate().unwrap());
     assert_eq!(pl.layer_grad_sync_bytes, 2 * layer);
     assert_eq!(pl.zero3_gather_bytes, 2 * layer);
@@ -320,4 +320,87 @@ fn zero2_reduce_scatters_every_micro_batch() {
              {extra_one} s at one"
         );
     }
+}
+
+/// Gradient accumulation (`config::GradAccumulation`): fused into the weight-gradient GEMMs
+/// (the default) adds no kernel; a separate pass adds one element-wise kernel at the end of each
+/// layer's backward, moving 2 + 2·g bytes per local parameter (the new 16-bit gradient read, the
+/// accumulator read and written), or under ZeRO 2 the device's shard of the reduced gradients
+/// (3·g bytes per sharded parameter). The step grows by exactly that kernel's time per layer and
+/// micro-batch where nothing overlaps it, and the analytic twin agrees with the simulator.
+#[test]
+fn a_separate_gradient_accumulation_pass_costs_its_bytes_per_layer_and_micro_batch() {
+    use metp_sim::config::GradAccumulation;
+    use metp_sim::cost::CostModel;
+    use metp_sim::schedule::{plan, KernelShape, Stage};
+    let h = 4096u64;
+    let layer = (12 * h * h + 4 * h).div_ceil(4);
+    let with = |acc: GradAccumulation, grad: GradDtype, zero: ZeroStage, dp: u64, m: u64| {
+        let mut w = tp4(
+            Options {
+                grad_dtype: grad,
+                grad_accumulation: acc,
+                zero: Some(zero),
+                ..Options::default()
+            },
+            dp,
+        );
+        w.micro_batches = m;
+        w
+    };
+    // The pass's bytes, from the plan's last backward block of a layer.
+    let pass_bytes = |w: &metp_sim::config::Workload| -> Vec<u64> {
+        let pl = plan(&w.clone().validate().unwrap());
+        pl.layer_bwd
+            .iter()
+            .flat_map(|b| &b.stages)
+            .flat_map(|s| match s {
+                Stage::Compute(ks) => ks.iter().collect::<Vec<_>>(),
+                _ => Vec::new(),
+            })
+            .filter(|k| k.name == "grad-accumulate")
+            .map(|k| match k.shape {
+                KernelShape::Elementwise { bytes } => bytes,
+                _ => panic!("the pass is memory-bound"),
+            })
+            .collect()
+    };
+    use GradAccumulation::{Fused, Separate};
+    use ZeroStage::{Zero0, Zero2};
+    assert!(pass_bytes(&with(Fused, GradDtype::Fp32, Zero0, 1, 4)).is_empty());
+    assert_eq!(
+        pass_bytes(&with(Separate, GradDtype::Fp32, Zero0, 1, 4)),
+        vec![10 * layer]
+    );
+    assert_eq!(
+        pass_bytes(&with(Separate, GradDtype::Bf16, Zero0, 1, 4)),
+        vec![6 * layer]
+    );
+    // ZeRO 2 over dp 2: the shard of the reduced gradients, half the layer's, 3 × 4 bytes.
+    assert_eq!(
+        pass_bytes(&with(Separate, GradDtype::Fp32, Zero2, 2, 4)),
+        vec![12 * layer.div_ceil(2)]
+    );
+    // A single replica has nothing to shard: ZeRO 2 accumulates the whole gradients.
+    assert_eq!(
+        pass_bytes(&with(Separate, GradDtype::Fp32, Zero2, 1, 4)),
+        vec![10 * layer]
+    );
+    // The step: 4 micro-batches × 4 layers of the pass, nothing to hide it under.
+    let fused = with(Fused, GradDtype::Fp32, Zero0, 1, 4);
+    let separate = with(Separate, GradDtype::Fp32, Zero0, 1, 4);
+    let t_fused = crate::common::agrees_with_the_analytic_twin(&fused, "fused")
+        .metrics
+        .step_time_s;
+    let t_separate = crate::common::agrees_with_the_analytic_twin(&separate, "separate")
+        .metrics
+        .step_time_s;
+    let pass_s = CostModel::new(&separate.hardware)
+        .kernel_s(&KernelShape::Elementwise { bytes: 10 * layer });
+    let grown = t_separate - t_fused;
+    assert!(
+        (grown / (16.0 * pass_s) - 1.0).abs() < 1e-6,
+        "the step grew {grown:.6e} s, 16 passes take {:.6e} s",
+        16.0 * pass_s
+    );
 }

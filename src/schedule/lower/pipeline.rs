@@ -92,7 +92,7 @@ impl Lower<'_> {
                 self.label.pass = Pass::Fwd;
                 self.label.layer = None;
                 if !first && self.messages {
-                    self.pipe_recv(false, mb, u - 1, plan.pipeline_bytes);
+                    self.pipe_recv(false, mb, u - 1, plan);
                 }
                 self.label.block = "embedding";
                 if first {
@@ -128,7 +128,7 @@ impl Lower<'_> {
                 self.label.pass = Pass::Bwd;
                 self.label.layer = None;
                 if !last && self.messages {
-                    self.pipe_recv(true, mb, u + 1, plan.pipeline_bytes);
+                    self.pipe_recv(true, mb, u + 1, plan);
                 }
                 for layer in (first_layer..first_layer + n_layers).rev() {
                     self.mark_layer(&mut marks);
@@ -262,12 +262,16 @@ impl Lower<'_> {
     }
 
     /// Posts the receive of the activation (or, `backward`, the gradient) that virtual stage
-    /// `from` sends for micro-batch `mb`; the next compute waits for it.
-    fn pipe_recv(&mut self, backward: bool, mb: u32, from: u64, bytes: u64) {
-        let (stream, name) = if backward {
-            (PP_RECV_BWD, "pipeline-grad-recv")
+    /// `from` sends for micro-batch `mb`; the next compute waits for it, and for the method
+    /// group's all-gather of the received pieces where the plan has one
+    /// (`StepPlan::pipeline_gather_bytes`), which starts once the receive and the stage's
+    /// previous work have ended, as the host issues it.
+    fn pipe_recv(&mut self, backward: bool, mb: u32, from: u64, plan: &StepPlan) {
+        let bytes = plan.pipeline_bytes;
+        let (stream, name, gather) = if backward {
+            (PP_RECV_BWD, "pipeline-grad-recv", "pipeline-grad-gather")
         } else {
-            (PP_RECV_FWD, "pipeline-act-recv")
+            (PP_RECV_FWD, "pipeline-act-recv", "pipeline-act-gather")
         };
         self.label.name = name;
         for i in 0..self.active.len() {
@@ -297,6 +301,21 @@ impl Lower<'_> {
                 self.label,
             );
             self.frontier[dev as usize].push(id);
+        }
+        if plan.pipeline_gather_bytes > 0 && self.axes.p > 1 {
+            let ids = self.collective_with(
+                gather,
+                CollectiveOp::AllGather,
+                plan.pipeline_gather_bytes,
+                BLOCKING,
+                |l, dev| l.frontier[dev].clone(),
+            );
+            for i in 0..self.active.len() {
+                let dev = self.active[i] as usize;
+                let f = &mut self.frontier[dev];
+                f.clear();
+                f.push(ids[dev]);
+            }
         }
     }
 

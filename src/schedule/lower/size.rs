@@ -149,12 +149,17 @@ pub fn graph_size(w: &ValidWorkload, plan: &StepPlan, devices: Devices) -> Graph
             collectives: 0,
         };
     // Per micro-batch: the layers, the head, the embedding (kernels and stored inputs), and
-    // each chunk's four pipeline messages with a margin.
+    // each chunk's four pipeline messages with a margin, and the all-gathers after its two
+    // receives where the plan has them.
+    let gathers = 2 * v * u64::from(plan.pipeline_gather_bytes > 0 && p > 1);
     let micro_batch = scale(layer, layers)
         + stages(&plan.head.stages, p)
         + Count {
-            tasks: (plan.embedding_fwd.len() + plan.embedding_bwd.len()) as u64 + 8 + 8 * v,
-            collectives: 0,
+            tasks: (plan.embedding_fwd.len() + plan.embedding_bwd.len()) as u64
+                + 8
+                + 8 * v
+                + gathers,
+            collectives: gathers,
         };
     let optimizer = plan.optimizer.iter().map(Vec::len).max().unwrap_or(0) as u64;
     let per_device = scale(micro_batch, mbs)
