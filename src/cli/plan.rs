@@ -377,22 +377,38 @@ fn with_progress<T>(what: &str, f: impl FnOnce(&(dyn Fn(PlanProgress) + Sync)) -
     let current: Mutex<Option<Progress>> = Mutex::new(None);
     let on = |e: PlanProgress| {
         let Ok(mut cur) = current.lock() else { return };
-        match e {
-            PlanProgress::Evaluating(n) | PlanProgress::Simulating(n) => {
-                if let Some(p) = cur.take() {
-                    p.finish();
-                }
-                let (phase, unit) = match e {
-                    PlanProgress::Evaluating(_) => ("closed form", "configurations"),
-                    _ => ("simulation of the best", "simulations"),
-                };
-                *cur = Some(Progress::new(&format!("{what}: {phase}"), unit, n as u64));
-            }
-            PlanProgress::Evaluated | PlanProgress::Simulated => {
+        let next = match e {
+            PlanProgress::Evaluating(n) => Some(Progress::new(
+                &format!("{what}: closed form"),
+                "configurations",
+                n as u64,
+            )),
+            // Weighed by what each will cost the simulator: they differ a hundredfold, and the
+            // costliest run first.
+            PlanProgress::Simulating { simulations, cost } => Some(Progress::weighted(
+                &format!("{what}: simulation of the best"),
+                "simulations",
+                simulations as u64,
+                cost,
+            )),
+            PlanProgress::Evaluated => {
                 if let Some(p) = cur.as_ref() {
                     p.tick(String::new);
                 }
+                None
             }
+            PlanProgress::Simulated { cost } => {
+                if let Some(p) = cur.as_ref() {
+                    p.tick_cost(cost, String::new);
+                }
+                None
+            }
+        };
+        if let Some(next) = next {
+            if let Some(p) = cur.take() {
+                p.finish();
+            }
+            *cur = Some(next);
         }
     };
     let out = f(&on);

@@ -45,6 +45,7 @@
 mod candidate;
 mod check;
 mod compare;
+mod heaviest;
 mod merge;
 mod rank;
 mod rejection;
@@ -227,6 +228,7 @@ mod tests {
             ("rejection.rs", include_str!("rejection.rs")),
             ("rank.rs", include_str!("rank.rs")),
             ("merge.rs", include_str!("merge.rs")),
+            ("heaviest.rs", include_str!("heaviest.rs")),
         ] {
             // The code above the tests only.
             let code = src.split("#[cfg(test)]").next().unwrap_or(src);
@@ -238,6 +240,40 @@ mod tests {
                 assert!(!hit, "src/plan/{file} uses {path}");
             }
         }
+    }
+
+    /// The simulations start costliest first (one worker thread: in exactly that order), the
+    /// progress they report adds up to the cost announced, and the plan is the one the default
+    /// pool gives, byte for byte.
+    #[test]
+    fn simulations_run_costliest_first_and_the_plan_is_unchanged() {
+        use std::sync::Mutex;
+        let mut s = spec("gpt3-1.3b", 4, 16384);
+        s.methods = vec![MethodId::Metp, MethodId::TpSp];
+        s.top = 4;
+        let announced = Mutex::new(None);
+        let done = Mutex::new(Vec::new());
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let p = pool
+            .install(|| {
+                plan_with(&s, &|e| match e {
+                    PlanProgress::Simulating { simulations, cost } => {
+                        *announced.lock().unwrap() = Some((simulations, cost))
+                    }
+                    PlanProgress::Simulated { cost } => done.lock().unwrap().push(cost),
+                    _ => {}
+                })
+            })
+            .unwrap();
+        let done = done.into_inner().unwrap();
+        let (n, total) = announced.into_inner().unwrap().unwrap();
+        assert_eq!((done.len(), done.iter().sum::<u64>()), (n, total));
+        assert!(done.windows(2).all(|w| w[0] >= w[1]), "{done:?}");
+        assert!(done.first() > done.last(), "costs differ: {done:?}");
+        assert_eq!(p, plan(&s).unwrap());
     }
 
     #[test]

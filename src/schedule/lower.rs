@@ -50,7 +50,9 @@ mod sync;
 
 pub use devices::Devices;
 
-pub use size::{graph_size, GraphSize, GRAPH_BYTES_PER_TASK};
+pub use size::{
+    graph_size, op_program_size, GraphSize, OpProgram, ProgramSize, GRAPH_BYTES_PER_TASK,
+};
 
 /// What to include in the lowered graph.
 #[derive(Debug, Clone, Copy)]

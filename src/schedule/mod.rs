@@ -27,7 +27,8 @@ pub use graph::{
 };
 pub use kernels::{attention_bwd, attention_fwd, unfused_attention, AttnShape};
 pub use lower::{
-    graph_size, lower, lower_ops, Devices, GraphSize, LowerOptions, Rounds, GRAPH_BYTES_PER_TASK,
+    graph_size, lower, lower_ops, op_program_size, Devices, GraphSize, LowerOptions, OpProgram,
+    ProgramSize, Rounds, GRAPH_BYTES_PER_TASK,
 };
 pub use mailbox::Mailboxes;
 pub use shape::{Attention, AttnPass, Gemm, KernelKind, KernelShape};

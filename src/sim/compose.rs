@@ -85,6 +85,107 @@ fn stages_alike(w: &ValidWorkload) -> bool {
     per_stage.is_multiple_of(gpn) || per_stage * w.outer.pp <= gpn
 }
 
+/// The programs of a step's ops ([`Key`]).
+struct Keys<'a> {
+    w: &'a ValidWorkload,
+    plan: &'a StepPlan,
+    alike: bool,
+    /// Each stage's chunks: (first layer, layers).
+    chunks: Vec<Vec<(u64, u64)>>,
+}
+
+impl<'a> Keys<'a> {
+    fn new(w: &'a ValidWorkload, plan: &'a StepPlan) -> Keys<'a> {
+        Keys {
+            w,
+            plan,
+            alike: stages_alike(w),
+            chunks: (0..w.outer.pp as u32).map(|s| w.stage_chunks(s)).collect(),
+        }
+    }
+
+    /// The program of `op` on stage `s` in a step of `m` micro-batches.
+    fn of(&self, s: u32, op: &PipeOp, m: u32) -> Key {
+        let (w, plan) = (self.w, self.plan);
+        Key {
+            stage: if self.alike { 0 } else { s },
+            forward: op.forward,
+            layers: self.chunks[s as usize][op.chunk as usize].1,
+            embedding: w.has_embedding(s) && op.chunk == 0,
+            head: w.has_head(s) && u64::from(op.chunk) + 1 == w.outer.interleave,
+            sync: plan.layer_grad_sync_bytes > 0
+                && !op.forward
+                && (op.micro_batch + 1 == m || plan.grad_sync_every_micro_batch),
+        }
+    }
+
+    /// Each distinct program once, with the first stage and op that run it, in the order they
+    /// are simulated: every chunk's forward, its backward (with more than one micro-batch), and
+    /// its backward of the last micro-batch, stage by stage.
+    fn distinct(&self) -> Vec<(u32, PipeOp, Key)> {
+        let m = self.w.micro_batches as u32;
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for s in 0..self.w.outer.pp as u32 {
+            for chunk in 0..self.w.outer.interleave as u32 {
+                for (forward, mb) in [(true, 0), (false, 0), (false, m - 1)] {
+                    let op = PipeOp {
+                        forward,
+                        micro_batch: mb,
+                        chunk,
+                    };
+                    let k = self.of(s, &op, m);
+                    if seen.insert(k) {
+                        out.push((s, op, k));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The layers a program of `layers` is simulated with: a shortened copy where that may be
+/// proven periodic ([`run_program`]).
+fn simulated_layers(layers: u64) -> u64 {
+    let short = super::SHORT_LAYERS + (layers.saturating_sub(super::SHORT_LAYERS) % 2);
+    layers.min(short)
+}
+
+/// What [`simulate_composed`] will run for `w`, estimated from the plan before anything is
+/// lowered (`schedule::op_program_size` of each distinct program, its layers shortened as
+/// [`run_program`] shortens them when the proof holds): what its time follows, for a planner
+/// ordering its simulations.
+pub fn composed_size(
+    w: &ValidWorkload,
+    plan: &StepPlan,
+    devices: Devices,
+) -> schedule::ProgramSize {
+    Keys::new(w, plan)
+        .distinct()
+        .iter()
+        .map(|(_, _, k)| {
+            schedule::op_program_size(
+                w,
+                plan,
+                devices,
+                schedule::OpProgram {
+                    forward: k.forward,
+                    layers: simulated_layers(k.layers),
+                    embedding: k.embedding,
+                    head: k.head,
+                    sync: k.sync,
+                },
+            )
+        })
+        .fold(schedule::ProgramSize::default(), |a, b| {
+            schedule::ProgramSize {
+                tasks: a.tasks.saturating_add(b.tasks),
+                replica_steps: a.replica_steps.saturating_add(b.replica_steps),
+            }
+        })
+}
+
 /// What every program of one step shares.
 struct Step<'a> {
     w: &'a ValidWorkload,
@@ -418,7 +519,6 @@ pub fn simulate_composed(
     let pp = w.outer.pp as u32;
     let v = w.outer.interleave;
     let m = w.micro_batches as u32;
-    let alike = stages_alike(w);
     let cost = CostModel::new(&w.hardware);
     // The layout: every simulated device, by stage.
     let layout = schedule::lower_ops(
@@ -451,19 +551,8 @@ pub fn simulate_composed(
             rank: 0,
         })
     };
-    let sync_layers = plan.layer_grad_sync_bytes > 0;
-    let chunks: Vec<Vec<(u64, u64)>> = (0..pp).map(|s| w.stage_chunks(s)).collect();
-    // The program of `op` on stage `s` in a step of `m` micro-batches.
-    let key_of = |s: u32, op: &PipeOp, m: u32| Key {
-        stage: if alike { 0 } else { s },
-        forward: op.forward,
-        layers: chunks[s as usize][op.chunk as usize].1,
-        embedding: w.has_embedding(s) && op.chunk == 0,
-        head: w.has_head(s) && u64::from(op.chunk) + 1 == v,
-        sync: sync_layers
-            && !op.forward
-            && (op.micro_batch + 1 == m || plan.grad_sync_every_micro_batch),
-    };
+    let keys = Keys::new(w, plan);
+    let key_of = |s: u32, op: &PipeOp, m: u32| keys.of(s, op, m);
     let step = Step {
         w,
         plan,
@@ -480,26 +569,13 @@ pub fn simulate_composed(
         extrapolated: 0,
     };
     let (mut tasks, mut events) = (0u64, 0u64);
-    for s in 0..pp {
-        for chunk in 0..v as u32 {
-            for (forward, mb) in [(true, 0), (false, 0), (false, m - 1)] {
-                let op = PipeOp {
-                    forward,
-                    micro_batch: mb,
-                    chunk,
-                };
-                let k = key_of(s, &op, m);
-                if programs.contains_key(&k) {
-                    continue;
-                }
-                let prog = run_program(&step, s, op, &by_stage[s as usize])?;
-                composition.programs += 1;
-                composition.extrapolated += u64::from(prog.extrapolated);
-                tasks = tasks.saturating_add(prog.tasks);
-                events = events.saturating_add(prog.events);
-                programs.insert(k, prog);
-            }
-        }
+    for (s, op, k) in keys.distinct() {
+        let prog = run_program(&step, s, op, &by_stage[s as usize])?;
+        composition.programs += 1;
+        composition.extrapolated += u64::from(prog.extrapolated);
+        tasks = tasks.saturating_add(prog.tasks);
+        events = events.saturating_add(prog.events);
+        programs.insert(k, prog);
     }
     let msg = |a: u32, b: u32| cost.message_s(rank(a), rank(b), plan.pipeline_bytes as f64);
     let walker = Walker {

@@ -55,7 +55,7 @@ mod shorten;
 pub mod trace;
 mod workload;
 
-pub use compose::{simulate_composed, Composition};
+pub use compose::{composed_size, simulate_composed, Composition};
 pub use engine::{simulate, DeviceStats, PeriodProof, SimOptions, SimResult};
 pub use shorten::{shortening, simulate_shortened, Shortened, SHORT_LAYERS, SHORT_ROUNDS};
 

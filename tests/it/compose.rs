@@ -146,3 +146,63 @@ fn composed_steps_are_within_one_percent_of_the_whole_simulation() {
     }
     assert!(worst < 0.01, "{worst}");
 }
+
+/// What a planner orders its simulations by (`sim::composed_size`, estimated from the plan
+/// before anything is lowered) bounds the tasks the composition simulates and is within twice
+/// them, with ZeRO-3 and causal rings, interleaving, context parallelism and METP (every chunk
+/// at most six layers: each program runs whole, so the count is the graphs' own).
+#[test]
+fn the_composed_size_bounds_what_the_composition_simulates() {
+    use metp_sim::sim::composed_size;
+    use MethodId::*;
+    let o = |pp, interleave, cp| OuterAxes { pp, interleave, cp };
+    let opts = |causal, zero| Options {
+        causal,
+        zero,
+        ..Options::default()
+    };
+    for (method, p, outer, dp, m, layers, options) in [
+        (
+            Ring,
+            4,
+            o(2, 1, 1),
+            2,
+            4,
+            8,
+            opts(true, Some(ZeroStage::Zero3)),
+        ),
+        (TpSp, 2, o(2, 2, 2), 1, 4, 8, opts(true, None)),
+        (
+            Metp,
+            4,
+            o(2, 1, 1),
+            2,
+            2,
+            4,
+            opts(false, Some(ZeroStage::Zero2)),
+        ),
+        (
+            Ulysses,
+            4,
+            o(4, 1, 1),
+            2,
+            8,
+            8,
+            opts(false, Some(ZeroStage::Zero1)),
+        ),
+    ] {
+        let w = workload(method, p, outer, dp, m, layers, 8192, options)
+            .validate()
+            .unwrap();
+        let pl = plan(&w);
+        let stages = stage_inventories(&w);
+        let run =
+            simulate_composed(&w, &pl, &stages, LinkModel::MaxMin, Devices::Distinct).unwrap();
+        let built = run.result.tasks;
+        let estimate = composed_size(&w, &pl, Devices::Distinct).tasks;
+        assert!(
+            estimate >= built && estimate <= 2 * built,
+            "{method:?}: estimate {estimate}, simulated {built}"
+        );
+    }
+}

@@ -200,6 +200,82 @@ pub fn graph_size(w: &ValidWorkload, plan: &StepPlan, devices: Devices) -> Graph
     }
 }
 
+/// One pipeline op's program, as `lower_ops` builds it for one op of a stage: a forward or a
+/// backward of `layers` layers, with the embedding and the head where the op runs them and
+/// each layer's gradient synchronisation where it synchronises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpProgram {
+    /// Forward (else backward).
+    pub forward: bool,
+    /// Layers the program runs.
+    pub layers: u64,
+    /// Whether it runs the embedding.
+    pub embedding: bool,
+    /// Whether it runs the head and the loss.
+    pub head: bool,
+    /// Whether its backward synchronises each layer's gradients.
+    pub sync: bool,
+}
+
+/// What one op's program runs ([`op_program_size`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ProgramSize {
+    /// Tasks, on all of the stage's simulated devices.
+    pub tasks: u64,
+    /// Steps of the collectives over the replicas holding the same weights (ZeRO-3's gathers,
+    /// the layers' gradient synchronisations), summed over the stage's simulated devices: each
+    /// is a ring of about one step per replica, whose transfers and events a task count does
+    /// not see.
+    pub replica_steps: u64,
+}
+
+/// The size of `op`'s program on one stage's simulated devices (tasks counted as
+/// [`graph_size`] counts a step's, so also an upper estimate): what a composed simulation of it
+/// runs, known before anything is lowered. A planner orders its simulations by it
+/// (`sim::composed_size`).
+pub fn op_program_size(
+    w: &ValidWorkload,
+    plan: &StepPlan,
+    devices: Devices,
+    op: OpProgram,
+) -> ProgramSize {
+    let p = w.p;
+    let stage_devices = simulated_devices(w, plan, devices) / w.outer.pp.max(1);
+    let zero3 = u64::from(plan.zero3_gather_bytes > 0);
+    let sync = u64::from(op.sync && plan.layer_grad_sync_bytes > 0);
+    let (layer, collectives) = if op.forward {
+        (blocks(&plan.layer_fwd, p).tasks + 1 + zero3, zero3)
+    } else {
+        (
+            blocks(&plan.layer_bwd, p).tasks + 1 + zero3 + sync,
+            zero3 + sync,
+        )
+    };
+    let embedding = if !op.embedding {
+        0
+    } else if op.forward {
+        plan.embedding_fwd.len() as u64
+    } else {
+        plan.embedding_bwd.len() as u64
+    };
+    let head = if op.head {
+        stages(&plan.head.stages, p).tasks
+    } else {
+        0
+    };
+    let replicas = w.dp.saturating_mul(w.outer.cp);
+    ProgramSize {
+        tasks: layer
+            .saturating_mul(op.layers)
+            .saturating_add(embedding + head + 2)
+            .saturating_mul(stage_devices),
+        replica_steps: collectives
+            .saturating_mul(op.layers)
+            .saturating_mul(replicas.saturating_sub(1))
+            .saturating_mul(stage_devices),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
