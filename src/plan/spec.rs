@@ -208,6 +208,14 @@ impl PlanSpec {
         if self.methods.is_empty() {
             return Err(Error::arg("--methods", "no method given"));
         }
+        // The overlap is a tp-sp schedule; asked for without a tp-sp candidate it would change
+        // nothing while the header said it did.
+        if self.options.tp_comm_overlap && !self.methods.contains(&MethodId::TpSp) {
+            return Err(Error::arg(
+                "--tp-comm-overlap",
+                "overlaps tp-sp's collectives, and --methods has no tp-sp",
+            ));
+        }
         if self.top == 0 {
             return Err(Error::arg("--top", "must be at least 1"));
         }

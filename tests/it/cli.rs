@@ -428,6 +428,26 @@ fn tp_comm_overlap_flag_reaches_simulate() {
         e.contains("--tp-comm-overlap") && e.contains("tp-sp"),
         "{e}"
     );
+    // A plan whose methods have no tp-sp would change nothing while its header said it did.
+    let e = fails(
+        &[
+            "plan",
+            "--gpus",
+            "8",
+            "--seq",
+            "8k",
+            "--methods",
+            "ulysses,ring",
+            "--tp-comm-overlap",
+        ],
+        2,
+    );
+    assert!(
+        e.trim_end().lines().count() == 1
+            && e.contains("--tp-comm-overlap")
+            && e.contains("no tp-sp"),
+        "{e}"
+    );
 }
 
 /// The software's schedule flags (`--pp-round`, `--pp-p2p`, `--grad-sync`) reach the workload:
