@@ -113,11 +113,18 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     };
     // The attention block between the gather and the scatter: one compute stage, or the QKV
     // projection, the context-parallel ring and the out-projection.
+    let drop = w.dropout();
+    let full = w.options.recompute == Recompute::Full;
+    // A block's backward opens with its forward again under full recomputation, then the
+    // residual's gradient.
+    let bwd_open = |fwd: &[Stage], residual: &'static str| {
+        let mut b = if full { fwd.to_vec() } else { Vec::new() };
+        b.push(Stage::Compute(vec![residual_bwd(residual, local, d.h, drop)]));
+        b
+    };
     let (attn_f, mlp_f, mlp_b, attn_b) = if overlap {
         // Each collective under the GEMM next to it (module docs); the chunks' shapes are the
         // whole GEMMs' with the tokens divided by p.
-        let drop = w.dropout();
-        let full = w.options.recompute == Recompute::Full;
         let selective = w.options.recompute == Recompute::Selective;
         let qkv_n = (heads + 2.0 * kv) * d.d;
         let qkv_c = linear_fwd("qkv", chunk_rows, qkv_n, d.h);
@@ -148,12 +155,8 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         // gradient.
         let mlp_whole = mlp_bwd(rows, d.h, d.f / d.p, act);
         let mlp_chunk = mlp_bwd(chunk_rows, d.h, d.f / d.p, act);
-        let mut mlp_b = Vec::new();
-        if full {
-            mlp_b.extend(mlp_f.iter().cloned());
-        }
+        let mut mlp_b = bwd_open(&mlp_f, "mlp-residual-bwd");
         mlp_b.extend([
-            Stage::Compute(vec![residual_bwd("mlp-residual-bwd", local, d.h, drop)]),
             overlapped("fc2-dgrad-all-gather", mlp_chunk[0], true),
             Stage::Compute(vec![mlp_whole[1], mlp_whole[2]]),
             overlapped("fc1-dgrad-all-gather-input", mlp_chunk[3], true),
@@ -165,16 +168,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         let proj_chunk = linear_bwd("out-proj-bwd", chunk_rows, d.h, heads * d.d);
         let qkv_whole = linear_bwd("qkv-bwd", rows, qkv_n, d.h);
         let qkv_chunk = linear_bwd("qkv-bwd", chunk_rows, qkv_n, d.h);
-        let mut attn_b = Vec::new();
-        if full {
-            attn_b.extend(attn_f.iter().cloned());
-        }
-        attn_b.push(Stage::Compute(vec![residual_bwd(
-            "attn-residual-bwd",
-            local,
-            d.h,
-            drop,
-        )]));
+        let mut attn_b = bwd_open(&attn_f, "attn-residual-bwd");
         // Selective recomputation with context parallelism re-runs the QKV projection, which
         // needs the gathered input before any data gradient can hide its gather.
         let input_gathered_early = context && selective;
@@ -221,7 +215,6 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
             vec![Stage::Compute(attn_k.clone())]
         };
         let mlp_k = mlp_fwd(rows, d.h, d.f / d.p, act);
-        let drop = w.dropout();
         let mut attn_f = vec![
             Stage::Compute(vec![norm("ln1", local, d.h)]),
             ag("all-gather"),
@@ -238,17 +231,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
             rs("reduce-scatter"),
             Stage::Compute(vec![residual_fwd("mlp-residual", local, d.h, drop)]),
         ];
-        let full = w.options.recompute == Recompute::Full;
-        let mut mlp_b = Vec::new();
-        if full {
-            mlp_b.extend(mlp_f.iter().cloned());
-        }
-        mlp_b.push(Stage::Compute(vec![residual_bwd(
-            "mlp-residual-bwd",
-            local,
-            d.h,
-            drop,
-        )]));
+        let mut mlp_b = bwd_open(&mlp_f, "mlp-residual-bwd");
         mlp_b.push(ag("all-gather-grad"));
         mlp_b.push(ag("all-gather-input"));
         let mut k = mlp_bwd(rows, d.h, d.f / d.p, act);
@@ -256,16 +239,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         mlp_b.push(rs("reduce-scatter-grad"));
         mlp_b.push(Stage::Compute(vec![norm_bwd("ln2-bwd", local, d.h)]));
 
-        let mut attn_b = Vec::new();
-        if full {
-            attn_b.extend(attn_f.iter().cloned());
-        }
-        attn_b.push(Stage::Compute(vec![residual_bwd(
-            "attn-residual-bwd",
-            local,
-            d.h,
-            drop,
-        )]));
+        let mut attn_b = bwd_open(&attn_f, "attn-residual-bwd");
         attn_b.push(ag("all-gather-grad"));
         attn_b.push(ag("all-gather-input"));
         if context {
