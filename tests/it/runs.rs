@@ -669,10 +669,13 @@ fn every_run_is_counted_once_by_memory_verdict() {
 }
 
 /// NVIDIA's Llama 3.1 405B recipes overlap their tensor-parallel collectives with the GEMMs
-/// (`tp_comm_overlap`): priced that way every 405B row is within 5% and on the fast side, like
-/// the recipes' other rows; with the collectives exposed (Megatron's default) every one of the
-/// same files is priced slower than measured, by over 5% of the step more — the run files'
-/// setting decides the side, so a regression that drops it fails here.
+/// (`tp_comm_overlap`): priced that way every full-size 405B row is within 5% and on the fast
+/// side, like the recipes' other rows; with the collectives exposed (Megatron's default) every
+/// one of the same files is priced slower than measured, by over 5% of the step more — the run
+/// files' setting decides the side, so a regression that drops it fails here. Release 25.04's
+/// 405b-Proxy rows (the same recipe with 8, 30 and 62 layers on 32 to 128 GPUs) are held to the
+/// fast side and the same 5% price of exposing the collectives, not to the goal or to the slow
+/// side without the overlap: the two shallowest are priced further from their measurement.
 #[test]
 fn dgxc_405b_rows_are_fast_with_the_tp_overlap_the_recipes_ran_and_slow_without() {
     let ids: Vec<String> = std::fs::read_dir(root().join("runs"))
@@ -681,12 +684,16 @@ fn dgxc_405b_rows_are_fast_with_the_tp_overlap_the_recipes_ran_and_slow_without(
         .filter(|n| n.starts_with("nvidia-dgxc-") && n.contains("-llama31-405b-"))
         .map(|n| n.trim_end_matches(".json").to_string())
         .collect();
-    assert_eq!(ids.len(), 9, "{ids:?}");
+    assert_eq!(ids.len(), 12, "{ids:?}");
+    assert_eq!(ids.iter().filter(|n| n.contains("-proxy-")).count(), 3);
     for id in &ids {
         let with = edited_run(id, |_| {});
         let without = edited_run(id, |v| v["tp_comm_overlap"] = false.into());
-        assert!(with.within_goal && with.error < 0.0, "{id}: {}", with.error);
-        assert!(without.error > 0.0, "{id}: {}", without.error);
+        assert!(with.error < 0.0, "{id}: {}", with.error);
+        if !id.contains("-proxy-") {
+            assert!(with.within_goal, "{id}: {}", with.error);
+            assert!(without.error > 0.0, "{id}: {}", without.error);
+        }
         assert!(
             without.predicted_step_s > 1.05 * with.predicted_step_s,
             "{id}: {} against {}",
