@@ -119,7 +119,9 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     // residual's gradient.
     let bwd_open = |fwd: &[Stage], residual: &'static str| {
         let mut b = if full { fwd.to_vec() } else { Vec::new() };
-        b.push(Stage::Compute(vec![residual_bwd(residual, local, d.h, drop)]));
+        b.push(Stage::Compute(vec![residual_bwd(
+            residual, local, d.h, drop,
+        )]));
         b
     };
     let (attn_f, mlp_f, mlp_b, attn_b) = if overlap {
