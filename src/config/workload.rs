@@ -276,6 +276,12 @@ impl Workload {
                 self.method.id()
             )));
         }
+        if self.options.tp_comm_overlap && self.p < 2 {
+            return Err(self.invalid(
+                "--tp-comm-overlap overlaps the collectives among the tensor-parallel ranks: it \
+                 needs --p 2 or more",
+            ));
+        }
         if self.options.runtime.cp_comm == super::CpComm::AllGather && o.cp < 2 {
             return Err(self.invalid(
                 "--cp-comm all-gather sets how context parallelism exchanges K/V: it needs --cp 2 \

@@ -98,7 +98,9 @@ impl Candidate {
                 // The candidates' stages already follow the placement asked for.
                 optimizer_state: None,
                 // Only sequence parallelism has the collectives TE overlaps.
-                tp_comm_overlap: spec.options.tp_comm_overlap && self.method == MethodId::TpSp,
+                tp_comm_overlap: spec.options.tp_comm_overlap
+                    && self.method == MethodId::TpSp
+                    && self.p > 1,
                 ..spec.options
             },
         }

@@ -428,6 +428,24 @@ fn tp_comm_overlap_flag_reaches_simulate() {
         e.contains("--tp-comm-overlap") && e.contains("tp-sp"),
         "{e}"
     );
+    // Nor is there anything to overlap on one tensor-parallel rank.
+    let e = fails(
+        &[
+            "simulate",
+            "--method",
+            "tp-sp",
+            "--p",
+            "1",
+            "--seq",
+            "4k",
+            "--tp-comm-overlap",
+        ],
+        1,
+    );
+    assert!(
+        e.contains("--tp-comm-overlap") && e.contains("--p 2"),
+        "{e}"
+    );
     // A plan whose methods have no tp-sp would change nothing while its header said it did.
     let e = fails(
         &[
