@@ -2,7 +2,8 @@
 //! fast-path simulation of LLaMA 3 405B's 16,384-GPU layout at 128k (TP 8, CP 16, PP 16, V 4,
 //! DP 8), Korthikanti's 1T step (PP 64, 512 GPUs, full recomputation) on the fast path and
 //! exactly, the default sweep, and the two plans (405B on 16,384 H100 at 128k, GPT-3 175B on
-//! 1,024 A100). The plans take tens of seconds to minutes an iteration on two cores (release):
+//! 1,024 A100), and a ZeRO-3 ring layout of the first at 8 and 64 replicas (the same cost). The
+//! plans and the ring pair take seconds to minutes an iteration on two cores (release):
 //! run them alone (`cargo bench --bench frontier -- plan`) when you mean to; `cargo test` skips
 //! them.
 
@@ -145,6 +146,52 @@ fn plans(c: &mut Criterion) {
     g.bench_function("gpt3-175b dgx-a100-80gb 1024 gpus 2k gb1536", |b| {
         b.iter(|| plan(&gpt3).expect("plan"))
     });
+    g.finish();
+    // What cost `plan --methods ring` most: a 128-device causal ring under ZeRO-3 whose weights
+    // are gathered over its replicas. Its cost should not follow the data-parallel degree
+    // (the simulator runs a collective's alike steps as at most `sim::network::COLLECTIVE_STEPS`).
+    let ring = |dp: u64| {
+        let mut hw = load_hardware("dgx-h100").expect("bundled profile");
+        hw.nodes = 32 * dp;
+        Workload {
+            model: load_model("llama3-405b").expect("bundled model"),
+            hardware: hw,
+            method: MethodId::Ring,
+            p: 128,
+            dp,
+            outer: OuterAxes {
+                pp: 2,
+                interleave: 9,
+                cp: 1,
+            },
+            seq: 128 * 1024,
+            micro_batch: 1,
+            micro_batches: 2,
+            options: Options {
+                causal: true,
+                recompute: Recompute::Full,
+                zero: Some(metp_sim::config::ZeroStage::Zero3),
+                ..Options::default()
+            },
+        }
+        .validate()
+        .expect("valid workload")
+    };
+    let mut g = c.benchmark_group("ring-zero3-replicas");
+    g.sample_size(10).measurement_time(Duration::from_secs(5));
+    for dp in [8, 64] {
+        let w = ring(dp);
+        g.bench_function(
+            format!("llama3-405b ring p128 pp2 v9 zero3 dp{dp} (fast path)"),
+            |b| {
+                b.iter(|| {
+                    Evaluation::new(w.clone())
+                        .simulate(fast(SimDepth::Extrapolate))
+                        .expect("simulates")
+                })
+            },
+        );
+    }
     g.finish();
 }
 

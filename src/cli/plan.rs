@@ -383,7 +383,7 @@ fn with_progress<T>(what: &str, f: impl FnOnce(&(dyn Fn(PlanProgress) + Sync)) -
                 "configurations",
                 n as u64,
             )),
-            // Weighed by what each will cost the simulator: they differ a hundredfold, and the
+            // Weighed by what each will cost the simulator: they differ 25-fold, and the
             // costliest run first.
             PlanProgress::Simulating { simulations, cost } => Some(Progress::weighted(
                 &format!("{what}: simulation of the best"),

@@ -168,6 +168,40 @@ impl Plan {
         None
     }
 
+    /// The same plan with at most `max_steps` steps in each phase whose steps are alike (every
+    /// pattern but `Shift`): `k` consecutive steps become one that carries `k` times the bytes
+    /// after `k` times the latency. Uncontended it takes exactly the same time (a step is its
+    /// latency plus its bytes over shares that do not change within the phase); under
+    /// contention the link shares are re-solved at the coarser step boundaries only, and the
+    /// latencies fall together before the bytes instead of between them. The simulator runs
+    /// collectives so (`sim::network`), so that a ring over many replicas costs it as many
+    /// steps as one over a few: its cost follows what is distinct, not the number of GPUs.
+    pub fn coalesced(&self, max_steps: u32) -> Plan {
+        let max = max_steps.max(1);
+        let mut phases = Vec::with_capacity(self.phases.len() + 1);
+        for p in &self.phases {
+            if p.steps <= max || step_varies(&p.pattern) {
+                phases.push(p.clone());
+                continue;
+            }
+            // `steps` as `max` steps: `r` of them carry q + 1 steps' bytes, the others q.
+            let (q, r) = (p.steps / max, p.steps % max);
+            for (count, k) in [(r, q + 1), (max - r, q)] {
+                if count > 0 {
+                    phases.push(Phase {
+                        steps: count,
+                        step_latency_s: p.step_latency_s * f64::from(k),
+                        pattern: scale(p.pattern, f64::from(k)),
+                    });
+                }
+            }
+        }
+        Plan {
+            phases,
+            ..self.clone()
+        }
+    }
+
     /// The transfers of step `k` over `group` (see [`super::pattern::transfers`]).
     pub fn transfers(
         &self,

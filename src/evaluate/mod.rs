@@ -72,9 +72,12 @@ use crate::sim::{self, LinkModel, TraceScope, WorkloadSim};
 /// each is one task but moves a transfer per simulated device and step, and the max-min links
 /// re-share at each. Fitted, not derived: on the 30 composed and shortened simulations of
 /// `plan --model llama3-405b --hw dgx-h100 --gpus 16384 --seq 128k --global-batch 128 --causal
-/// --methods ring` (0.5–54 s each) the cost with it correlates with the measured time at
-/// Pearson 0.99 and Spearman 0.975 (tasks alone: 0.92 and 0.82).
-pub const REPLICA_STEP_TASKS: u64 = 32;
+/// --methods ring`, timed one by one on one thread (0.43–11.3 s each, 74 s in all), the cost
+/// with it correlates with the measured time at Pearson 0.984 and Spearman 0.972 (tasks alone:
+/// 0.985 and 0.964; a weight of 32 gave 0.964 and 0.938). The weight was 32 while every step of
+/// such a ring ran alone (0.5–54 s each); since the simulator runs at most
+/// `sim::network::COLLECTIVE_STEPS` of them a phase, they weigh little.
+pub const REPLICA_STEP_TASKS: u64 = 2;
 
 /// What a planner screens a configuration with before pricing it in closed form.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,7 +3,7 @@
 //! first, Graham 1969: within 4/3 of the best schedule) — and their results come back in the
 //! items' own order, so what is made of them does not depend on the order they ran in.
 //!
-//! A plan's simulations differ fortyfold in cost (a 128-device causal ring over 64 replicas
+//! A plan's simulations differ 25-fold in cost (a 128-device causal ring over 64 replicas
 //! under ZeRO-3 against a small pipelined step): split in halves as a parallel iterator splits
 //! them, or in pool order, the costliest can start last and leave one thread working alone.
 //! Depends on nothing of the crate.

@@ -568,7 +568,7 @@ pub fn plan_part_with(
     };
     // Each one's closed form, and what its simulation will cost (the tasks the simulator's path
     // lowers, known before it runs): the simulations start costliest first over the threads
-    // (they differ fortyfold: a 128-device causal ring over 64 replicas against a small
+    // (they differ 25-fold: a 128-device causal ring over 64 replicas against a small
     // pipelined step), the progress is weighed by it, and the rows come back in pool order.
     let prepared: Vec<Prepared> = mine
         .into_par_iter()

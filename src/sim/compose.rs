@@ -176,6 +176,7 @@ pub fn composed_size(
                     head: k.head,
                     sync: k.sync,
                 },
+                u64::from(super::network::COLLECTIVE_STEPS),
             )
         })
         .fold(schedule::ProgramSize::default(), |a, b| {

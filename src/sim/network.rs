@@ -36,6 +36,12 @@ use crate::config::{Hardware, IntraNodeKind};
 use crate::cost::{CostModel, LinkClass, Plan};
 use crate::schedule::{CollectiveOp, DeviceId};
 
+/// The most steps of one phase of a collective the simulator runs one by one: a ring over a
+/// node (8 GPUs, 7 steps) or over 16 replicas runs step by step, one over 64 replicas as 16
+/// steps of about 4 steps' bytes ([`Plan::coalesced`]: the same time uncontended), so that a
+/// step's cost does not grow with the data-parallel degree.
+pub const COLLECTIVE_STEPS: u32 = 16;
+
 /// How concurrent flows share links.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -358,13 +364,16 @@ impl Network {
     }
 
     /// The plan the collective library runs for `op` over `group` with a buffer of `bytes`
-    /// (the cost model's: [`CostModel::collective_plan`]).
+    /// (the cost model's: [`CostModel::collective_plan`]), its alike steps run at most
+    /// [`COLLECTIVE_STEPS`] to a phase ([`Plan::coalesced`]).
     pub fn plan(&self, op: CollectiveOp, group: &[DeviceId], bytes: u64) -> Plan {
         let key = (op, group.to_vec(), bytes);
         if let Some(p) = self.plans.borrow().get(&key) {
             return p.clone();
         }
-        let p = CostModel::new(&self.hw).collective_plan(op, group, bytes);
+        let p = CostModel::new(&self.hw)
+            .collective_plan(op, group, bytes)
+            .coalesced(COLLECTIVE_STEPS);
         self.plans.borrow_mut().insert(key, p.clone());
         p
     }

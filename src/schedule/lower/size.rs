@@ -224,20 +224,22 @@ pub struct ProgramSize {
     pub tasks: u64,
     /// Steps of the collectives over the replicas holding the same weights (ZeRO-3's gathers,
     /// the layers' gradient synchronisations), summed over the stage's simulated devices: each
-    /// is a ring of about one step per replica, whose transfers and events a task count does
-    /// not see.
+    /// is a ring of about one step per replica (at most the simulator's coalesced steps), whose
+    /// transfers and events a task count does not see.
     pub replica_steps: u64,
 }
 
 /// The size of `op`'s program on one stage's simulated devices (tasks counted as
 /// [`graph_size`] counts a step's, so also an upper estimate): what a composed simulation of it
-/// runs, known before anything is lowered. A planner orders its simulations by it
-/// (`sim::composed_size`).
+/// runs, known before anything is lowered, with a collective over the replicas run as at most
+/// `max_steps` steps (the simulator's coalescing, `sim::network`). A planner orders its
+/// simulations by it (`sim::composed_size`).
 pub fn op_program_size(
     w: &ValidWorkload,
     plan: &StepPlan,
     devices: Devices,
     op: OpProgram,
+    max_steps: u64,
 ) -> ProgramSize {
     let p = w.p;
     let stage_devices = simulated_devices(w, plan, devices) / w.outer.pp.max(1);
@@ -271,7 +273,7 @@ pub fn op_program_size(
             .saturating_mul(stage_devices),
         replica_steps: collectives
             .saturating_mul(op.layers)
-            .saturating_mul(replicas.saturating_sub(1))
+            .saturating_mul(replicas.saturating_sub(1).min(max_steps.max(1)))
             .saturating_mul(stage_devices),
     }
 }

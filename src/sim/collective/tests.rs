@@ -274,3 +274,72 @@ fn bundled_profiles_simulate_to_their_plan_times() {
         }
     }
 }
+
+/// A ring over 64 replicas (one GPU of each of 64 nodes) runs as at most
+/// [`crate::sim::network::COLLECTIVE_STEPS`] steps a phase, each carrying several steps'
+/// bytes after as many latencies: the steps' bytes and latencies add up to the library's plan,
+/// a phase of varying steps (all-to-all's shifts) is left step by step, and uncontended the
+/// simulation still takes exactly the plan's time.
+#[test]
+fn rings_over_many_replicas_run_coalesced_in_the_plan_time() {
+    let mut hw = crate::config::load_hardware("dgx-h100").unwrap();
+    hw.nodes = 64;
+    let cost = CostModel::new(&hw);
+    let group: Vec<u32> = (0..64).map(|n| n * 8).collect();
+    let cap = crate::sim::network::COLLECTIVE_STEPS;
+    let totals = |p: &crate::cost::Plan| {
+        let (mut bytes, mut lat) = (0.0, 0.0);
+        for ph in &p.phases {
+            let b = match ph.pattern {
+                crate::cost::pattern::Pattern::Ring { bytes } => bytes,
+                _ => 0.0,
+            };
+            bytes += f64::from(ph.steps) * b;
+            lat += f64::from(ph.steps) * ph.step_latency_s;
+        }
+        (bytes, lat)
+    };
+    for op in [
+        CollectiveOp::AllGather,
+        CollectiveOp::ReduceScatter,
+        CollectiveOp::AllReduce,
+    ] {
+        let m = 1u64 << 30;
+        let plan = cost.collective_plan(op, &group, m);
+        assert!(
+            plan.phases.iter().any(|p| p.steps > cap),
+            "{op:?}: {plan:?}"
+        );
+        let short = plan.coalesced(cap);
+        let (b0, l0) = totals(&plan);
+        let (b1, l1) = totals(&short);
+        assert!((b1 / b0 - 1.0).abs() < 1e-12 && (l1 / l0 - 1.0).abs() < 1e-12);
+        // Each phase of the plan becomes at most `cap` steps.
+        assert!(
+            short.phases.iter().all(|p| p.steps <= cap),
+            "{op:?}: {short:?}"
+        );
+        assert!(short.steps() <= cap * plan.phases.len() as u32);
+        assert!(short.steps() < plan.steps());
+        for model in [LinkModel::Ideal, LinkModel::MaxMin] {
+            let got = run(&hw, op, &group, m, model);
+            let rel = (got as f64 * 1e-12 / plan.time_s - 1.0).abs();
+            assert!(
+                rel < 1e-6,
+                "{op:?} {model:?}: {got} ps, plan {} s",
+                plan.time_s
+            );
+        }
+    }
+    // Shifts differ step by step (each step a different peer): kept.
+    let mut shifts = cost.collective_plan(CollectiveOp::AllGather, &group, 1 << 20);
+    shifts.phases = vec![crate::cost::collective::Phase {
+        steps: 63,
+        step_latency_s: 1e-6,
+        pattern: crate::cost::pattern::Pattern::Shift {
+            intra: 1.0,
+            inter: 2.0,
+        },
+    }];
+    assert_eq!(shifts.coalesced(cap), shifts);
+}
