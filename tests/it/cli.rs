@@ -411,61 +411,28 @@ fn tp_comm_overlap_flag_reaches_simulate() {
         text.contains("p = 8 (TP communication overlapped)"),
         "{text}"
     );
-    let e = fails(
-        &[
-            "simulate",
-            "--method",
-            "tp",
-            "--p",
-            "8",
-            "--seq",
-            "8k",
-            "--tp-comm-overlap",
-        ],
-        1,
-    );
-    assert!(
-        e.contains("--tp-comm-overlap") && e.contains("tp-sp"),
-        "{e}"
-    );
-    // Nor is there anything to overlap on one tensor-parallel rank.
-    let e = fails(
-        &[
-            "simulate",
-            "--method",
-            "tp-sp",
-            "--p",
-            "1",
-            "--seq",
-            "4k",
-            "--tp-comm-overlap",
-        ],
-        1,
-    );
-    assert!(
-        e.contains("--tp-comm-overlap") && e.contains("--p 2"),
-        "{e}"
-    );
-    // A plan whose methods have no tp-sp would change nothing while its header said it did.
-    let e = fails(
-        &[
-            "plan",
-            "--gpus",
-            "8",
-            "--seq",
-            "8k",
-            "--methods",
-            "ulysses,ring",
-            "--tp-comm-overlap",
-        ],
-        2,
-    );
-    assert!(
-        e.trim_end().lines().count() == 1
-            && e.contains("--tp-comm-overlap")
-            && e.contains("no tp-sp"),
-        "{e}"
-    );
+    // Refused in one line naming the flag and what it needs: another method, one
+    // tensor-parallel rank (nothing to overlap), a plan whose methods have no tp-sp (it would
+    // change nothing while its header said it did).
+    for (args, code, needs) in [
+        ("simulate --method tp --p 8 --seq 8k", 1, "tp-sp"),
+        ("simulate --method tp-sp --p 1 --seq 4k", 1, "--p 2"),
+        (
+            "plan --gpus 8 --seq 8k --methods ulysses,ring",
+            2,
+            "no tp-sp",
+        ),
+    ] {
+        let mut a: Vec<&str> = args.split(' ').collect();
+        a.push("--tp-comm-overlap");
+        let e = fails(&a, code);
+        assert!(
+            e.trim_end().lines().count() == 1
+                && e.contains("--tp-comm-overlap")
+                && e.contains(needs),
+            "{args}: {e}"
+        );
+    }
 }
 
 /// The software's schedule flags (`--pp-round`, `--pp-p2p`, `--grad-sync`) reach the workload:
