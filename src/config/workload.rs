@@ -282,6 +282,18 @@ impl Workload {
                  needs --p 2 or more",
             ));
         }
+        // Userbuffers share their buffers through CUDA multicast and IPC handles, which exist
+        // only inside one NVLink domain (TransformerEngine issue 1071; multi-node NVLink since
+        // its PR 1470): the profile's node.
+        let gpn = self.hardware.gpus_per_node;
+        if self.options.tp_comm_overlap && (self.p > gpn || !gpn.is_multiple_of(self.p)) {
+            return Err(self.invalid(format!(
+                "--tp-comm-overlap needs the {} tensor-parallel ranks inside one NVLink domain \
+                 (a node of {gpn} GPUs on this profile): Transformer Engine's userbuffers do not \
+                 cross the inter-node network",
+                self.p
+            )));
+        }
         if self.options.runtime.cp_comm == super::CpComm::AllGather && o.cp < 2 {
             return Err(self.invalid(
                 "--cp-comm all-gather sets how context parallelism exchanges K/V: it needs --cp 2 \

@@ -97,10 +97,13 @@ impl Candidate {
                 zero: Some(zero_stage(self.zero)),
                 // The candidates' stages already follow the placement asked for.
                 optimizer_state: None,
-                // Only sequence parallelism has the collectives TE overlaps.
+                // Only sequence parallelism has the collectives TE overlaps, and only among
+                // ranks of one NVLink domain (`Workload::validate`); the other candidates
+                // expose them.
                 tp_comm_overlap: spec.options.tp_comm_overlap
                     && self.method == MethodId::TpSp
-                    && self.p > 1,
+                    && self.p > 1
+                    && hardware.gpus_per_node.is_multiple_of(self.p),
                 ..spec.options
             },
         }

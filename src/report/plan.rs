@@ -358,8 +358,8 @@ fn header(p: &Plan) -> String {
         format!("placeholder kernel figures: {t}\n")
     });
     let overlap = if p.tp_comm_overlap {
-        "tp-sp candidates overlap their all-gathers and reduce-scatters with the GEMMs \
-         (--tp-comm-overlap)\n"
+        "tp-sp candidates overlap their all-gathers and reduce-scatters with the GEMMs where \
+         their ranks share a node (--tp-comm-overlap)\n"
     } else {
         ""
     };

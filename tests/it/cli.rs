@@ -412,11 +412,17 @@ fn tp_comm_overlap_flag_reaches_simulate() {
         "{text}"
     );
     // Refused in one line naming the flag and what it needs: another method, one
-    // tensor-parallel rank (nothing to overlap), a plan whose methods have no tp-sp (it would
-    // change nothing while its header said it did).
+    // tensor-parallel rank (nothing to overlap), ranks on two nodes (userbuffers stay inside
+    // an NVLink domain), a plan whose methods have no tp-sp (it would change nothing while its
+    // header said it did).
     for (args, code, needs) in [
         ("simulate --method tp --p 8 --seq 8k", 1, "tp-sp"),
         ("simulate --method tp-sp --p 1 --seq 4k", 1, "--p 2"),
+        (
+            "simulate --method tp-sp --p 16 --nodes 2 --seq 8k",
+            1,
+            "inside one NVLink domain",
+        ),
         (
             "plan --gpus 8 --seq 8k --methods ulysses,ring",
             2,
