@@ -156,6 +156,16 @@ pub enum Error {
         /// Who holds it and what to do.
         message: String,
     },
+    /// A command ran to the end and wrote what it writes, but a check it was asked to make
+    /// failed (`validate --runs --check`: a run out of its tolerance). `report` is what it
+    /// prints on stdout all the same.
+    #[error("{message}")]
+    CheckFailed {
+        /// The command's output, printed before the error line.
+        report: String,
+        /// What failed, in one line.
+        message: String,
+    },
     /// A task graph deadlocked in the simulator: tasks remained but nothing could progress.
     #[error("deadlock: {message}")]
     Deadlock {

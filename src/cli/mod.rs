@@ -100,6 +100,10 @@ pub fn main() -> i32 {
     match run(cli) {
         Ok(()) => 0,
         Err(e) => {
+            // A failed check still prints what the command wrote.
+            if let crate::error::Error::CheckFailed { report, .. } = &e {
+                print(report);
+            }
             eprintln!("error: {e}");
             e.exit_code()
         }

@@ -39,6 +39,10 @@ pub struct ValidateArgs {
     /// instead of simulating it.
     #[arg(long, requires = "runs")]
     analytic: bool,
+    /// With --runs: exit 1 when a run leaves its tolerance (after writing the report), naming
+    /// each such run in one line on stderr — for a CI job or a script.
+    #[arg(long, requires = "runs")]
+    check: bool,
 }
 
 pub fn run(a: ValidateArgs) -> Result<String> {
@@ -136,5 +140,34 @@ fn published_runs(a: &ValidateArgs, dir: &std::path::Path) -> Result<String> {
         folder.wrote(&path);
     }
     folder.finish()?;
-    Ok(report::runs_summary(&results, &out))
+    let summary = report::runs_summary(&results, &out);
+    let out_of: Vec<String> = results
+        .iter()
+        .filter(|r| !r.within_tolerance)
+        .map(|r| {
+            format!(
+                "{} ({:+.1}%, tolerance {:.0}%)",
+                r.id,
+                100.0 * r.error,
+                100.0 * r.tolerance
+            )
+        })
+        .collect();
+    if a.check && !out_of.is_empty() {
+        const NAMED: usize = 5;
+        let more = out_of.len().saturating_sub(NAMED);
+        let mut named = out_of[..out_of.len().min(NAMED)].join(", ");
+        if more > 0 {
+            named.push_str(&format!(" and {more} more"));
+        }
+        return Err(crate::error::Error::CheckFailed {
+            report: summary,
+            message: format!(
+                "{} of {} runs out of their tolerance: {named}",
+                out_of.len(),
+                results.len()
+            ),
+        });
+    }
+    Ok(summary)
 }

@@ -541,3 +541,52 @@ fn runtime_flags_reach_memory_and_are_checked() {
     assert!(e.contains("after-backward"), "{e}");
     fails(&["memory", "--pp-p2p", "eager"], 2);
 }
+
+/// `validate --runs DIR --check` writes the report and prints the summary either way, and exits
+/// 1 with one line naming each run out of its tolerance; within tolerance, or without
+/// `--check`, it exits 0.
+#[test]
+fn validate_runs_check_fails_when_a_run_leaves_its_tolerance() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let run: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.join("runs/korthikanti-2022-22b-full.json")).unwrap(),
+    )
+    .unwrap();
+    for (factor, code) in [(1.0, 0), (1.5, 1)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = run.clone();
+        r["measured"]["value"] = (r["measured"]["value"].as_f64().unwrap() * factor).into();
+        std::fs::create_dir(dir.path().join("in")).unwrap();
+        std::fs::write(
+            dir.path().join("in/moved.json"),
+            serde_json::to_vec(&r).unwrap(),
+        )
+        .unwrap();
+        let args = |check: bool| {
+            let mut a = vec!["validate", "--runs", "in", "--out", "out", "--analytic"];
+            a.extend(["--svg-only"]);
+            if check {
+                a.push("--check");
+            }
+            cmd().current_dir(dir.path()).args(a).output().unwrap()
+        };
+        let out = args(true);
+        let (stdout, stderr) = (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        );
+        assert_eq!(out.status.code(), Some(code), "{stdout}{stderr}");
+        assert!(stdout.contains("moved: measured"), "{stdout}");
+        assert!(dir.path().join("out/runs.md").is_file());
+        if code == 1 {
+            assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+            assert!(
+                stderr.contains("1 of 1 runs out of their tolerance: moved (-"),
+                "{stderr}"
+            );
+        } else {
+            assert!(stderr.is_empty(), "{stderr}");
+        }
+        assert_eq!(args(false).status.code(), Some(0));
+    }
+}
