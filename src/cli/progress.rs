@@ -4,7 +4,7 @@
 //! it will take). Items of equal cost (a sweep's points) project the first items' time per item
 //! over the items left. Items of known, unequal cost (a plan's simulations, weighed by what
 //! each will cost the simulator, `evaluate::Evaluation::simulation_cost`: a 128-device ring
-//! over 64 replicas costs a hundred times a small one) project it over the share of the work
+//! over 64 replicas costs 25 times a small one) project it over the share of the work
 //! they are ([`Progress::weighted`]): the first to
 //! finish are then the costliest (the plan starts them first), and a count would say far too
 //! much, or, in any other order, far too little. Whenever the end the items done so far project
