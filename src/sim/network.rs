@@ -36,10 +36,11 @@ use crate::config::{Hardware, IntraNodeKind};
 use crate::cost::{CostModel, LinkClass, Plan};
 use crate::schedule::{CollectiveOp, DeviceId};
 
-/// The most steps of one phase of a collective the simulator runs one by one: a ring over a
-/// node (8 GPUs, 7 steps) or over 16 replicas runs step by step, one over 64 replicas as 16
-/// steps of about 4 steps' bytes ([`Plan::coalesced`]: the same time uncontended), so that a
-/// step's cost does not grow with the data-parallel degree.
+/// The most steps of one phase of a collective the simulator runs one by one: a ring
+/// all-gather or reduce-scatter over up to 17 members (a node's 8 GPUs: 7 steps) and a ring
+/// all-reduce over up to 9 (2(n − 1) steps) run step by step, a ring all-gather over 64
+/// replicas as 16 steps of about 4 steps' bytes ([`Plan::coalesced`]: the same time
+/// uncontended), so that a step's cost does not grow with the data-parallel degree.
 pub const COLLECTIVE_STEPS: u32 = 16;
 
 /// How concurrent flows share links.
