@@ -148,8 +148,7 @@ impl<'a> Keys<'a> {
 /// The layers a program of `layers` is simulated with: a shortened copy where that may be
 /// proven periodic ([`run_program`]).
 fn simulated_layers(layers: u64) -> u64 {
-    let short = super::SHORT_LAYERS + (layers.saturating_sub(super::SHORT_LAYERS) % 2);
-    layers.min(short)
+    layers.min(super::shorten::short_layers(layers))
 }
 
 /// What [`simulate_composed`] will run for `w`, estimated from the plan before anything is
@@ -232,7 +231,7 @@ fn run_program(step: &Step<'_>, stage: u32, op: PipeOp, members: &[u32]) -> Resu
         )
     };
     let layers = w.stage_chunks(stage)[op.chunk as usize].1;
-    let short = super::SHORT_LAYERS + (layers.saturating_sub(super::SHORT_LAYERS) % 2);
+    let short = super::shorten::short_layers(layers);
     let pick = |r: &SimResult| -> Vec<[f64; 5]> {
         members
             .iter()

@@ -32,6 +32,12 @@ use crate::schedule::{self, Devices, LowerOptions, Rounds, StepPlan};
 /// period of two rounds can stand for them too (`sim::engine`'s recurrence monitor).
 pub const SHORT_LAYERS: u64 = 6;
 
+/// The layers a shortened copy of a run of `layers` has: [`SHORT_LAYERS`], one more where that
+/// would leave an odd number out (a run of no more layers is not shortened).
+pub(crate) fn short_layers(layers: u64) -> u64 {
+    SHORT_LAYERS + (layers.saturating_sub(SHORT_LAYERS) % 2)
+}
+
 /// Steady rounds every stage of a shortened pipelined copy has, at least.
 pub const SHORT_ROUNDS: u32 = 8;
 
@@ -81,7 +87,7 @@ pub fn shortening(w: &ValidWorkload) -> Option<(ValidWorkload, Rounds, u64, Shor
             return None;
         }
         let layers = w.model.layers;
-        let simulated = SHORT_LAYERS + (layers.saturating_sub(SHORT_LAYERS) % 2);
+        let simulated = short_layers(layers);
         if layers <= simulated {
             return None;
         }

@@ -245,12 +245,28 @@ fn point_to_point_on_a_mesh_uses_the_pair_link() {
 
 /// Every plan the bundled profiles' libraries pick — NVLS on the NVSwitch nodes, direct on the
 /// xGMI mesh, rings across nodes — simulates to the cost model's time under both link models.
+/// One collective alone, under either link model, takes its plan's time (within 1e-6).
+fn simulates_to_plan_time(hw: &Hardware, op: CollectiveOp, group: &[u32], m: u64, what: &str) {
+    let plan = CostModel::new(hw).collective_plan(op, group, m);
+    for model in [LinkModel::Ideal, LinkModel::MaxMin] {
+        let got = run(hw, op, group, m, model);
+        let rel = (got as f64 * 1e-12 / plan.time_s - 1.0).abs();
+        assert!(
+            rel < 1e-6,
+            "{what} {op:?} n={} {m} B {model:?}: simulated {got} ps, plan {} s ({:?} {:?})",
+            group.len(),
+            plan.time_s,
+            plan.algorithm,
+            plan.protocol
+        );
+    }
+}
+
 #[test]
 fn bundled_profiles_simulate_to_their_plan_times() {
     for name in ["dgx-h100", "b200-8", "mi300x-8", "dgx-a100-80gb"] {
         let mut hw = crate::config::load_hardware(name).unwrap();
         hw.nodes = 2;
-        let cost = CostModel::new(&hw);
         for (group, op, m) in [
             (range(8), CollectiveOp::AllReduce, 1u64 << 30),
             (range(8), CollectiveOp::AllReduce, 1 << 12),
@@ -258,19 +274,7 @@ fn bundled_profiles_simulate_to_their_plan_times() {
             (range(8), CollectiveOp::AllGather, 1 << 28),
             (range(16), CollectiveOp::AllToAll, 1 << 28),
         ] {
-            let plan = cost.collective_plan(op, &group, m);
-            for model in [LinkModel::Ideal, LinkModel::MaxMin] {
-                let got = run(&hw, op, &group, m, model);
-                let rel = (got as f64 * 1e-12 / plan.time_s - 1.0).abs();
-                assert!(
-                    rel < 1e-6,
-                    "{name} {op:?} n={} {m} B {model:?}: simulated {got} ps, plan {} s ({:?} {:?})",
-                    group.len(),
-                    plan.time_s,
-                    plan.algorithm,
-                    plan.protocol
-                );
-            }
+            simulates_to_plan_time(&hw, op, &group, m, name);
         }
     }
 }
@@ -321,15 +325,7 @@ fn rings_over_many_replicas_run_coalesced_in_the_plan_time() {
         );
         assert!(short.steps() <= cap * plan.phases.len() as u32);
         assert!(short.steps() < plan.steps());
-        for model in [LinkModel::Ideal, LinkModel::MaxMin] {
-            let got = run(&hw, op, &group, m, model);
-            let rel = (got as f64 * 1e-12 / plan.time_s - 1.0).abs();
-            assert!(
-                rel < 1e-6,
-                "{op:?} {model:?}: {got} ps, plan {} s",
-                plan.time_s
-            );
-        }
+        simulates_to_plan_time(&hw, op, &group, m, "64 nodes");
     }
     // Shifts differ step by step (each step a different peer): kept.
     let mut shifts = cost.collective_plan(CollectiveOp::AllGather, &group, 1 << 20);
