@@ -25,6 +25,7 @@
 //! | `attention_bias` (absent: true) for Q, K, V and output; MLP biases always | `biases` | gpt_neox |
 //! | `sliding_window` (null: none) | `sliding_window` | mistral |
 //! | `sliding_window` when `use_sliding_window` is true and `max_window_layers` < layers | `sliding_window` | qwen2 |
+//! | family: rotary position embedding (GPT-NeoX: on `rotary_pct` of each head, priced whole) | `rotary` (true) | all |
 //!
 //! A sliding window is modelled exactly where it does not bind: a workload longer than the
 //! window is refused (`Workload::validate`), since metp-sim models full attention.
@@ -306,6 +307,9 @@ pub fn from_hf_config(v: &Value, path: &Path) -> Result<Model> {
         tied_embeddings: flag("tie_word_embeddings")?,
         biases,
         sliding_window,
+        // Every family this import maps rotates its queries and keys (GPT-NeoX only the
+        // `rotary_pct` share of each head; the pass is priced over whole heads).
+        rotary: true,
         source: format!(
             "Hugging Face config.json ({}, model_type {family}) mapped by metp-sim: \
              num_hidden_layers, hidden_size, num_attention_heads, intermediate_size, vocab_size, \

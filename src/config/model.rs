@@ -88,6 +88,12 @@ pub struct Model {
     /// (`Workload::validate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sliding_window: Option<u64>,
+    /// Rotary position embedding (RoPE) on the queries and keys of every layer (LLaMA,
+    /// Mistral, Qwen2, GPT-NeoX, Nemotron-4): a memory-bound pass after the QKV projection and
+    /// its backward. Absent: false — positions enter once at the embedding (GPT-2/3's learned
+    /// table) or inside the attention scores (BLOOM's ALiBi), with no pass of their own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rotary: bool,
     /// Where the figures come from.
     pub source: String,
 }

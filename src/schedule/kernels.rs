@@ -10,7 +10,7 @@
 
 use super::shape::{Attention, AttnPass};
 use super::stage::{CausalBlocks, Kernel};
-use crate::config::{Activation, OptimizerDtype};
+use crate::config::{Activation, Model, OptimizerDtype};
 
 /// Linear layer forward: rows × k_in times k_in × n_out.
 pub fn linear_fwd(name: &'static str, rows: f64, n_out: f64, k_in: f64) -> Kernel {
@@ -191,9 +191,40 @@ pub fn mlp_fwd(rows: f64, h: f64, f: f64, act: Activation) -> Vec<Kernel> {
     };
     vec![
         linear_fwd("fc1", rows, up, h),
-        Kernel::elementwise("act", rows * up, 1.0),
+        Kernel::memory("act", rows * f * act_bytes(act).0),
         linear_fwd("fc2", rows, h, f),
     ]
+}
+
+/// Bytes per MLP column and token of the activation's forward and backward, as the fused
+/// kernels move them (Megatron's bias-GeLU, Transformer Engine's `gelu`/`swiglu` and their
+/// `dgelu`/`dswiglu`, all bf16). GeLU: the forward reads and writes f values (4 bytes), the
+/// backward reads the output gradient and the input and writes the input gradient (6).
+/// SwiGLU: the forward reads the 2f gate and up values and writes their f products (6 bytes),
+/// the backward reads the f output gradients and the 2f inputs and writes 2f input gradients
+/// (10).
+fn act_bytes(act: Activation) -> (f64, f64) {
+    match act {
+        Activation::Gelu => (4.0, 6.0),
+        Activation::Swiglu => (6.0, 10.0),
+    }
+}
+
+/// Rotary position embedding over `rows` tokens of `q_cols` local query and `k_cols` local
+/// key columns, as Transformer Engine's and Apex's fused RoPE kernels run it: each query and
+/// key value read and written once (4 bytes), the rotation's sines and cosines (one row per
+/// position, shared by every head) left out. Its backward rotates the gradients back, the
+/// same bytes. Nothing where the model does not rotate (`Model::rotary`).
+pub fn rope(
+    model: &Model,
+    name: &'static str,
+    rows: f64,
+    q_cols: f64,
+    k_cols: f64,
+) -> Option<Kernel> {
+    model
+        .rotary
+        .then(|| Kernel::elementwise(name, rows * (q_cols + k_cols), 1.0))
 }
 
 /// MLP backward.
@@ -203,7 +234,7 @@ pub fn mlp_bwd(rows: f64, h: f64, f: f64, act: Activation) -> Vec<Kernel> {
         Activation::Swiglu => 2.0 * f,
     };
     let mut k = linear_bwd("fc2-bwd", rows, h, f).to_vec();
-    k.push(Kernel::elementwise("act-bwd", rows * up, 2.0));
+    k.push(Kernel::memory("act-bwd", rows * f * act_bytes(act).1));
     k.extend(linear_bwd("fc1-bwd", rows, up, h));
     k
 }
@@ -265,6 +296,31 @@ mod tests {
                 _ => panic!("{}: not a memory-bound pass", k.name),
             })
             .sum()
+    }
+
+    /// The activation passes move what the fused kernels read and write per MLP column and
+    /// token: GeLU 4 bytes forward and 6 backward, SwiGLU 6 (2f read, f written) and 10 (f
+    /// gradients and 2f inputs read, 2f written) — not SwiGLU's 2f columns read and written
+    /// twice over.
+    #[test]
+    fn activation_passes_move_what_the_fused_kernels_read_and_write() {
+        let (rows, h, f) = (10.0, 64.0, 100.0);
+        let pass = |ks: &[Kernel], name: &str| {
+            bytes(
+                &ks.iter()
+                    .filter(|k| k.name == name)
+                    .copied()
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let gelu_f = mlp_fwd(rows, h, f, Activation::Gelu);
+        let gelu_b = mlp_bwd(rows, h, f, Activation::Gelu);
+        assert_eq!(pass(&gelu_f, "act"), 4_000);
+        assert_eq!(pass(&gelu_b, "act-bwd"), 6_000);
+        let swiglu_f = mlp_fwd(rows, h, f, Activation::Swiglu);
+        let swiglu_b = mlp_bwd(rows, h, f, Activation::Swiglu);
+        assert_eq!(pass(&swiglu_f, "act"), 6_000);
+        assert_eq!(pass(&swiglu_b, "act-bwd"), 10_000);
     }
 
     /// Megatron's fp32 step moves 42 bytes per parameter whatever the gradients' dtype; the

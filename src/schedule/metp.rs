@@ -13,7 +13,7 @@
 use super::common::{finish, Parts};
 use super::kernels::{
     head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm, norm_bwd, residual_bwd,
-    residual_fwd,
+    residual_fwd, rope,
 };
 use super::ring::kv_ring;
 use super::stage::{Axis, Exchange, Kernel, Outer, Ring, RingStep, Stage, StepPlan};
@@ -67,6 +67,10 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         WeightExchange::Broadcast => Exchange::Broadcast,
     };
     let qkv = linear_fwd("qkv", local, qkv_w, d.h);
+    // A group's queries and keys rotated after its projection (rotary models), and back.
+    let rope_cols = (d.h / g, kv_g * d.d);
+    let rope_f = rope(&w.model, "rope", local, rope_cols.0, rope_cols.1);
+    let rope_b = rope(&w.model, "rope-bwd", local, rope_cols.0, rope_cols.1);
     let out = linear_fwd("out-proj", local, d.h, d.h / g);
     let outer_fwd = Outer {
         name: "head-groups",
@@ -76,7 +80,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         exchange,
         buffers: rb,
         body: vec![
-            Stage::Compute(vec![qkv]),
+            Stage::Compute(std::iter::once(qkv).chain(rope_f).collect()),
             Stage::Ring(kv_ring(w, &d, c, d.a / g, kv_g, rb, false, Axis::Method)),
             Stage::Compute(vec![out]),
         ],
@@ -134,12 +138,11 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
 
     let mut body = Vec::new();
     if !o.metp.store_qkv {
-        body.push(Stage::Compute(vec![linear_fwd(
-            "qkv-recompute",
-            local,
-            qkv_w,
-            d.h,
-        )]));
+        body.push(Stage::Compute(
+            std::iter::once(linear_fwd("qkv-recompute", local, qkv_w, d.h))
+                .chain(rope_f)
+                .collect(),
+        ));
     }
     body.push(Stage::Compute(
         linear_bwd("out-proj-bwd", local, d.h, d.h / g).to_vec(),
@@ -155,7 +158,10 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         Axis::Method,
     )));
     body.push(Stage::Compute(
-        linear_bwd("qkv-bwd", local, qkv_w, d.h).to_vec(),
+        rope_b
+            .into_iter()
+            .chain(linear_bwd("qkv-bwd", local, qkv_w, d.h))
+            .collect(),
     ));
     let mut attn_b = Vec::new();
     if full {

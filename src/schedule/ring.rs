@@ -6,7 +6,7 @@
 use super::common::{attn, recompute_kernels, sequence_split_plan};
 use super::kernels::{
     attention_bwd, attention_fwd, causal_blocks, linear_bwd, linear_fwd, norm, norm_bwd,
-    residual_bwd, residual_fwd, AttnShape,
+    residual_bwd, residual_fwd, rope, AttnShape,
 };
 use super::stage::{Axis, Kernel, Ring, RingStep, Stage, StepPlan};
 use crate::config::{Dims, Recompute, ValidWorkload, Workload};
@@ -86,10 +86,11 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     let c = d.s / d.p;
     let local = d.b * c;
     let _act = w.model.activation;
-    let pre = vec![
+    let mut pre = vec![
         norm("ln1", local, d.h),
         linear_fwd("qkv", local, d.h + 2.0 * d.a_kv * d.d, d.h),
     ];
+    pre.extend(rope(&w.model, "rope", local, d.h, d.a_kv * d.d));
     let drop = w.dropout();
     let post = vec![
         linear_fwd("out-proj", local, d.h, d.h),
@@ -123,7 +124,10 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         true,
         Axis::Method,
     )));
-    let mut k = linear_bwd("qkv-bwd", local, d.h + 2.0 * d.a_kv * d.d, d.h).to_vec();
+    let mut k: Vec<Kernel> = rope(&w.model, "rope-bwd", local, d.h, d.a_kv * d.d)
+        .into_iter()
+        .collect();
+    k.extend(linear_bwd("qkv-bwd", local, d.h + 2.0 * d.a_kv * d.d, d.h));
     k.push(norm_bwd("ln1-bwd", local, d.h));
     attn_b.push(Stage::Compute(k));
 

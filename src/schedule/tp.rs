@@ -5,7 +5,7 @@
 use super::common::{attn, finish, recompute_kernels, Parts};
 use super::kernels::{
     attention_bwd, attention_fwd, head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd,
-    norm, norm_bwd, residual_bwd, residual_fwd,
+    norm, norm_bwd, residual_bwd, residual_fwd, rope,
 };
 use super::stage::{Kernel, Stage, StepPlan};
 use super::CollectiveOp;
@@ -29,6 +29,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         norm("ln1", rows, d.h),
         linear_fwd("qkv", rows, (heads + 2.0 * kv) * d.d, d.h),
     ];
+    attn_fwd.extend(rope(&w.model, "rope", rows, heads * d.d, kv * d.d));
     attn_fwd.extend(core.iter().copied());
     attn_fwd.push(linear_fwd("out-proj", rows, d.h, heads * d.d));
     let mut mlp_f = vec![norm("ln2", rows, d.h)];
@@ -58,6 +59,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     let mut k: Vec<Kernel> = vec![residual_bwd("attn-residual-bwd", rows, d.h, drop)];
     k.extend(linear_bwd("out-proj-bwd", rows, d.h, heads * d.d));
     k.extend(attention_bwd(shape, w.options.flash, w.dropout()));
+    k.extend(rope(&w.model, "rope-bwd", rows, heads * d.d, kv * d.d));
     k.extend(linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h));
     k.push(norm_bwd("ln1-bwd", rows, d.h));
     attn_b.push(Stage::Compute(k));

@@ -35,7 +35,7 @@
 use super::common::{attn, finish, recompute_kernels, Parts};
 use super::kernels::{
     attention_bwd, attention_fwd, head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd,
-    norm, norm_bwd, residual_bwd, residual_fwd,
+    norm, norm_bwd, residual_bwd, residual_fwd, rope,
 };
 use super::ring::kv_ring;
 use super::stage::{Axis, Kernel, Ring, RingStep, Stage, StepPlan};
@@ -91,7 +91,11 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     let core = attention_fwd(shape, w.options.flash, w.dropout());
     let qkv = linear_fwd("qkv", rows, (heads + 2.0 * kv) * d.d, d.h);
     let out_proj = linear_fwd("out-proj", rows, d.h, heads * d.d);
-    let mut attn_k = vec![qkv];
+    // The queries and keys rotated after the projection (rotary models), and back before it.
+    let rope_f = rope(&w.model, "rope", rows, heads * d.d, kv * d.d);
+    let rope_b = rope(&w.model, "rope-bwd", rows, heads * d.d, kv * d.d);
+    let qkv_rope: Vec<Kernel> = std::iter::once(qkv).chain(rope_f).collect();
+    let mut attn_k = qkv_rope.clone();
     attn_k.extend(core.iter().copied());
     attn_k.push(out_proj);
     // Two receive buffers let a hop overlap the current block; the all-gather exposes them.
@@ -135,6 +139,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
             Stage::Compute(vec![norm("ln1", local, d.h)]),
             overlapped("qkv-all-gather", qkv_c, true),
         ];
+        attn_f.extend(rope_f.map(|k| Stage::Compute(vec![k])));
         if context {
             attn_f.push(cp_ring(false));
         } else {
@@ -177,7 +182,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         if input_gathered_early {
             attn_b.extend([
                 ag("all-gather-input"),
-                Stage::Compute(vec![qkv]),
+                Stage::Compute(qkv_rope.clone()),
                 cp_ring(false),
             ]);
         } else if !full && selective {
@@ -196,6 +201,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
                 w.dropout(),
             )));
         }
+        attn_b.extend(rope_b.map(|k| Stage::Compute(vec![k])));
         if input_gathered_early {
             attn_b.push(Stage::Compute(vec![qkv_whole[0]]));
         } else {
@@ -209,7 +215,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     } else {
         let attn_core_f = if context {
             vec![
-                Stage::Compute(vec![qkv]),
+                Stage::Compute(qkv_rope.clone()),
                 cp_ring(false),
                 Stage::Compute(vec![out_proj]),
             ]
@@ -246,7 +252,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         attn_b.push(ag("all-gather-input"));
         if context {
             if w.options.recompute == Recompute::Selective {
-                attn_b.push(Stage::Compute(vec![qkv]));
+                attn_b.push(Stage::Compute(qkv_rope.clone()));
                 attn_b.push(cp_ring(false));
             }
             attn_b.push(Stage::Compute(
@@ -254,7 +260,10 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
             ));
             attn_b.push(cp_ring(true));
             attn_b.push(Stage::Compute(
-                linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h).to_vec(),
+                rope_b
+                    .into_iter()
+                    .chain(linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h))
+                    .collect(),
             ));
         } else {
             let re = if full {
@@ -265,6 +274,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
             let mut k: Vec<Kernel> = re;
             k.extend(linear_bwd("out-proj-bwd", rows, d.h, heads * d.d));
             k.extend(attention_bwd(shape, w.options.flash, w.dropout()));
+            k.extend(rope_b);
             k.extend(linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h));
             attn_b.push(Stage::Compute(k));
         }

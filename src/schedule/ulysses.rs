@@ -5,7 +5,7 @@
 use super::common::{attn, recompute_kernels, sequence_split_plan};
 use super::kernels::{
     attention_bwd, attention_fwd, linear_bwd, linear_fwd, norm, norm_bwd, residual_bwd,
-    residual_fwd,
+    residual_fwd, rope,
 };
 use super::stage::{Kernel, Stage, StepPlan};
 use super::CollectiveOp;
@@ -29,10 +29,11 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     };
     let shape = attn(w, d.b, d.s, d.s, heads, kv, d.d);
     let core = attention_fwd(shape, w.options.flash, w.dropout());
-    let pre = vec![
+    let mut pre = vec![
         norm("ln1", local, d.h),
         linear_fwd("qkv", local, d.h + 2.0 * d.a_kv * d.d, d.h),
     ];
+    pre.extend(rope(&w.model, "rope", local, d.h, d.a_kv * d.d));
     let drop = w.dropout();
     let post = vec![
         linear_fwd("out-proj", local, d.h, d.h),
@@ -63,7 +64,10 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     core_b.extend(attention_bwd(shape, w.options.flash, w.dropout()));
     attn_b.push(Stage::Compute(core_b));
     attn_b.push(a2a("all-to-all-grad-qkv", qkv_bytes));
-    let mut k = linear_bwd("qkv-bwd", local, d.h + 2.0 * d.a_kv * d.d, d.h).to_vec();
+    let mut k: Vec<Kernel> = rope(&w.model, "rope-bwd", local, d.h, d.a_kv * d.d)
+        .into_iter()
+        .collect();
+    k.extend(linear_bwd("qkv-bwd", local, d.h + 2.0 * d.a_kv * d.d, d.h));
     k.push(norm_bwd("ln1-bwd", local, d.h));
     attn_b.push(Stage::Compute(k));
 

@@ -19,6 +19,7 @@ pub fn gpt(h: u64, a: u64, layers: u64) -> Model {
         tied_embeddings: true,
         biases: Default::default(),
         sliding_window: None,
+        rotary: false,
         source: "test fixture".into(),
     }
 }

@@ -24,6 +24,7 @@ fn wide() -> Model {
         tied_embeddings: true,
         biases: Default::default(),
         sliding_window: None,
+        rotary: false,
         source: "test".into(),
     }
 }

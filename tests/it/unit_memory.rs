@@ -229,6 +229,7 @@ fn model(h: u64, a: u64, kv: u64, f: u64, activation: Activation) -> Model {
         tied_embeddings: true,
         biases: Default::default(),
         sliding_window: None,
+        rotary: false,
         source: "test".into(),
     }
 }

@@ -515,6 +515,7 @@ fn exec_reconcile_with_inventory() {
             tied_embeddings: false,
             biases: Default::default(),
             sliding_window: None,
+            rotary: false,
             source: String::new(),
         };
         let w = Workload {
