@@ -83,3 +83,21 @@ pub fn agrees_with_the_analytic_twin(w: &Workload, label: &str) -> metp_sim::eva
     );
     e
 }
+
+/// A validated workload's step lowered for every device, without memory or optimizer tasks:
+/// the compute and communication tasks a test counts.
+pub fn lowered_step(w: &metp_sim::config::ValidWorkload) -> metp_sim::schedule::TaskGraph {
+    use metp_sim::schedule::{lower, plan, Devices, LowerOptions, Rounds};
+    let stages = metp_sim::memory::stage_inventories(w);
+    lower(
+        w,
+        &plan(w),
+        &stages,
+        LowerOptions {
+            devices: Devices::All,
+            memory: false,
+            optimizer: false,
+            rounds: Rounds::None,
+        },
+    )
+}

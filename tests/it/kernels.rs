@@ -412,7 +412,7 @@ fn backward_over_forward_is_larger_for_small_calls() {
 #[test]
 fn causal_ring_steps_run_the_blocks_the_gpu_really_runs() {
     use metp_sim::config::{load_model, MethodId, Options, Workload};
-    use metp_sim::schedule::{lower, plan, LowerOptions, Pass, Work};
+    use metp_sim::schedule::{Pass, Work};
     for zigzag in [false, true] {
         let w = Workload {
             model: load_model("llama2-7b").unwrap(),
@@ -431,18 +431,7 @@ fn causal_ring_steps_run_the_blocks_the_gpu_really_runs() {
             },
         };
         let w = w.validate().unwrap();
-        let stages = metp_sim::memory::stage_inventories(&w);
-        let g = lower(
-            &w,
-            &plan(&w),
-            &stages,
-            LowerOptions {
-                devices: metp_sim::schedule::Devices::All,
-                memory: false,
-                optimizer: false,
-                rounds: metp_sim::schedule::Rounds::None,
-            },
-        );
+        let g = crate::common::lowered_step(&w);
         for dev in 0..4u32 {
             let calls: Vec<Attention> = g
                 .tasks

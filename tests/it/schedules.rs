@@ -99,7 +99,7 @@ fn lowered_graphs_are_well_formed() {
 /// positions (GPT-3) has no such pass.
 #[test]
 fn rotary_models_rotate_queries_and_keys_once_each_way() {
-    use metp_sim::schedule::{Devices, KernelShape, Pass, Rounds};
+    use metp_sim::schedule::{KernelShape, Pass};
     let seq = 4096u64;
     for (name, rotary) in [("llama3-8b", true), ("gpt3-1.3b", false)] {
         let mut model = load_model(name).unwrap();
@@ -116,18 +116,7 @@ fn rotary_models_rotate_queries_and_keys_once_each_way() {
                     };
                     let w = workload(model.clone(), method, p, seq, o);
                     let Ok(w) = w.validate() else { continue };
-                    let stages = metp_sim::memory::stage_inventories(&w);
-                    let g = lower(
-                        &w,
-                        &plan(&w),
-                        &stages,
-                        LowerOptions {
-                            devices: Devices::All,
-                            memory: false,
-                            optimizer: false,
-                            rounds: Rounds::None,
-                        },
-                    );
+                    let g = crate::common::lowered_step(&w);
                     let bytes = |name: &str, pass: Pass| -> u64 {
                         g.tasks
                             .iter()
