@@ -19,6 +19,7 @@
 //!
 //! Depends on `config`, `cost`, `schedule`'s plan types and `error`; never on `sim`.
 
+mod gather_ahead;
 mod overlap;
 mod pipeline;
 mod pricer;
@@ -220,17 +221,15 @@ fn price_parts(
     // Every micro-batch before the last is the same work: past a few, one is priced and counted
     // (the loop's sum, to rounding), so a step of 65,536 micro-batches costs what 2 do.
     let m = plan.micro_batches;
+    // A forward or backward run of every layer, ZeRO-3's weights gathered one layer ahead.
+    let add_layers = |into: &mut PartTimes, layer| {
+        gather_ahead::add_run(into, u64::from(plan.layers), gather, layer, pr.sigma);
+    };
     let (repeat, first) = if m > MICRO_BATCHES_SUMMED {
         let mut one = PartTimes::computing(emb_f);
-        for _ in 0..plan.layers {
-            one += PartTimes::waiting_on_comm(gather);
-            one += fwd_layer;
-        }
+        add_layers(&mut one, fwd_layer);
         one += head;
-        for _ in 0..plan.layers {
-            one += PartTimes::waiting_on_comm(gather);
-            one += bwd_layer;
-        }
+        add_layers(&mut one, bwd_layer);
         one += PartTimes::computing(emb_b);
         step += one.times(f64::from(m - 1));
         (true, m - 1)
@@ -241,10 +240,7 @@ fn price_parts(
         let last = mb + 1 == plan.micro_batches;
         debug_assert!(!repeat || last);
         step += PartTimes::computing(emb_f);
-        for _ in 0..plan.layers {
-            step += PartTimes::waiting_on_comm(gather);
-            step += fwd_layer;
-        }
+        add_layers(&mut step, fwd_layer);
         step += head;
         let after_backward = w.options.runtime.grad_sync == GradSync::AfterBackward;
         if last && sync > 0.0 && !after_backward {
@@ -258,13 +254,22 @@ fn price_parts(
             } else {
                 0.0
             };
-            let overlap = |a0: f64, a1: f64, b0: f64, b1: f64| (a1.min(b1) - a0.max(b0)).max(0.0);
+            let overlap = gather_ahead::overlap;
             let (mut now, mut queue_end, mut slowed) = (0.0f64, 0.0f64, 0.0f64);
             let mut syncs: Vec<(f64, f64)> = Vec::new();
-            for _ in 0..plan.layers {
-                let c0 = now + gather;
+            let mut gathers = gather_ahead::GatherAhead::start(gather, now);
+            for l in 0..plan.layers {
+                let (c0, next) = gathers.layer(now, l + 1 < plan.layers);
                 let c1 = c0 + bwd_layer.wall;
-                let hidden: f64 = syncs.iter().map(|&(s0, s1)| overlap(s0, s1, c0, c1)).sum();
+                // What flows beside the compute: the synchronisations and the next layer's
+                // gather, counted once where both do.
+                let in_syncs = |a: f64, b: f64| -> f64 {
+                    syncs.iter().map(|&(s0, s1)| overlap(s0, s1, a, b)).sum()
+                };
+                let hidden = in_syncs(c0, c1)
+                    + next.map_or(0.0, |(a, b)| {
+                        overlap(a, b, c0, c1) - in_syncs(a.max(c0), b.min(c1))
+                    });
                 let ext = pr.sigma * hidden.min(bwd_layer.wall) * busy_ratio;
                 slowed += ext;
                 now = c1 + ext;
@@ -287,10 +292,7 @@ fn price_parts(
                 comm: layers * (gather + bwd_layer.comm + sync),
             };
         } else {
-            for _ in 0..plan.layers {
-                step += PartTimes::waiting_on_comm(gather);
-                step += bwd_layer;
-            }
+            add_layers(&mut step, bwd_layer);
             step += PartTimes::computing(emb_b);
             if last && after_backward {
                 // `config::runtime`: every layer's synchronisation once the backward has ended.

@@ -26,6 +26,7 @@
 //!   synchronisation left after the last backward. The critical stage is the one that
 //!   computes longest (as the simulator's critical device).
 
+use super::gather_ahead::{self, GatherAhead};
 use super::{PartTimes, Pricer};
 use crate::config::{Coord, GradSync, PipeP2p, ValidWorkload};
 use crate::schedule::{CollectiveOp, Mailboxes, StepPlan, StepTimes};
@@ -239,7 +240,7 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
     let mut arrivals = Mailboxes::new(pp as u64 * v);
     let mut clocks = vec![StageClock::default(); pp as usize];
     let mut idx = vec![0usize; pp as usize];
-    let mut fwd_sums: [Vec<Option<PartTimes>>; 4] = Default::default();
+    let mut fwd_sums: [Vec<Option<(PartTimes, f64)>>; 4] = Default::default();
     loop {
         let mut progress = false;
         for s in 0..pp {
@@ -315,20 +316,19 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
                         if u == 0 {
                             d += PartTimes::computing(emb_f);
                         }
-                        for _ in 0..n {
-                            d += PartTimes::waiting_on_comm(gather);
-                            d += fwd_layer;
-                        }
+                        let beside = gather_ahead::add_run(&mut d, n, gather, fwd_layer, sigma);
                         if u == last_u {
                             d += head;
                         }
-                        d
+                        (d, beside)
                     });
+                    let (d, beside) = d;
                     // Gradient synchronisations still flowing (ZeRO ≥ 2 syncs every
                     // micro-batch) slow this forward's compute by σ while they overlap it.
-                    let hidden = c.syncs.hidden(t, t + d.wall);
+                    // The gathers flowing beside it have slowed it already.
+                    let hidden = c.syncs.hidden(t, t + d.wall).min(d.wall - beside);
                     let ratio = if d.wall > 0.0 { d.busy / d.wall } else { 0.0 };
-                    let ext = sigma * hidden.min(d.wall) * ratio;
+                    let ext = sigma * hidden.clamp(0.0, d.wall) * ratio;
                     c.compute += d.compute;
                     c.busy += d.busy + ext;
                     c.comm += d.comm;
@@ -339,18 +339,24 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
                     let last_mb = (op.micro_batch + 1 == m || plan.grad_sync_every_micro_batch)
                         && sync > 0.0
                         && !after_backward;
-                    for _ in 0..n {
-                        let c0 = t + gather;
+                    let mut gathers = GatherAhead::start(gather, t);
+                    for l in 0..n {
+                        let (c0, next) = gathers.layer(t, l + 1 < n);
                         let c1 = c0 + bwd_layer.wall;
-                        let mut ext = 0.0;
+                        // What flows beside the compute: the synchronisations still queued and
+                        // the next layer's gather, counted once where both do.
+                        let mut hidden =
+                            next.map_or(0.0, |(a, b)| gather_ahead::overlap(a, b, c0, c1));
                         if last_mb {
-                            let hidden = c.syncs.hidden(c0, c1);
-                            ext = sigma * hidden.min(bwd_layer.wall) * busy_ratio;
+                            let syncs = c.syncs.hidden(c0, c1);
+                            let both = next.map_or(0.0, |(_, b)| c.syncs.hidden(c0, b.min(c1)));
+                            hidden += syncs - both;
                         }
+                        let ext = sigma * hidden.clamp(0.0, bwd_layer.wall) * busy_ratio;
                         c.compute += bwd_layer.compute;
                         c.busy += bwd_layer.busy + ext;
                         c.comm += gather + bwd_layer.comm;
-                        c.exposed += gather + (bwd_layer.wall - bwd_layer.busy);
+                        c.exposed += (c0 - t) + (bwd_layer.wall - bwd_layer.busy);
                         c.slowed += ext;
                         t = c1 + ext;
                         if last_mb {

@@ -109,7 +109,7 @@ pub struct PlanArgs {
     no_outer_axes: bool,
     /// Simulate every configuration exactly (a shortened copy where the simulator proves the
     /// rest repeats it, else every layer and micro-batch) instead of composing large steps from
-    /// their distinct op programs (slower; the two agree within 1–2.5%: tests/it/compose.rs).
+    /// their distinct op programs (slower; the two agree within 1–3%: tests/it/compose.rs).
     #[arg(long)]
     full_sim: bool,
     /// Rejections to list in JSON (the counts are always complete).

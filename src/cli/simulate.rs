@@ -59,7 +59,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     trace_all_devices: bool,
     /// The fast path, as plan runs it: exact where the step is small, else composed from its
-    /// distinct op programs, each simulated once (within 1–2.5% of --full-sim; milliseconds for a
+    /// distinct op programs, each simulated once (within 1–3% of --full-sim; milliseconds for a
     /// 16,384-GPU step). No trace.
     #[arg(long, conflicts_with_all = ["trace", "timeline", "full_sim"])]
     extrapolate: bool,

@@ -416,6 +416,19 @@ impl ValidWorkload {
         }
     }
 
+    /// How many devices hold each weight: the data-parallel and context-parallel ranks, times
+    /// p for the methods that replicate their weights (the size of [`Self::replica_group`]).
+    pub fn weight_replicas(&self) -> u64 {
+        let replicated = !self.method.shards_weights();
+        self.dp * self.outer.cp * if replicated { self.p } else { 1 }
+    }
+
+    /// Whether ZeRO-3 gathers each layer's weights before it computes (stage 3 with more than
+    /// one replica to gather from).
+    pub fn gathers_layer_weights(&self) -> bool {
+        self.zero_stage() == ZeroStage::Zero3 && self.weight_replicas() > 1
+    }
+
     /// The cluster rank of a device (`config::layout`).
     pub fn rank_of(&self, c: Coord) -> u32 {
         self.axes().rank_of(c)

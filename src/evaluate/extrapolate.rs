@@ -8,7 +8,7 @@
 //! - [`SimDepth::Extrapolate`] (the fast path: `plan`, `simulate --extrapolate`): the exact
 //!   path when what it would simulate is at most [`FAST_EXACT_TASKS`] tasks; otherwise the step
 //!   composed from its distinct op programs (`sim::simulate_composed`: each forward and backward
-//!   program of a stage simulated once, the 1F1B orders walked with them), within 1–2.5% of
+//!   program of a stage simulated once, the 1F1B orders walked with them), within 1–3% of
 //!   the whole simulation (`tests/it/compose.rs`), in milliseconds where the whole step is
 //!   millions of tasks. Nothing is extrapolated that was not proven, except a composed
 //!   program's layers when their period is not found and the program is large (affine in the

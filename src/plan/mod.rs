@@ -29,7 +29,7 @@
 //!    candidates' stage inventories would not fit in memory); the best
 //!    [`PlanSpec::sim_candidates`] of those (default 3 × top) are evaluated again and
 //!    simulated — exactly where the step is small (a shortened copy where the simulator proves
-//!    the rest repeats it), else composed from its distinct op programs (within 1–2.5%; `--full-sim`
+//!    the rest repeats it), else composed from its distinct op programs (within 1–3%; `--full-sim`
 //!    simulates all of them exactly) — and ranked by simulated tokens per second. Ties, and the
 //!    order of everything else, are broken by method (in [`crate::config::MethodId::ALL`]
 //!    order), p, cp, pp, interleave, dp, recomputation (none, selective, full), micro-batch,

@@ -35,7 +35,7 @@ pub enum Simulation {
     /// exactly: the simulator's own numbers.
     Exact,
     /// Composed from its distinct op programs, each simulated once (the fast path for steps
-    /// too large to simulate exactly; within 1–2.5% of the whole simulation).
+    /// too large to simulate exactly; within 1–3% of the whole simulation).
     Composed,
 }
 

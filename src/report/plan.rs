@@ -323,13 +323,11 @@ fn header(p: &Plan) -> String {
     };
     let how = match (p.simulated_exact, p.simulated_composed) {
         (_, 0) => "exactly (sim =)".to_string(),
-        (0, _) => {
-            "each composed from its distinct op programs (sim ≈, within 1–2.5% of --full-sim)"
-                .to_string()
-        }
+        (0, _) => "each composed from its distinct op programs (sim ≈, within 1–3% of --full-sim)"
+            .to_string(),
         (e, c) => format!(
             "{e} exactly (sim =), {c} composed from their distinct op programs (sim ≈, within \
-             1–2.5% of --full-sim)"
+             1–3% of --full-sim)"
         ),
     };
     let simulated = if p.simulated > 0 {

@@ -52,6 +52,7 @@ fn fig(q: Quantity, v: f64) -> String {
         Quantity::IterationS => format!("{v:.2} s"),
         Quantity::TflopsPerGpu => format!("{v:.0} TFLOP/s"),
         Quantity::Mfu => format!("{:.1}% MFU", 100.0 * v),
+        Quantity::TokensPerSPerGpu => format!("{v:.0} tokens/s"),
     }
 }
 
@@ -360,10 +361,10 @@ fn section(s: &mut String, r: &RunResult) {
         if r.tool_faster { "faster:" } else { "slower:" },
         r.predicted_step_s,
         r.measured_step_s,
-        if r.quantity == Quantity::IterationS {
-            ""
-        } else {
-            " (implied by the figure and the convention)"
+        match r.quantity {
+            Quantity::IterationS => "",
+            Quantity::TokensPerSPerGpu => " (implied by the figure)",
+            Quantity::TflopsPerGpu | Quantity::Mfu => " (implied by the figure and the convention)",
         },
         fig(r.quantity, r.analytic_predicted),
         pct(r.analytic_error),

@@ -387,7 +387,7 @@ pub fn simulate_table_with(e: &Evaluation, training: Option<Training>) -> String
             match r.composed {
                 Some(c) => format!(
                     "composed from {} distinct op programs, each simulated once ({} tasks, {} \
-                     events{reduced}), for the {} ops of the step's 1F1B orders{}; within 1–2.5% of \
+                     events{reduced}), for the {} ops of the step's 1F1B orders{}; within 1–3% of \
                      --full-sim\n",
                     c.programs,
                     r.result.tasks,

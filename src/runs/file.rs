@@ -46,6 +46,9 @@ pub enum Quantity {
     /// Model FLOPs utilisation (0..1) against the GPU's dense bf16/fp16 peak, counted by the
     /// paper's FLOP convention.
     Mfu,
+    /// Tokens each GPU trains per second (torchtitan's "WPS"): the step's tokens (global
+    /// batch × sequence) over the GPUs, per second of step. No FLOP convention.
+    TokensPerSPerGpu,
 }
 
 impl Quantity {
@@ -60,6 +63,7 @@ impl Quantity {
             Quantity::IterationS => "s per iteration",
             Quantity::TflopsPerGpu => "TFLOP/s per GPU",
             Quantity::Mfu => "MFU",
+            Quantity::TokensPerSPerGpu => "tokens/s per GPU",
         }
     }
 }

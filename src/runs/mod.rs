@@ -258,6 +258,9 @@ fn convention(run: &Run, k: &Knobs) -> Option<FlopConvention> {
 fn figure(run: &Run, k: &Knobs, w: &Workload, step_s: f64) -> f64 {
     let gpus = run.gpus() as f64;
     match (run.file.measured.quantity, convention(run, k)) {
+        (Quantity::TokensPerSPerGpu, _) => {
+            run.file.global_batch as f64 * run.file.seq as f64 / gpus / step_s
+        }
         (Quantity::IterationS, _) | (_, None) => step_s,
         (Quantity::TflopsPerGpu, Some(c)) => step_flops(w, c) / step_s / gpus / 1e12,
         (Quantity::Mfu, Some(c)) => {

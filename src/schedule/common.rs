@@ -93,9 +93,7 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
     } else {
         layer_params.div_ceil(w.p as u128)
     };
-    // Replicas of a weight: the data-parallel and context-parallel ranks, times p for
-    // replicated-weight methods.
-    let replicas = w.dp * w.outer.cp * if replicated { w.p } else { 1 };
+    let replicas = w.weight_replicas();
     let zero = w.zero_stage();
     let mut attn_bwd = parts.attn_bwd;
     if let Some(pass) = grad_accumulation(w, layer_params_local, replicas, zero) {
@@ -125,7 +123,7 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
         } else {
             0
         };
-    let zero3_gather_bytes = if zero == ZeroStage::Zero3 && replicas > 1 {
+    let zero3_gather_bytes = if w.gathers_layer_weights() {
         (2 * layer_params_local) as u64
     } else {
         0

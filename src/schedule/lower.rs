@@ -123,8 +123,10 @@ const PP_SEND_FWD: Stream = Stream::Comm(10);
 const PP_RECV_FWD: Stream = Stream::Comm(11);
 const PP_SEND_BWD: Stream = Stream::Comm(12);
 const PP_RECV_BWD: Stream = Stream::Comm(13);
-/// The compute stream and communication streams 0–13.
-const STREAMS: usize = 15;
+/// ZeRO-3's weight all-gathers, one layer ahead of the compute (`lower::sync`).
+const ZERO3_GATHER: Stream = Stream::Comm(14);
+/// The compute stream and communication streams 0–14.
+const STREAMS: usize = 16;
 
 fn stream_slot(s: Stream) -> usize {
     match s {

@@ -147,8 +147,8 @@ impl<'a> Keys<'a> {
 
 /// The layers a program of `layers` is simulated with: a shortened copy where that may be
 /// proven periodic ([`run_program`]).
-fn simulated_layers(layers: u64) -> u64 {
-    layers.min(super::shorten::short_layers(layers))
+fn simulated_layers(layers: u64, tail: u64) -> u64 {
+    layers.min(super::shorten::short_layers(layers, tail))
 }
 
 /// What [`simulate_composed`] will run for `w`, estimated from the plan before anything is
@@ -170,7 +170,7 @@ pub fn composed_size(
                 devices,
                 schedule::OpProgram {
                     forward: k.forward,
-                    layers: simulated_layers(k.layers),
+                    layers: simulated_layers(k.layers, super::shorten::run_tail(w)),
                     embedding: k.embedding,
                     head: k.head,
                     sync: k.sync,
@@ -231,7 +231,7 @@ fn run_program(step: &Step<'_>, stage: u32, op: PipeOp, members: &[u32]) -> Resu
         )
     };
     let layers = w.stage_chunks(stage)[op.chunk as usize].1;
-    let short = super::shorten::short_layers(layers);
+    let short = super::shorten::short_layers(layers, super::shorten::run_tail(w));
     let pick = |r: &SimResult| -> Vec<[f64; 5]> {
         members
             .iter()
@@ -255,6 +255,9 @@ fn run_program(step: &Step<'_>, stage: u32, op: PipeOp, members: &[u32]) -> Resu
             v.validate()
         };
         let mut g = lowered(&with_layers(short)?, Rounds::Layers);
+        // A declared run whose proof fails was simulated as it is (the monitor changes nothing
+        // the engine does): the short copy's own step, kept for the affine fit below.
+        let mut short_run = None;
         if g.periodic.len() == 1 {
             g.periodic[0].insert = layers - short;
             let r = sim(&g, true)?;
@@ -266,12 +269,19 @@ fn run_program(step: &Step<'_>, stage: u32, op: PipeOp, members: &[u32]) -> Resu
                     extrapolated: false,
                 });
             }
+            short_run = Some(r);
         }
-        // Not proven periodic: the whole run if it is small, else affine in the layers.
-        let whole = lowered(w, Rounds::None);
-        if whole.tasks.len() as u64 > PROGRAM_TASKS {
+        // Not proven periodic: the whole run if it is small, else affine in the layers. Every
+        // layer lowers to the same tasks, so the short copy's count says how large the whole
+        // run is without lowering it (millions of tasks for a long run of a wide ring).
+        let whole_tasks = (g.tasks.len() as u64).saturating_mul(layers) / short.max(1);
+        drop(g);
+        if whole_tasks > PROGRAM_TASKS {
             let (a, b) = (short, 2 * short);
-            let ra = sim(&lowered(&with_layers(a)?, Rounds::None), false)?;
+            let ra = match short_run {
+                Some(r) => r,
+                None => sim(&lowered(&with_layers(a)?, Rounds::None), false)?,
+            };
             let rb = sim(&lowered(&with_layers(b)?, Rounds::None), false)?;
             let k = (layers - a) as f64 / (b - a) as f64;
             let (pa, pb) = (pick(&ra), pick(&rb));
@@ -287,7 +297,7 @@ fn run_program(step: &Step<'_>, stage: u32, op: PipeOp, members: &[u32]) -> Resu
                 extrapolated: true,
             });
         }
-        let r = sim(&whole, false)?;
+        let r = sim(&lowered(w, Rounds::None), false)?;
         return Ok(Program {
             devices: pick(&r),
             tasks: r.tasks,

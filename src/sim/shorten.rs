@@ -32,10 +32,19 @@ use crate::schedule::{self, Devices, LowerOptions, Rounds, StepPlan};
 /// period of two rounds can stand for them too (`sim::engine`'s recurrence monitor).
 pub const SHORT_LAYERS: u64 = 6;
 
-/// The layers a shortened copy of a run of `layers` has: [`SHORT_LAYERS`], one more where that
-/// would leave an odd number out (a run of no more layers is not shortened).
-pub(crate) fn short_layers(layers: u64) -> u64 {
-    SHORT_LAYERS + (layers.saturating_sub(SHORT_LAYERS) % 2)
+/// The layers a shortened copy of a run of `layers` has: [`SHORT_LAYERS`] rounds plus the
+/// run's `tail` (the layers after its last round: [`run_tail`]), one more where that would
+/// leave an odd number out (a run of no more layers is not shortened).
+pub(crate) fn short_layers(layers: u64, tail: u64) -> u64 {
+    let short = SHORT_LAYERS + tail;
+    short + (layers.saturating_sub(short) % 2)
+}
+
+/// Layers at the end of each run of layers that its declared rounds leave out: under ZeRO-3
+/// the last layer gathers no next layer's weights (`schedule::lower::sync`), so its tasks are
+/// not the other layers' shape and it closes the run instead of repeating it.
+pub(crate) fn run_tail(w: &ValidWorkload) -> u64 {
+    u64::from(w.gathers_layer_weights())
 }
 
 /// Steady rounds every stage of a shortened pipelined copy has, at least.
@@ -87,7 +96,7 @@ pub fn shortening(w: &ValidWorkload) -> Option<(ValidWorkload, Rounds, u64, Shor
             return None;
         }
         let layers = w.model.layers;
-        let simulated = short_layers(layers);
+        let simulated = short_layers(layers, run_tail(w));
         if layers <= simulated {
             return None;
         }

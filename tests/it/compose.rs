@@ -119,9 +119,10 @@ fn composed_steps_are_within_one_percent_of_the_whole_simulation() {
         assert!(c.composed.is_some(), "{label}");
         // Under ZeRO ≥ 2 every micro-batch synchronises its gradients, and that traffic shares
         // the links with the next micro-batch's own flows (ZeRO-3 gathers), which the walk does
-        // not see: measured 1.8% (composed faster) on the ZeRO-3 Ulysses step below.
+        // not see: measured 2.8% (composed faster) on the ZeRO-3 Ulysses step below since its
+        // gathers flow one layer ahead beside the compute (1.8% when they blocked it).
         let tol = if plan.grad_sync_every_micro_batch && m > 1 {
-            0.025
+            0.03
         } else {
             0.01
         };

@@ -404,3 +404,71 @@ fn a_separate_gradient_accumulation_pass_costs_its_bytes_per_layer_and_micro_bat
         16.0 * pass_s
     );
 }
+
+/// ZeRO-3 gathers each layer's weights one layer ahead (`schedule::lower::sync`), as FSDP's
+/// prefetch runs it and as the memory inventory's two gathered layers assume: in every run of
+/// layers, forward and backward, a layer's compute waits for its own gather, and the gather of
+/// the layer after it depends on nothing the layer computes — it flows beside it. The first
+/// layer's gather of each run waits for what came before.
+#[test]
+fn zero3_gathers_flow_one_layer_ahead_of_the_compute() {
+    use metp_sim::schedule::{Pass, Work};
+    let mut model = load_model("llama2-7b").unwrap();
+    model.layers = 4;
+    let o = Options {
+        zero: Some(ZeroStage::Zero3),
+        ..Options::default()
+    };
+    let mut w = workload(model, MethodId::Ulysses, 4, 4096, o);
+    w.dp = 2;
+    let w = w.validate().unwrap();
+    let g = crate::common::lowered_step(&w);
+    let on0 = |t: &&metp_sim::schedule::Task| t.device == 0;
+    for pass in [Pass::Fwd, Pass::Bwd] {
+        let gathers: Vec<(usize, u32)> = g
+            .tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| on0(t) && t.label.pass == pass && t.label.name == "zero3-all-gather")
+            .map(|(i, t)| (i, t.label.layer.unwrap()))
+            .collect();
+        assert_eq!(gathers.len(), 4, "{pass:?}: one gather per layer");
+        let computes = |layer: u32| -> Vec<usize> {
+            g.tasks
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| {
+                    on0(t)
+                        && t.label.pass == pass
+                        && t.label.layer == Some(layer)
+                        && matches!(t.work, Work::Compute { .. })
+                })
+                .map(|(i, _)| i)
+                .collect()
+        };
+        for (k, &(gather, layer)) in gathers.iter().enumerate() {
+            // The layer's first kernel waits for its gather.
+            let first = computes(layer)[0];
+            assert!(
+                g.tasks[first].deps.contains(&(gather as u32)),
+                "{pass:?} layer {layer}: its compute does not wait for its gather"
+            );
+            if k == 0 {
+                continue;
+            }
+            // It was issued as the layer before it started, after that layer's own gather.
+            let before = gathers[k - 1];
+            let beside = computes(before.1);
+            let deps = &g.tasks[gather].deps;
+            assert!(deps.contains(&(before.0 as u32)), "{pass:?} layer {layer}");
+            assert!(
+                deps.iter().all(|d| !beside.contains(&(*d as usize))),
+                "{pass:?} layer {layer}: its gather waits for the layer computing beside it"
+            );
+            assert!(
+                gather < beside[0],
+                "{pass:?} layer {layer}: issued after it started"
+            );
+        }
+    }
+}

@@ -9,7 +9,7 @@
 //! DeepSpeed pairs a step's receive and send with the neighbour's in an order that cannot
 //! deadlock — so a message moves only when both stages have reached it.
 
-use super::sync::{grad_sync_collective, param_gather, zero3_gather};
+use super::sync::{grad_sync_collective, param_gather, zero3_gather_ahead, zero3_gather_first};
 use super::*;
 use crate::config::{GradSync, PipeOp, PipeP2p};
 use crate::memory::{Block, Kind};
@@ -105,13 +105,21 @@ impl Lower<'_> {
                     self.label.block = "head";
                     self.each_mem(true, head_bytes, "head-activations");
                 }
+                let zero3 = plan.zero3_gather_bytes > 0 && n_layers > 0;
+                let mut gather_ahead = if zero3 {
+                    self.label.layer = Some(first_layer as u32);
+                    zero3_gather_first(self, plan)
+                } else {
+                    None
+                };
                 for layer in first_layer..first_layer + n_layers {
                     self.mark_layer(&mut marks);
                     self.label.layer = Some(layer as u32);
                     self.label.pass = Pass::Fwd;
                     self.each_mem(true, per_layer, "layer-activations");
                     if plan.zero3_gather_bytes > 0 {
-                        zero3_gather(self, plan);
+                        let next = (layer + 1 < first_layer + n_layers).then_some(layer as u32 + 1);
+                        zero3_gather_ahead(self, plan, &mut gather_ahead, next);
                     }
                     for b in &plan.layer_fwd {
                         self.phase(b, Pass::Fwd, Some(layer as u32));
@@ -130,12 +138,21 @@ impl Lower<'_> {
                 if !last && self.messages {
                     self.pipe_recv(true, mb, u + 1, plan);
                 }
+                let zero3 = plan.zero3_gather_bytes > 0 && n_layers > 0;
+                let mut gather_ahead = if zero3 {
+                    self.label.layer = Some((first_layer + n_layers - 1) as u32);
+                    self.label.pass = Pass::Bwd;
+                    zero3_gather_first(self, plan)
+                } else {
+                    None
+                };
                 for layer in (first_layer..first_layer + n_layers).rev() {
                     self.mark_layer(&mut marks);
                     self.label.layer = Some(layer as u32);
                     self.label.pass = Pass::Bwd;
                     if plan.zero3_gather_bytes > 0 {
-                        zero3_gather(self, plan);
+                        let next = (layer > first_layer).then(|| layer as u32 - 1);
+                        zero3_gather_ahead(self, plan, &mut gather_ahead, next);
                     }
                     for b in &plan.layer_bwd {
                         self.phase(b, Pass::Bwd, Some(layer as u32));

@@ -2,6 +2,14 @@
 //! reduce-scatter), ZeRO-3's weight all-gathers and, with a sharded optimizer state below
 //! ZeRO-3, the all-gather of the updated weights after the step, over the devices that hold the
 //! same weights.
+//!
+//! ZeRO-3 gathers each layer's weights one layer ahead, as PyTorch FSDP (its forward and
+//! backward prefetch, at most two layers' weights unsharded: `limit_all_gathers`) and
+//! DeepSpeed's stage 3 (its prefetch bucket) run it, and as the memory inventory counts it
+//! (`zero3.gathered_weights`: the layer computing and the next one): a run of layers gathers
+//! its first layer's weights before computing it, then, as each layer starts, the next layer's
+//! on a stream of their own — after the previous gather and after the compute before it, whose
+//! weights' buffer it reuses — and each layer's compute waits for its own gather only.
 
 use super::*;
 
@@ -67,9 +75,74 @@ pub(super) fn grad_sync_collective(l: &mut Lower<'_>, plan: &StepPlan) -> Vec<(D
     out
 }
 
-pub(super) fn zero3_gather(l: &mut Lower<'_>, plan: &StepPlan) {
+/// The gather of the first layer of a run of ZeRO-3 layers (module docs), issued before the
+/// run's rounds start so that every layer but the last issues the same tasks
+/// (`lower::periodic` declares rounds of equal size).
+pub(super) fn zero3_gather_first(
+    l: &mut Lower<'_>,
+    plan: &StepPlan,
+) -> Option<Vec<(DeviceId, TaskId)>> {
     l.label.name = "zero3-all-gather";
-    blocking_gather(l, plan, plan.zero3_gather_bytes);
+    Some(zero3_gathers(l, plan, &[]))
+}
+
+/// The gathers of a ZeRO-3 layer about to compute (module docs): its own (`pending`, issued
+/// one layer earlier, or by [`zero3_gather_first`]), and, when layer `next` follows in the
+/// run, that one's, left in `pending` (labelled with the layer whose weights it gathers). The
+/// compute waits for the layer's own.
+pub(super) fn zero3_gather_ahead(
+    l: &mut Lower<'_>,
+    plan: &StepPlan,
+    pending: &mut Option<Vec<(DeviceId, TaskId)>>,
+    next: Option<u32>,
+) {
+    l.label.name = "zero3-all-gather";
+    let own = match pending.take() {
+        Some(own) => own,
+        None => zero3_gathers(l, plan, &[]),
+    };
+    if let Some(next) = next {
+        let layer = l.label.layer.replace(next);
+        *pending = Some(zero3_gathers(l, plan, &own));
+        l.label.layer = layer;
+    }
+    for (dev, t) in own {
+        l.frontier[dev as usize].push(t);
+    }
+}
+
+/// One ZeRO-3 all-gather per group holding the same weights, on the gather stream, after each
+/// device's compute so far and `after` (its previous gather).
+fn zero3_gathers(
+    l: &mut Lower<'_>,
+    plan: &StepPlan,
+    after: &[(DeviceId, TaskId)],
+) -> Vec<(DeviceId, TaskId)> {
+    let mut out = Vec::new();
+    for group in sync_groups(l, plan.grad_sync_over_p) {
+        if group.len() < 2 {
+            continue;
+        }
+        let id = l.fresh();
+        for dev in l.members(&group) {
+            let mut deps = l.frontier[dev as usize].clone();
+            deps.extend(after.iter().filter(|&&(d, _)| d == dev).map(|&(_, t)| t));
+            let t = l.g.add(
+                dev,
+                ZERO3_GATHER,
+                Work::Collective {
+                    op: CollectiveOp::AllGather,
+                    id,
+                    group: group.clone(),
+                    bytes: plan.zero3_gather_bytes,
+                },
+                deps,
+                l.label,
+            );
+            out.push((dev, t));
+        }
+    }
+    out
 }
 
 /// The all-gather of stage `stage`'s updated weights after its optimizer step (sharded
