@@ -702,3 +702,26 @@ fn dgxc_405b_rows_are_fast_with_the_tp_overlap_the_recipes_ran_and_slow_without(
         );
     }
 }
+
+/// A figure in tokens per second per GPU (torchtitan's WPS) stands for the step that trains the
+/// global batch's tokens at that rate on every GPU, with no FLOP convention: the torchtitan row
+/// (2 × 4,096 tokens per GPU at 2,162 tokens/s) is a 3.79 s step, and the prediction is the
+/// same tokens over the predicted step — more tokens per second when the step is shorter.
+#[test]
+fn tokens_per_second_per_gpu_stand_for_the_step_that_trains_them() {
+    let results = analytic_results();
+    let r = results
+        .iter()
+        .find(|r| r.id == "torchtitan-2024-llama2-13b-64gpus")
+        .expect("the torchtitan run");
+    assert_eq!(r.quantity, metp_sim::runs::Quantity::TokensPerSPerGpu);
+    assert!(
+        (r.measured_step_s - 2.0 * 4096.0 / 2162.0).abs() < 1e-9,
+        "{}",
+        r.measured_step_s
+    );
+    let tokens_per_gpu = 128.0 * 4096.0 / 64.0;
+    assert!((r.predicted - tokens_per_gpu / r.predicted_step_s).abs() < 1e-6 * r.predicted);
+    assert_eq!(r.tool_faster, r.predicted > r.measured);
+    assert!(r.flop_convention.is_none());
+}
