@@ -49,6 +49,24 @@ fn sync_groups(l: &Lower<'_>, over_p: bool) -> Vec<Vec<DeviceId>> {
 
 pub(super) fn grad_sync_collective(l: &mut Lower<'_>, plan: &StepPlan) -> Vec<(DeviceId, TaskId)> {
     l.label.name = "grad-sync";
+    replica_collectives(
+        l,
+        plan,
+        ASYNC,
+        (plan.grad_sync_op, plan.layer_grad_sync_bytes),
+        &[],
+    )
+}
+
+/// One collective per group holding the same weights, on `stream`, after each device's compute
+/// so far and its tasks in `after`.
+fn replica_collectives(
+    l: &mut Lower<'_>,
+    plan: &StepPlan,
+    stream: Stream,
+    (op, bytes): (CollectiveOp, u64),
+    after: &[(DeviceId, TaskId)],
+) -> Vec<(DeviceId, TaskId)> {
     let mut out = Vec::new();
     for group in sync_groups(l, plan.grad_sync_over_p) {
         if group.len() < 2 {
@@ -56,15 +74,16 @@ pub(super) fn grad_sync_collective(l: &mut Lower<'_>, plan: &StepPlan) -> Vec<(D
         }
         let id = l.fresh();
         for dev in l.members(&group) {
-            let deps = l.frontier[dev as usize].clone();
+            let mut deps = l.frontier[dev as usize].clone();
+            deps.extend(after.iter().filter(|&&(d, _)| d == dev).map(|&(_, t)| t));
             let t = l.g.add(
                 dev,
-                ASYNC,
+                stream,
                 Work::Collective {
-                    op: plan.grad_sync_op,
+                    op,
                     id,
                     group: group.clone(),
-                    bytes: plan.layer_grad_sync_bytes,
+                    bytes,
                 },
                 deps,
                 l.label,
@@ -118,31 +137,8 @@ fn zero3_gathers(
     plan: &StepPlan,
     after: &[(DeviceId, TaskId)],
 ) -> Vec<(DeviceId, TaskId)> {
-    let mut out = Vec::new();
-    for group in sync_groups(l, plan.grad_sync_over_p) {
-        if group.len() < 2 {
-            continue;
-        }
-        let id = l.fresh();
-        for dev in l.members(&group) {
-            let mut deps = l.frontier[dev as usize].clone();
-            deps.extend(after.iter().filter(|&&(d, _)| d == dev).map(|&(_, t)| t));
-            let t = l.g.add(
-                dev,
-                ZERO3_GATHER,
-                Work::Collective {
-                    op: CollectiveOp::AllGather,
-                    id,
-                    group: group.clone(),
-                    bytes: plan.zero3_gather_bytes,
-                },
-                deps,
-                l.label,
-            );
-            out.push((dev, t));
-        }
-    }
-    out
+    let what = (CollectiveOp::AllGather, plan.zero3_gather_bytes);
+    replica_collectives(l, plan, ZERO3_GATHER, what, after)
 }
 
 /// The all-gather of stage `stage`'s updated weights after its optimizer step (sharded
