@@ -309,7 +309,8 @@ pub struct CommonArgs {
     #[arg(long, value_enum, default_value = "none")]
     pub recompute: RecomputeArg,
     /// ZeRO stage over the data-parallel group (and the p devices when weights are
-    /// replicated): auto = 3 for ulysses, ring and rsa, 0 for tp, tp-sp and metp.
+    /// replicated): auto = 3 for ulysses, ring and rsa, 0 for tp, tp-sp and metp. Stage 3
+    /// gathers each layer's weights one layer ahead of the compute, as FSDP prefetches them.
     #[arg(long, value_enum, default_value = "auto")]
     pub zero: ZeroArg,
     /// Causal attention.
