@@ -350,6 +350,27 @@ pub fn load(path: &Path) -> Result<Run> {
             ),
         ));
     }
+    if file.measured.quantity == Quantity::TokensPerSPerGpu {
+        // Each token costs at least 6 FLOPs per parameter of the layers and the head: a rate
+        // that would need more than the GPU's peak was not measured on it.
+        let head = model.vocab.saturating_mul(model.hidden);
+        let params = (model.total_params() - model.embedding_params() - model.head_params())
+            .saturating_add(head) as f64;
+        let needs = 6.0 * params * file.measured.value;
+        let peak = hardware.gpu.peak_bf16_flops_per_s.value;
+        if needs > peak {
+            return Err(bad(
+                "measured.value",
+                format!(
+                    "{} tokens/s per GPU would take {:.0} TFLOP/s at 6 FLOPs per parameter, more \
+                     than the profile's peak of {:.0} TFLOP/s",
+                    file.measured.value,
+                    needs / 1e12,
+                    peak / 1e12
+                ),
+            ));
+        }
+    }
     if file.measured.quantity == Quantity::TflopsPerGpu {
         let peak = hardware.gpu.peak_bf16_flops_per_s.value / 1e12;
         if file.measured.value > peak {

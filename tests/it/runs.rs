@@ -415,6 +415,11 @@ fn bad_run_files_are_refused_in_one_line_naming_the_field() {
         ("field 'measured.flops'", |v| {
             v["measured"]["quantity"] = "tflops-per-gpu".into();
         }),
+        // 175B parameters at 6 FLOPs each: 1,000 tokens/s per GPU is 1,050 TFLOP/s.
+        ("more than the profile's peak", |v| {
+            v["measured"]["quantity"] = "tokens-per-s-per-gpu".into();
+            v["measured"]["value"] = 1000.0.into();
+        }),
         ("field 'unstated[0].tried'", |v| {
             v["unstated"][0]["tried"] = serde_json::json!([1, 2]);
         }),
