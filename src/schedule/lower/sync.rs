@@ -160,26 +160,8 @@ pub(super) fn param_gather(l: &mut Lower<'_>, plan: &StepPlan, stage: u32) {
 /// An all-gather of `bytes` per device over each group holding the same weights, on the
 /// stream the compute stream waits for.
 fn blocking_gather(l: &mut Lower<'_>, plan: &StepPlan, bytes: u64) {
-    for group in sync_groups(l, plan.grad_sync_over_p) {
-        if group.len() < 2 {
-            continue;
-        }
-        let id = l.fresh();
-        for dev in l.members(&group) {
-            let deps = std::mem::take(&mut l.frontier[dev as usize]);
-            let t = l.g.add(
-                dev,
-                BLOCKING,
-                Work::Collective {
-                    op: CollectiveOp::AllGather,
-                    id,
-                    group: group.clone(),
-                    bytes,
-                },
-                deps,
-                l.label,
-            );
-            l.frontier[dev as usize] = vec![t];
-        }
+    let what = (CollectiveOp::AllGather, bytes);
+    for (dev, t) in replica_collectives(l, plan, BLOCKING, what, &[]) {
+        l.frontier[dev as usize] = vec![t];
     }
 }
