@@ -281,15 +281,8 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
                 }
                 let Some(op) = next else { break };
                 let u = op.chunk as u64 * pp as u64 + s as u64;
-                let needs = if op.forward { u > 0 } else { u < last_u };
-                let arrival = if needs {
-                    // Each message is consumed once: the map holds the ones in flight only.
-                    match arrivals.take(!op.forward, op.micro_batch, u) {
-                        Some(a) => Some(a),
-                        None => break,
-                    }
-                } else {
-                    None
+                let Some(arrival) = arrivals.input(&op, u, last_u) else {
+                    break;
                 };
                 let c = &mut clocks[su];
                 let mut t = c.t;

@@ -6,6 +6,8 @@
 
 use std::collections::VecDeque;
 
+use crate::config::PipeOp;
+
 /// A message: its micro-batch, when it leaves and when it arrives.
 type Message = (u32, f64, f64);
 
@@ -48,5 +50,17 @@ impl Mailboxes {
             }
             _ => None,
         }
+    }
+
+    /// What op `op` of virtual stage `u` (of `0..=last_u`) receives before it can start: `None`
+    /// while its input has not been sent; `Some(None)` when it needs none (the first virtual
+    /// stage's forwards, the last one's backwards); else the message, taken.
+    pub fn input(&mut self, op: &PipeOp, u: u64, last_u: u64) -> Option<Option<(f64, f64)>> {
+        let needs = if op.forward { u > 0 } else { u < last_u };
+        if !needs {
+            return Some(None);
+        }
+        // Each message is consumed once: the queues hold the ones in flight only.
+        self.take(!op.forward, op.micro_batch, u).map(Some)
     }
 }

@@ -90,14 +90,8 @@ impl Walker<'_> {
                 while idx[su] < len {
                     let op = pipeline_op(pp, v, m, s, idx[su]);
                     let u = u64::from(op.chunk) * u64::from(pp) + u64::from(s);
-                    let needs = if op.forward { u > 0 } else { u < last_u };
-                    let arrival = if needs {
-                        match arrivals.take(!op.forward, op.micro_batch, u) {
-                            Some(a) => Some(a),
-                            None => break,
-                        }
-                    } else {
-                        None
+                    let Some(arrival) = arrivals.input(&op, u, last_u) else {
+                        break;
                     };
                     let prog = (self.program)(s, &op, m);
                     let c = &mut clocks[su];
