@@ -5,8 +5,8 @@ use clap::{Args, ValueEnum};
 use crate::config::{
     apply_scales, load_hardware, load_model, parse_attention_kernel, parse_count, parse_list,
     parse_scales, AttentionKernel, CpComm, GradAccumulation, GradDtype, GradSync, Hardware,
-    MethodId, MetpOptions, OptimizerDtype, OptimizerState, Options, OuterAxes, PipeP2p, Recompute,
-    WeightExchange, Workload, ZeroStage,
+    LayerOps, MethodId, MetpOptions, OptimizerDtype, OptimizerState, Options, OuterAxes, PipeP2p,
+    Recompute, WeightExchange, Workload, Zero3Gather, ZeroStage,
 };
 use crate::error::{Error, Result};
 use crate::report::{self, Format};
@@ -126,6 +126,38 @@ impl From<GradSyncArg> for GradSync {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LayerOpsArg {
+    Fused,
+    Eager,
+    EagerFusedNorm,
+}
+
+impl From<LayerOpsArg> for LayerOps {
+    fn from(o: LayerOpsArg) -> LayerOps {
+        match o {
+            LayerOpsArg::Fused => LayerOps::Fused,
+            LayerOpsArg::Eager => LayerOps::Eager,
+            LayerOpsArg::EagerFusedNorm => LayerOps::EagerFusedNorm,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Zero3GatherArg {
+    Flat,
+    PerParameter,
+}
+
+impl From<Zero3GatherArg> for Zero3Gather {
+    fn from(z: Zero3GatherArg) -> Zero3Gather {
+        match z {
+            Zero3GatherArg::Flat => Zero3Gather::Flat,
+            Zero3GatherArg::PerParameter => Zero3Gather::PerParameter,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CpCommArg {
     Ring,
     AllGather,
@@ -204,6 +236,18 @@ pub struct StateArgs {
     /// as Megatron-LM of 2021 did; ZeRO 0 or 1).
     #[arg(long, value_enum, default_value = "overlapped")]
     pub grad_sync: GradSyncArg,
+    /// How a layer's norms, rotary embedding and activation run: fused (one kernel per pass
+    /// each way: Megatron-Core, Transformer Engine, Apex), eager (PyTorch ops, each a kernel:
+    /// RoPE as an FP32 complex product, SwiGLU as silu and a product, GQA's K/V copied to every
+    /// query head, RMSNorm written out, as torchtitan's Llama ran without torch.compile) or
+    /// eager-fused-norm (the same with a fused RMSNorm kernel).
+    #[arg(long, value_enum, default_value = "fused")]
+    pub layer_ops: LayerOpsArg,
+    /// How ZeRO-3's gathered weights become the parameters: flat (a flat buffer the parameters
+    /// view: FSDP1, DeepSpeed) or per-parameter (FSDP2: each layer's gathered weights copied
+    /// out of the all-gather buffer on the compute stream before it computes).
+    #[arg(long, value_enum, default_value = "flat")]
+    pub zero3_gather: Zero3GatherArg,
 }
 
 impl StateArgs {
@@ -215,6 +259,8 @@ impl StateArgs {
         options.optimizer_dtype = self.optimizer_dtype.into();
         options.grad_accumulation = self.grad_accumulation.into();
         options.runtime.grad_sync = self.grad_sync.into();
+        options.runtime.layer_ops = self.layer_ops.into();
+        options.runtime.zero3_gather = self.zero3_gather.into();
         match Workload::optimizer_state_conflict(options) {
             Some(m) => Err(Error::arg("--optimizer-state", m)),
             None => Ok(()),

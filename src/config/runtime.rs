@@ -38,6 +38,23 @@
 //!   backward returns the K/V gradients to their owners the same way. Both move the same bytes
 //!   over the same cp − 1 hops; the all-gather holds all cp blocks at once and computes only
 //!   once they have arrived.
+//! - **A layer's memory-bound passes in PyTorch eager.** Megatron-Core with Transformer Engine
+//!   or Apex runs each norm, rotary embedding and activation as one fused kernel each way (the
+//!   default). torchtitan's Llama as it ran in April 2024 (`torchtitan/models/llama/model.py`
+//!   and `models/norms.py` at 1ea476e, `compile = false`) writes them as PyTorch ops, each its
+//!   own kernel: the rotary embedding as a complex product in FP32, SwiGLU as `silu` and a
+//!   product, the keys and values of grouped-query attention copied out to every query head
+//!   (`repeat_kv`), and, with `norm_type = "rmsnorm"`, RMSNorm as an FP32 cast, square, mean,
+//!   reciprocal square root, two products and a cast back (`fused_rmsnorm`: one Triton kernel
+//!   each way, as fused). `schedule::kernels` counts what each moves.
+//! - **ZeRO-3 gathers per parameter.** FSDP1 and DeepSpeed gather a layer's weights into one
+//!   flat buffer whose views are the parameters (the default). FSDP2 shards each parameter on
+//!   its own: it all-gathers a layer's shards into one buffer and then, on the compute stream,
+//!   copies each parameter out of it (`foreach_all_gather_copy_out`, called from
+//!   `FSDPParamGroup.wait_for_unshard` after the compute stream waits for the all-gather:
+//!   `torch/distributed/_composable/fsdp/_fsdp_collectives.py`), reading and writing every
+//!   gathered bf16 weight once before the layer computes, at each gather (forward, and again
+//!   for the backward when the weights were freed after the forward).
 
 use serde::{Deserialize, Serialize};
 
@@ -116,6 +133,72 @@ impl CpComm {
     }
 }
 
+/// How the software runs a layer's memory-bound passes (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum LayerOps {
+    /// One fused kernel per pass each way (Megatron-Core, Transformer Engine, Apex; the
+    /// default).
+    #[default]
+    Fused,
+    /// PyTorch eager ops, as torchtitan's Llama ran with `norm_type = "rmsnorm"`.
+    Eager,
+    /// PyTorch eager ops with the norm fused (torchtitan's `norm_type = "fused_rmsnorm"`).
+    EagerFusedNorm,
+}
+
+impl LayerOps {
+    /// `fused`, `eager` or `eager-fused-norm`, as on the command line and in run files.
+    pub fn id(self) -> &'static str {
+        match self {
+            LayerOps::Fused => "fused",
+            LayerOps::Eager => "eager",
+            LayerOps::EagerFusedNorm => "eager-fused-norm",
+        }
+    }
+
+    /// Whether this is the default, fused (serde's `skip_serializing_if` takes a reference).
+    pub fn is_fused(&self) -> bool {
+        *self == LayerOps::Fused
+    }
+
+    /// Whether the norm runs as eager ops (RMSNorm; LayerNorm is one ATen kernel either way).
+    pub fn eager_norm(self) -> bool {
+        self == LayerOps::Eager
+    }
+
+    /// Whether the rotary embedding, the activation and the K/V expansion run as eager ops.
+    pub fn eager(self) -> bool {
+        self != LayerOps::Fused
+    }
+}
+
+/// How ZeRO-3's gathered weights become the parameters (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Zero3Gather {
+    /// Gathered into a flat buffer the parameters view (FSDP1, DeepSpeed; the default).
+    #[default]
+    Flat,
+    /// Gathered into one buffer and copied out to each parameter on the compute stream (FSDP2).
+    PerParameter,
+}
+
+impl Zero3Gather {
+    /// `flat` or `per-parameter`, as on the command line and in run files.
+    pub fn id(self) -> &'static str {
+        match self {
+            Zero3Gather::Flat => "flat",
+            Zero3Gather::PerParameter => "per-parameter",
+        }
+    }
+
+    /// Whether this is the default, flat.
+    pub fn is_flat(&self) -> bool {
+        *self == Zero3Gather::Flat
+    }
+}
+
 /// The software's schedule options (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Runtime {
@@ -132,6 +215,12 @@ pub struct Runtime {
     /// How context parallelism exchanges K/V.
     #[serde(default)]
     pub cp_comm: CpComm,
+    /// How a layer's memory-bound passes run (left out of serialized options when fused).
+    #[serde(default, skip_serializing_if = "LayerOps::is_fused")]
+    pub layer_ops: LayerOps,
+    /// How ZeRO-3's gathered weights become the parameters (left out when flat).
+    #[serde(default, skip_serializing_if = "Zero3Gather::is_flat")]
+    pub zero3_gather: Zero3Gather,
 }
 
 impl Runtime {

@@ -294,6 +294,21 @@ impl Workload {
                 self.p
             )));
         }
+        if self.options.runtime.layer_ops.eager() && self.method == MethodId::Metp {
+            return Err(self.invalid(format!(
+                "--layer-ops {} prices a PyTorch eager layer (torchtitan's): METP runs its own \
+                 kernels, which the tool prices fused",
+                self.options.runtime.layer_ops.id()
+            )));
+        }
+        if self.zero_stage() != ZeroStage::Zero3
+            && self.options.runtime.zero3_gather != super::Zero3Gather::Flat
+        {
+            return Err(self.invalid(
+                "--zero3-gather per-parameter sets how ZeRO-3's gathered weights become the \
+                 parameters: it needs --zero 3",
+            ));
+        }
         if self.options.runtime.cp_comm == super::CpComm::AllGather && o.cp < 2 {
             return Err(self.invalid(
                 "--cp-comm all-gather sets how context parallelism exchanges K/V: it needs --cp 2 \

@@ -17,7 +17,7 @@
 //! (heads or MLP columns) of one group of tensors.
 
 use super::{Block, Kind, Phase, Tensor};
-use crate::config::{Activation, Dims, Recompute, Workload};
+use crate::config::{Activation, Dims, Norm, Recompute, Workload};
 use crate::memory::names;
 
 /// Multiplies factors, saturating instead of wrapping.
@@ -138,6 +138,13 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         Activation::Gelu => 1,
         Activation::Swiglu => 2,
     };
+    // PyTorch eager (`config::LayerOps`): SDPA keeps the keys and values copied out to every
+    // query head, RMSNorm's ops keep an FP32 input and the normalised values, SwiGLU's product
+    // keeps the silu output.
+    let ops = w.options.runtime.layer_ops;
+    let hkv_kept = if ops.eager() { h_at } else { hkv_at };
+    let eager_norm = ops.eager_norm() && w.model.norm == Norm::Rmsnorm;
+    let eager_silu = ops.eager() && w.model.activation == Activation::Swiglu;
 
     // (name, block, bytes, replicated, quadratic) for everything a layer keeps without
     // recomputation, in Korthikanti's order.
@@ -166,18 +173,30 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         (
             names::ATTN_K,
             Block::Attention,
-            prod(&[2, at.rows, hkv_at]),
+            prod(&[2, at.rows, hkv_kept]),
             at.replicated,
             false,
         ),
         (
             names::ATTN_V,
             Block::Attention,
-            prod(&[2, at.rows, hkv_at]),
+            prod(&[2, at.rows, hkv_kept]),
             at.replicated,
             false,
         ),
     ];
+    if eager_norm {
+        keep.insert(
+            1,
+            (
+                names::NORM_LN1_EAGER,
+                Block::Norm,
+                prod(&[6, bd.rows, h_b]),
+                bd.replicated,
+                false,
+            ),
+        );
+    }
     let mut block_transient: Option<(u128, u128)> = None; // (elements of one block, per-layer count)
     match l.core {
         Core::Scores { cols } if !l.flash => {
@@ -252,6 +271,15 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         bd.replicated,
         false,
     ));
+    if eager_norm {
+        keep.push((
+            names::NORM_LN2_EAGER,
+            Block::Norm,
+            prod(&[6, bd.rows, h_b]),
+            bd.replicated,
+            false,
+        ));
+    }
     keep.push((
         names::MLP_FC1_INPUT,
         Block::Mlp,
@@ -266,6 +294,15 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         ml.replicated,
         false,
     ));
+    if eager_silu {
+        keep.push((
+            names::MLP_SILU_OUTPUT,
+            Block::Mlp,
+            prod(&[2, ml.rows, ml.f]),
+            ml.replicated,
+            false,
+        ));
+    }
     keep.push((
         names::MLP_FC2_INPUT,
         Block::Mlp,

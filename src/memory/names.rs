@@ -37,6 +37,12 @@ pub const EMBEDDING_DROPOUT_MASK: &str = "embedding.dropout_mask";
 pub const NORM_LN1_INPUT: &str = "norm.ln1_input";
 /// Input of the second normalisation.
 pub const NORM_LN2_INPUT: &str = "norm.ln2_input";
+/// What eager RMSNorm's autograd keeps of the first norm besides its input (`--layer-ops
+/// eager`): the FP32 copy of the input (the square's and the product's) and the normalised
+/// bf16 values (the weight product's), 6 bytes per element.
+pub const NORM_LN1_EAGER: &str = "norm.ln1_eager";
+/// The same for the second norm.
+pub const NORM_LN2_EAGER: &str = "norm.ln2_eager";
 /// Input of the QKV projection.
 pub const ATTN_QKV_INPUT: &str = "attn.qkv_input";
 /// Attention input (METP: the local rows of the layer's attention input).
@@ -73,6 +79,9 @@ pub const MLP_FC1_INPUT: &str = "mlp.fc1_input";
 pub const MLP_ACT_INPUT: &str = "mlp.act_input";
 /// Input of the second MLP GEMM (the activation output).
 pub const MLP_FC2_INPUT: &str = "mlp.fc2_input";
+/// SwiGLU's silu output, which eager PyTorch's product keeps for the up projection's gradient
+/// (`--layer-ops eager`; a fused `swiglu` recomputes it).
+pub const MLP_SILU_OUTPUT: &str = "mlp.silu_output";
 /// MLP-output dropout mask.
 pub const MLP_OUT_DROPOUT_MASK: &str = "mlp.out_dropout_mask";
 /// Input of the final normalisation.

@@ -57,7 +57,8 @@ struct MemoryJson<'a> {
 /// `optimizer_state` (`replicated`|`sharded`, resolved), `optimizer_dtype`
 /// (`fp32`|`fp32-remainders`|`bf16`), `grad_accumulation` (`fused`|`separate`) and `zero` (the
 /// stage in force, 0–3);
-/// with the software's schedule options (`config::runtime`): `grad_sync`, `pp_p2p`, `pp_round`, `cp_comm`.
+/// with the software's schedule options (`config::runtime`): `grad_sync`, `pp_p2p`, `pp_round`, `cp_comm`,
+/// and `layer_ops` and `zero3_gather` where not the defaults.
 #[derive(Serialize)]
 pub struct TrainingState {
     grad_dtype: &'static str,
@@ -75,6 +76,12 @@ pub struct TrainingState {
     pp_round: Option<u64>,
     /// How context parallelism exchanges K/V (`ring`|`all-gather`).
     cp_comm: &'static str,
+    /// How a layer's memory-bound passes run (`eager`|`eager-fused-norm`; absent: fused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layer_ops: Option<&'static str>,
+    /// How ZeRO-3's gathered weights become the parameters (`per-parameter`; absent: flat).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    zero3_gather: Option<&'static str>,
 }
 
 impl TrainingState {
@@ -91,6 +98,10 @@ impl TrainingState {
             pp_p2p: w.options.runtime.pp_p2p.id(),
             pp_round: w.options.runtime.pp_round,
             cp_comm: w.options.runtime.cp_comm.id(),
+            layer_ops: (!w.options.runtime.layer_ops.is_fused())
+                .then(|| w.options.runtime.layer_ops.id()),
+            zero3_gather: (!w.options.runtime.zero3_gather.is_flat())
+                .then(|| w.options.runtime.zero3_gather.id()),
         }
     }
 }
@@ -145,7 +156,7 @@ fn block_name(b: Block) -> &'static str {
 /// Human table for `metp-sim memory`: tensors grouped by block and kind, replicated ones marked.
 pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
     let mut out = format!(
-        "{} on {} — {}, p = {}, dp = {}, s = {}, b = {}{}\n{}\n",
+        "{} on {} — {}, p = {}, dp = {}, s = {}, b = {}{}{}\n{}\n",
         w.method.id(),
         w.hardware.name,
         w.model.name,
@@ -154,6 +165,12 @@ pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
         w.seq,
         w.micro_batch,
         micro_batches(w),
+        // Eager ops keep tensors fused kernels do not (`memory::layer`).
+        if w.options.runtime.layer_ops.is_fused() {
+            String::new()
+        } else {
+            format!(", {} layer ops", w.options.runtime.layer_ops.id())
+        },
         super::attention_header(w)
     );
     let mut rows: Vec<_> = inv.tensors.iter().collect();

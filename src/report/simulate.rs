@@ -472,6 +472,17 @@ pub fn axes_text(w: &crate::config::Workload) -> String {
     if w.options.runtime.grad_sync == crate::config::GradSync::AfterBackward {
         s.push_str(" (grad sync after the backward)");
     }
+    if w.zero_stage() == crate::config::ZeroStage::Zero3
+        && !w.options.runtime.zero3_gather.is_flat()
+    {
+        s.push_str(&format!(
+            ", ZeRO-3 gathers {}",
+            w.options.runtime.zero3_gather.id()
+        ));
+    }
+    if !w.options.runtime.layer_ops.is_fused() {
+        s.push_str(&format!(", {} layer ops", w.options.runtime.layer_ops.id()));
+    }
     s
 }
 

@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{
     limits, load_hardware, load_model, read_json, AttentionKernel, CpComm, GradAccumulation,
-    GradDtype, GradSync, Hardware, MethodId, Model, OptimizerDtype, PipeP2p, Recompute,
+    GradDtype, GradSync, Hardware, LayerOps, MethodId, Model, OptimizerDtype, PipeP2p, Recompute,
+    Zero3Gather,
 };
 use crate::error::{shown, Error, Result};
 use crate::evaluate::{AttentionFlops, FlopConvention};
@@ -193,6 +194,14 @@ pub struct RunFile {
     /// `all-gather` (LLaMA 3).
     #[serde(default)]
     pub cp_comm: CpComm,
+    /// How its layers' norms, rotary embedding and activation ran: `fused` (default), `eager`
+    /// or `eager-fused-norm` (PyTorch eager, torchtitan's; `config::runtime`).
+    #[serde(default)]
+    pub layer_ops: LayerOps,
+    /// How its ZeRO-3 gathered weights became the parameters: `flat` (default) or
+    /// `per-parameter` (FSDP2's copy-out; `config::runtime`).
+    #[serde(default)]
+    pub zero3_gather: Zero3Gather,
     /// The published figure.
     pub measured: Measured,
     /// The largest relative error this run may show before the CI test fails.

@@ -31,7 +31,8 @@ pub use peak::PeakParts;
 pub use sources::{by_source, speed_error, SourceSummary};
 
 use crate::config::{
-    CpComm, GradSync, Options, OuterAxes, PipeP2p, Runtime, ValidWorkload, Workload,
+    CpComm, GradSync, LayerOps, Options, OuterAxes, PipeP2p, Runtime, ValidWorkload, Workload,
+    Zero3Gather,
 };
 use crate::error::{Error, Result};
 use crate::evaluate::{step_flops, Evaluation, FlopConvention, SimDepth, SimulateOptions};
@@ -239,6 +240,8 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
                 pp_p2p: f.pp_p2p,
                 grad_sync: f.grad_sync,
                 cp_comm: f.cp_comm,
+                layer_ops: f.layer_ops,
+                zero3_gather: f.zero3_gather,
             },
             ..Options::default()
         },
@@ -400,6 +403,12 @@ fn layout_with(run: &Run, w: &ValidWorkload, replicas: bool) -> String {
     }
     if f.tp_comm_overlap {
         s.push_str("; TP comm overlapped");
+    }
+    if f.layer_ops != LayerOps::default() {
+        s.push_str(&format!("; {} layer ops", f.layer_ops.id()));
+    }
+    if f.zero3_gather != Zero3Gather::default() {
+        s.push_str(&format!("; ZeRO-3 gathers {}", f.zero3_gather.id()));
     }
     if f.pp > 1 && f.pp_p2p != PipeP2p::default() {
         s.push_str(&format!("; {} p2p", f.pp_p2p.id()));

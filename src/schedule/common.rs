@@ -4,7 +4,7 @@
 use super::kernels::{self, AttnShape};
 use super::stage::{Kernel, PhaseBlock, Stage, StepPlan};
 use super::CollectiveOp;
-use crate::config::{Dims, MethodId, Recompute, ValidWorkload, Workload, ZeroStage};
+use crate::config::{Dims, MethodId, Recompute, ValidWorkload, Workload, Zero3Gather, ZeroStage};
 use crate::memory::{self, Phase};
 
 /// Attention shape helper: `heads` query heads of `b` samples, `sq` queries against `sk` keys,
@@ -79,11 +79,6 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
     let h = w.model.hidden as f64;
     let embedding_fwd = embedding(embedding_rows, h);
     let embedding_bwd = embedding(embedding_rows, h);
-    let layer_fwd = vec![
-        block(Phase::FwdAttention, "attention", parts.attn_fwd),
-        block(Phase::FwdMlp, "mlp", parts.mlp_fwd),
-    ];
-    let head = block(Phase::Loss, "head", parts.head);
     let m = &w.model;
     let layer_params =
         (m.attention_params_per_layer() + m.mlp_params_per_layer() + 2 * m.norm_params()) as u128;
@@ -93,6 +88,20 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
     } else {
         layer_params.div_ceil(w.p as u128)
     };
+    let (mut attn_fwd, mut mlp_bwd) = (parts.attn_fwd, parts.mlp_bwd);
+    // FSDP2 copies each gathered layer's weights out of the all-gather buffer before the layer
+    // computes, forward and backward (`config::Zero3Gather`): the gathered bf16 weights read
+    // and written once.
+    if w.gathers_layer_weights() && w.options.runtime.zero3_gather == Zero3Gather::PerParameter {
+        let copy = Kernel::memory("zero3-copy-out", 4.0 * layer_params_local as f64);
+        attn_fwd.insert(0, Stage::Compute(vec![copy]));
+        mlp_bwd.insert(0, Stage::Compute(vec![copy]));
+    }
+    let layer_fwd = vec![
+        block(Phase::FwdAttention, "attention", attn_fwd),
+        block(Phase::FwdMlp, "mlp", parts.mlp_fwd),
+    ];
+    let head = block(Phase::Loss, "head", parts.head);
     let replicas = w.weight_replicas();
     let zero = w.zero_stage();
     let mut attn_bwd = parts.attn_bwd;
@@ -100,7 +109,7 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
         attn_bwd.push(Stage::Compute(vec![pass]));
     }
     let layer_bwd = vec![
-        block(Phase::BwdMlp, "mlp", parts.mlp_bwd),
+        block(Phase::BwdMlp, "mlp", mlp_bwd),
         block(Phase::BwdAttention, "attention", attn_bwd),
     ];
     // Gradients travel in their dtype (`config::precision`): all-reduced when every replica
@@ -234,20 +243,20 @@ pub fn sequence_split_plan(
     attn_bwd: Vec<Stage>,
 ) -> StepPlan {
     use super::kernels::{mlp_bwd, mlp_fwd, norm, norm_bwd, residual_bwd, residual_fwd};
-    let act = w.model.activation;
+    let px = super::kernels::Passes::of(w);
     let drop = w.dropout();
-    let mut mlp_k = vec![norm("ln2", local, d.h)];
-    mlp_k.extend(mlp_fwd(local, d.h, d.f, act));
+    let mut mlp_k = norm(px, "ln2", local, d.h);
+    mlp_k.extend(mlp_fwd(px, local, d.h, d.f));
     mlp_k.push(residual_fwd("mlp-residual", local, d.h, drop));
     let mut mlp_b = Vec::new();
     if w.options.recompute == Recompute::Full {
         mlp_b.push(Stage::Compute(mlp_k.clone()));
     }
     let mut k = vec![residual_bwd("mlp-residual-bwd", local, d.h, drop)];
-    k.extend(mlp_bwd(local, d.h, d.f, act));
-    k.push(norm_bwd("ln2-bwd", local, d.h));
+    k.extend(mlp_bwd(px, local, d.h, d.f));
+    k.extend(norm_bwd(px, "ln2-bwd", local, d.h));
     mlp_b.push(Stage::Compute(k));
-    let mut head_k = vec![norm("final-ln", local, d.h)];
+    let mut head_k = norm(px, "final-ln", local, d.h);
     head_k.extend(super::kernels::head(local, d.v, d.h));
     finish(
         w,

@@ -10,7 +10,7 @@
 
 use super::shape::{Attention, AttnPass};
 use super::stage::{CausalBlocks, Kernel};
-use crate::config::{Activation, Model, OptimizerDtype};
+use crate::config::{Activation, LayerOps, Norm, OptimizerDtype, Workload};
 
 /// Linear layer forward: rows × k_in times k_in × n_out.
 pub fn linear_fwd(name: &'static str, rows: f64, n_out: f64, k_in: f64) -> Kernel {
@@ -157,16 +157,80 @@ pub fn causal_blocks(
     }
 }
 
-/// A normalisation (LayerNorm or RMSNorm) over `rows` × `h`: reads and writes each bf16
-/// element once, 4 bytes.
-pub fn norm(name: &'static str, rows: f64, h: f64) -> Kernel {
-    Kernel::elementwise(name, rows * h, 1.0)
+/// What decides a layer's memory-bound passes: the model's activation, norm and rotary
+/// embedding, and how the software runs them (`config::LayerOps`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Passes {
+    pub act: Activation,
+    pub norm: Norm,
+    pub rotary: bool,
+    pub ops: LayerOps,
 }
 
-/// A normalisation's backward: reads the input and the output gradient, writes the input
-/// gradient, 6 bytes per element (the weight gradients' reductions are small).
-pub fn norm_bwd(name: &'static str, rows: f64, h: f64) -> Kernel {
-    Kernel::memory(name, 6.0 * rows * h)
+impl Passes {
+    /// The passes of `w`'s layers.
+    pub fn of(w: &Workload) -> Passes {
+        Passes {
+            act: w.model.activation,
+            norm: w.model.norm,
+            rotary: w.model.rotary,
+            ops: w.options.runtime.layer_ops,
+        }
+    }
+
+    /// Whether the norm runs as PyTorch eager ops: RMSNorm written out (`LayerOps::Eager`);
+    /// LayerNorm is one ATen kernel each way whatever the software.
+    fn eager_norm(self) -> bool {
+        self.ops.eager_norm() && self.norm == Norm::Rmsnorm
+    }
+}
+
+/// Memory-bound kernels over `rows` × `cols` elements, one per entry of `per_elem` (bytes each
+/// element moves in that kernel).
+fn passes(name: &'static str, rows: f64, cols: f64, per_elem: &[f64]) -> Vec<Kernel> {
+    per_elem
+        .iter()
+        .map(|b| Kernel::memory(name, b * rows * cols))
+        .collect()
+}
+
+/// The per-row kernels of eager RMSNorm (the mean plus epsilon, its reciprocal square root, and
+/// their backward): one FP32 value read and written per row, launch-bound.
+fn row_passes(name: &'static str, rows: f64, kernels: usize) -> Vec<Kernel> {
+    vec![Kernel::memory(name, 8.0 * rows); kernels]
+}
+
+/// A normalisation (LayerNorm or RMSNorm) over `rows` × `h`. Fused: reads and writes each bf16
+/// element once, 4 bytes. torchtitan's eager RMSNorm (`x.float()`, `pow(2)`, `mean(-1)`, `+ eps`,
+/// `rsqrt`, the product, `type_as`, `* weight`): 6 + 8 + 4 + 8 + 6 + 4 = 36 bytes per element
+/// in six kernels, and two per row.
+pub fn norm(px: Passes, name: &'static str, rows: f64, h: f64) -> Vec<Kernel> {
+    if !px.eager_norm() {
+        return vec![Kernel::elementwise(name, rows * h, 1.0)];
+    }
+    let mut k = passes(name, rows, h, &[6.0, 8.0, 4.0]);
+    k.extend(row_passes(name, rows, 2));
+    k.extend(passes(name, rows, h, &[8.0, 6.0, 4.0]));
+    k
+}
+
+/// A normalisation's backward. Fused: reads the input and the output gradient, writes the input
+/// gradient, 6 bytes per element (the weight gradients' reductions are small). Eager RMSNorm, as
+/// autograd runs the backward of each op of [`norm`] (`tools/autograd/derivatives.yaml`): the
+/// weight product (input gradient 4, weight gradient's product 6 and row sum 2), the cast back
+/// to FP32 (6), the product with the reciprocal (its input gradient 8, the reciprocal's
+/// product 12 and sum 4), the mean's gradient spread over the row (4), the square's
+/// (`pow_backward`: a copy, a scale and a product, 8 + 8 + 12), the two gradients of the FP32
+/// input added (12) and the cast to bf16 (6): 92 bytes per element in twelve kernels, and three
+/// per row (the reciprocal square root's).
+pub fn norm_bwd(px: Passes, name: &'static str, rows: f64, h: f64) -> Vec<Kernel> {
+    if !px.eager_norm() {
+        return vec![Kernel::memory(name, 6.0 * rows * h)];
+    }
+    let mut k = passes(name, rows, h, &[4.0, 6.0, 2.0, 6.0, 8.0, 12.0, 4.0]);
+    k.extend(row_passes(name, rows, 3));
+    k.extend(passes(name, rows, h, &[4.0, 8.0, 8.0, 12.0, 12.0, 6.0]));
+    k
 }
 
 /// The residual connection that closes a block, fused as Megatron does (bias, dropout when the
@@ -183,59 +247,92 @@ pub fn residual_bwd(name: &'static str, rows: f64, h: f64, dropout: bool) -> Ker
     Kernel::memory(name, (if dropout { 11.0 } else { 6.0 }) * rows * h)
 }
 
-/// MLP forward over `rows` local tokens and `f` local columns.
-pub fn mlp_fwd(rows: f64, h: f64, f: f64, act: Activation) -> Vec<Kernel> {
-    let up = match act {
+/// The MLP's input columns: f, or the gate's and the up projection's 2f under SwiGLU.
+fn mlp_up(act: Activation, f: f64) -> f64 {
+    match act {
         Activation::Gelu => f,
         Activation::Swiglu => 2.0 * f,
-    };
-    vec![
-        linear_fwd("fc1", rows, up, h),
-        Kernel::memory("act", rows * f * act_bytes(act).0),
-        linear_fwd("fc2", rows, h, f),
-    ]
-}
-
-/// Bytes per MLP column and token of the activation's forward and backward, as the fused
-/// kernels move them (Megatron's bias-GeLU, Transformer Engine's `gelu`/`swiglu` and their
-/// `dgelu`/`dswiglu`, all bf16). GeLU: the forward reads and writes f values (4 bytes), the
-/// backward reads the output gradient and the input and writes the input gradient (6).
-/// SwiGLU: the forward reads the 2f gate and up values and writes their f products (6 bytes),
-/// the backward reads the f output gradients and the 2f inputs and writes 2f input gradients
-/// (10).
-fn act_bytes(act: Activation) -> (f64, f64) {
-    match act {
-        Activation::Gelu => (4.0, 6.0),
-        Activation::Swiglu => (6.0, 10.0),
     }
 }
 
-/// Rotary position embedding over `rows` tokens of `q_cols` local query and `k_cols` local
-/// key columns, as Transformer Engine's and Apex's fused RoPE kernels run it: each query and
-/// key value read and written once (4 bytes), the rotation's sines and cosines (one row per
-/// position, shared by every head) left out. Its backward rotates the gradients back, the
-/// same bytes. Nothing where the model does not rotate (`Model::rotary`).
-pub fn rope(
-    model: &Model,
+/// MLP forward over `rows` local tokens and `f` local columns: fc1, the activation, fc2.
+pub fn mlp_fwd(px: Passes, rows: f64, h: f64, f: f64) -> Vec<Kernel> {
+    let mut k = vec![linear_fwd("fc1", rows, mlp_up(px.act, f), h)];
+    k.extend(act_fwd(px, rows, f));
+    k.push(linear_fwd("fc2", rows, h, f));
+    k
+}
+
+/// The activation's forward, in bytes per MLP column and token. Fused (Megatron's bias-GeLU,
+/// Transformer Engine's `gelu`/`swiglu`, all bf16): GeLU reads and writes f values (4 bytes);
+/// SwiGLU reads the 2f gate and up values and writes their f products (6). Eager: GeLU is one
+/// ATen kernel as well; torchtitan's SwiGLU, `silu(w1(x)) * w3(x)`, is two (silu 4, product 6).
+pub fn act_fwd(px: Passes, rows: f64, f: f64) -> Vec<Kernel> {
+    let per = match (px.act, px.ops.eager()) {
+        (Activation::Gelu, _) => &[4.0][..],
+        (Activation::Swiglu, false) => &[6.0][..],
+        (Activation::Swiglu, true) => &[4.0, 6.0][..],
+    };
+    passes("act", rows, f, per)
+}
+
+/// The activation's backward. Fused (`dgelu`/`dswiglu`): GeLU reads the output gradient and the
+/// input and writes the input gradient (6 bytes); SwiGLU reads the f output gradients and the
+/// 2f inputs and writes 2f input gradients (10). Eager SwiGLU: the product's two gradients
+/// (6 each) and silu's backward (6), three kernels.
+pub fn act_bwd(px: Passes, rows: f64, f: f64) -> Vec<Kernel> {
+    let per = match (px.act, px.ops.eager()) {
+        (Activation::Gelu, _) => &[6.0][..],
+        (Activation::Swiglu, false) => &[10.0][..],
+        (Activation::Swiglu, true) => &[6.0, 6.0, 6.0][..],
+    };
+    passes("act-bwd", rows, f, per)
+}
+
+/// The passes between the QKV projection and the attention, over `rows` tokens of `q_cols`
+/// local query and `k_cols` local key columns (the values have as many as the keys), and
+/// their backward, the same bytes each way:
+/// - **Rotary embedding** (`Passes::rotary`). Fused (Transformer Engine's and Apex's RoPE): each
+///   query and key value read and written once, 4 bytes, the sines and cosines (one row per
+///   position, shared by every head) left out. Eager (torchtitan's `apply_rotary_emb`): per
+///   tensor, a cast to FP32 (6 bytes), the complex product (8) and the cast back (6); its
+///   backward casts the gradient up, multiplies by the conjugate and casts it down, the same.
+/// - **K/V expansion**, eager only, under grouped-query attention (`q_cols > k_cols`):
+///   torchtitan's `repeat_kv` copies the keys and the values out to every query head before
+///   `scaled_dot_product_attention` (read k_cols, write q_cols, bf16), and its backward sums
+///   the gradients back (the reverse).
+///
+/// Nothing for a model without rotary embedding under fused kernels.
+pub fn qk_passes(
+    px: Passes,
     name: &'static str,
     rows: f64,
     q_cols: f64,
     k_cols: f64,
-) -> Option<Kernel> {
-    model
-        .rotary
-        .then(|| Kernel::elementwise(name, rows * (q_cols + k_cols), 1.0))
+) -> Vec<Kernel> {
+    let mut k = Vec::new();
+    if px.rotary {
+        if px.ops.eager() {
+            for cols in [q_cols, k_cols] {
+                k.extend(passes(name, rows, cols, &[6.0, 8.0, 6.0]));
+            }
+        } else {
+            k.push(Kernel::elementwise(name, rows * (q_cols + k_cols), 1.0));
+        }
+    }
+    if px.ops.eager() && q_cols > k_cols {
+        for _ in ["keys", "values"] {
+            k.push(Kernel::memory(name, 2.0 * rows * (q_cols + k_cols)));
+        }
+    }
+    k
 }
 
-/// MLP backward.
-pub fn mlp_bwd(rows: f64, h: f64, f: f64, act: Activation) -> Vec<Kernel> {
-    let up = match act {
-        Activation::Gelu => f,
-        Activation::Swiglu => 2.0 * f,
-    };
+/// MLP backward: fc2's two gradients, the activation's, fc1's two.
+pub fn mlp_bwd(px: Passes, rows: f64, h: f64, f: f64) -> Vec<Kernel> {
     let mut k = linear_bwd("fc2-bwd", rows, h, f).to_vec();
-    k.push(Kernel::memory("act-bwd", rows * f * act_bytes(act).1));
-    k.extend(linear_bwd("fc1-bwd", rows, up, h));
+    k.extend(act_bwd(px, rows, f));
+    k.extend(linear_bwd("fc1-bwd", rows, mlp_up(px.act, f), h));
     k
 }
 
@@ -298,29 +395,123 @@ mod tests {
             .sum()
     }
 
+    fn passes_of(act: Activation, norm: Norm, rotary: bool, ops: LayerOps) -> Passes {
+        Passes {
+            act,
+            norm,
+            rotary,
+            ops,
+        }
+    }
+
+    fn named(ks: &[Kernel], name: &str) -> (u64, usize) {
+        let of: Vec<Kernel> = ks.iter().filter(|k| k.name == name).copied().collect();
+        (bytes(&of), of.len())
+    }
+
     /// The activation passes move what the fused kernels read and write per MLP column and
     /// token: GeLU 4 bytes forward and 6 backward, SwiGLU 6 (2f read, f written) and 10 (f
     /// gradients and 2f inputs read, 2f written) — not SwiGLU's 2f columns read and written
-    /// twice over.
+    /// twice over. Eager SwiGLU is silu and a product (4 + 6) and three backward kernels
+    /// (6 each); eager GeLU is one ATen kernel, as fused.
     #[test]
     fn activation_passes_move_what_the_fused_kernels_read_and_write() {
         let (rows, h, f) = (10.0, 64.0, 100.0);
-        let pass = |ks: &[Kernel], name: &str| {
-            bytes(
-                &ks.iter()
-                    .filter(|k| k.name == name)
-                    .copied()
-                    .collect::<Vec<_>>(),
+        for (ops, swiglu, gelu) in [
+            (
+                LayerOps::Fused,
+                [(6_000, 1), (10_000, 1)],
+                [(4_000, 1), (6_000, 1)],
+            ),
+            (
+                LayerOps::Eager,
+                [(10_000, 2), (18_000, 3)],
+                [(4_000, 1), (6_000, 1)],
+            ),
+            (
+                LayerOps::EagerFusedNorm,
+                [(10_000, 2), (18_000, 3)],
+                [(4_000, 1), (6_000, 1)],
+            ),
+        ] {
+            for (act, want) in [(Activation::Swiglu, swiglu), (Activation::Gelu, gelu)] {
+                let px = passes_of(act, Norm::Rmsnorm, false, ops);
+                assert_eq!(
+                    named(&mlp_fwd(px, rows, h, f), "act"),
+                    want[0],
+                    "{ops:?} {act:?}"
+                );
+                assert_eq!(
+                    named(&mlp_bwd(px, rows, h, f), "act-bwd"),
+                    want[1],
+                    "{ops:?} {act:?}"
+                );
+            }
+        }
+    }
+
+    /// Eager RMSNorm moves 36 bytes per element forward in six kernels (plus two per row, 8
+    /// bytes each) and 92 backward in twelve (plus three per row); LayerNorm, and RMSNorm under
+    /// fused kernels or `eager-fused-norm`, move 4 and 6 in one kernel each way.
+    #[test]
+    fn eager_rmsnorm_moves_each_ops_bytes_and_layernorm_stays_one_kernel() {
+        let (rows, h) = (10.0, 64.0);
+        let px = passes_of(Activation::Swiglu, Norm::Rmsnorm, false, LayerOps::Eager);
+        assert_eq!(
+            named(&norm(px, "ln", rows, h), "ln"),
+            (36 * 640 + 2 * 80, 8)
+        );
+        assert_eq!(
+            named(&norm_bwd(px, "ln-bwd", rows, h), "ln-bwd"),
+            (92 * 640 + 3 * 80, 16)
+        );
+        for (n, ops) in [
+            (Norm::Layernorm, LayerOps::Eager),
+            (Norm::Rmsnorm, LayerOps::EagerFusedNorm),
+            (Norm::Rmsnorm, LayerOps::Fused),
+        ] {
+            let px = passes_of(Activation::Swiglu, n, false, ops);
+            assert_eq!(named(&norm(px, "ln", rows, h), "ln"), (4 * 640, 1));
+            assert_eq!(
+                named(&norm_bwd(px, "ln-bwd", rows, h), "ln-bwd"),
+                (6 * 640, 1)
+            );
+        }
+    }
+
+    /// Between the QKV projection and the attention: fused RoPE reads and writes each query
+    /// and key value once (4 bytes); eager RoPE casts, rotates and casts back each tensor
+    /// (20 bytes, three kernels per tensor); eager grouped-query attention copies K and V out
+    /// to every query head (read k, write q columns, bf16), which MHA does not; a model
+    /// without rotary embedding has nothing under fused kernels.
+    #[test]
+    fn qk_passes_rotate_and_expand_as_the_software_writes_them() {
+        let (rows, q, k) = (10.0, 64.0, 16.0);
+        let rope = |rotary, ops| {
+            named(
+                &qk_passes(
+                    passes_of(Activation::Swiglu, Norm::Rmsnorm, rotary, ops),
+                    "r",
+                    rows,
+                    q,
+                    k,
+                ),
+                "r",
             )
         };
-        let gelu_f = mlp_fwd(rows, h, f, Activation::Gelu);
-        let gelu_b = mlp_bwd(rows, h, f, Activation::Gelu);
-        assert_eq!(pass(&gelu_f, "act"), 4_000);
-        assert_eq!(pass(&gelu_b, "act-bwd"), 6_000);
-        let swiglu_f = mlp_fwd(rows, h, f, Activation::Swiglu);
-        let swiglu_b = mlp_bwd(rows, h, f, Activation::Swiglu);
-        assert_eq!(pass(&swiglu_f, "act"), 6_000);
-        assert_eq!(pass(&swiglu_b, "act-bwd"), 10_000);
+        assert_eq!(rope(true, LayerOps::Fused), (4 * 800, 1));
+        assert_eq!(rope(false, LayerOps::Fused), (0, 0));
+        let expand = 2 * 2 * 800;
+        assert_eq!(rope(true, LayerOps::Eager), (20 * 800 + expand, 8));
+        assert_eq!(rope(false, LayerOps::EagerFusedNorm), (expand, 2));
+        let mha = qk_passes(
+            passes_of(Activation::Swiglu, Norm::Rmsnorm, true, LayerOps::Eager),
+            "r",
+            rows,
+            q,
+            q,
+        );
+        assert_eq!(named(&mha, "r"), (20 * 1280, 6));
     }
 
     /// Megatron's fp32 step moves 42 bytes per parameter whatever the gradients' dtype; the

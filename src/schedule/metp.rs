@@ -12,8 +12,8 @@
 
 use super::common::{finish, Parts};
 use super::kernels::{
-    head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm, norm_bwd, residual_bwd,
-    residual_fwd, rope,
+    head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd, norm, norm_bwd, qk_passes,
+    residual_bwd, residual_fwd, Passes,
 };
 use super::ring::kv_ring;
 use super::stage::{Axis, Exchange, Kernel, Outer, Ring, RingStep, Stage, StepPlan};
@@ -69,8 +69,9 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     let qkv = linear_fwd("qkv", local, qkv_w, d.h);
     // A group's queries and keys rotated after its projection (rotary models), and back.
     let rope_cols = (d.h / g, kv_g * d.d);
-    let rope_f = rope(&w.model, "rope", local, rope_cols.0, rope_cols.1);
-    let rope_b = rope(&w.model, "rope-bwd", local, rope_cols.0, rope_cols.1);
+    let px = Passes::of(w);
+    let rope_f = qk_passes(px, "rope", local, rope_cols.0, rope_cols.1);
+    let rope_b = qk_passes(px, "rope-bwd", local, rope_cols.0, rope_cols.1);
     let out = linear_fwd("out-proj", local, d.h, d.h / g);
     let outer_fwd = Outer {
         name: "head-groups",
@@ -80,14 +81,14 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         exchange,
         buffers: rb,
         body: vec![
-            Stage::Compute(std::iter::once(qkv).chain(rope_f).collect()),
+            Stage::Compute(std::iter::once(qkv).chain(rope_f.clone()).collect()),
             Stage::Ring(kv_ring(w, &d, c, d.a / g, kv_g, rb, false, Axis::Method)),
             Stage::Compute(vec![out]),
         ],
     };
     let drop = w.dropout();
     let attn_f = vec![
-        Stage::Compute(vec![norm("ln1", local, d.h)]),
+        Stage::Compute(norm(px, "ln1", local, d.h)),
         Stage::Outer(outer_fwd.clone()),
         Stage::Compute(vec![residual_fwd("attn-residual", local, d.h, drop)]),
     ];
@@ -99,11 +100,11 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     };
     let mlp_shard = mats * d.h * f_p;
     let mlp_f = vec![
-        Stage::Compute(vec![norm("ln2", local, d.h)]),
+        Stage::Compute(norm(px, "ln2", local, d.h)),
         Stage::Ring(weight_ring(
             w,
             "mlp-ring",
-            mlp_fwd(local, d.h, f_p, w.model.activation),
+            mlp_fwd(px, local, d.h, f_p),
             mlp_shard,
             false,
         )),
@@ -126,7 +127,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         // The activation input X·W1 of each shard is recomputed before its backward.
         vec![linear_fwd("fc1-recompute", local, (mats - 1.0) * f_p, d.h)]
     };
-    k.extend(mlp_bwd(local, d.h, f_p, w.model.activation));
+    k.extend(mlp_bwd(px, local, d.h, f_p));
     mlp_b.push(Stage::Ring(weight_ring(
         w,
         "mlp-ring-bwd",
@@ -134,7 +135,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         mlp_shard,
         true,
     )));
-    mlp_b.push(Stage::Compute(vec![norm_bwd("ln2-bwd", local, d.h)]));
+    mlp_b.push(Stage::Compute(norm_bwd(px, "ln2-bwd", local, d.h)));
 
     let mut body = Vec::new();
     if !o.metp.store_qkv {
@@ -179,7 +180,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         body,
         ..outer_fwd
     }));
-    attn_b.push(Stage::Compute(vec![norm_bwd("ln1-bwd", local, d.h)]));
+    attn_b.push(Stage::Compute(norm_bwd(px, "ln1-bwd", local, d.h)));
 
     let head = if o.vocab_parallel {
         let v_p = (d.v / d.p).ceil();
@@ -188,7 +189,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
             Kernel::elementwise("cross-entropy-partial", local * v_p, 2.0),
         ];
         vec![
-            Stage::Compute(vec![norm("final-ln", local, d.h)]),
+            Stage::Compute(norm(px, "final-ln", local, d.h)),
             Stage::Ring(weight_ring(w, "vocab-ring", fwd, v_p * d.h, false)),
             Stage::Ring(weight_ring(
                 w,
@@ -199,7 +200,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
             )),
         ]
     } else {
-        let mut k = vec![norm("final-ln", local, d.h)];
+        let mut k = norm(px, "final-ln", local, d.h);
         k.extend(head_kernels(local, d.v, d.h));
         vec![Stage::Compute(k)]
     };

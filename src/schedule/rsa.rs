@@ -4,7 +4,9 @@
 //! unfused. Backward repeats both rings and all-reduces full-length dK and dV.
 
 use super::common::sequence_split_plan;
-use super::kernels::{linear_bwd, linear_fwd, norm, norm_bwd, residual_bwd, residual_fwd, rope};
+use super::kernels::{
+    linear_bwd, linear_fwd, norm, norm_bwd, qk_passes, residual_bwd, residual_fwd, Passes,
+};
 use super::ring::ring_step;
 use super::stage::{Axis, Kernel, Ring, Stage, StepPlan};
 use super::CollectiveOp;
@@ -43,11 +45,10 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     let qk = |sq: f64, sk: f64| vec![Kernel::batched_gemm("qk-block", bh, sq, sk, d.d)];
     let av = |sq: f64, sk: f64| vec![Kernel::batched_gemm("av-block", bh, sq, d.d, sk)];
     let scores = d.b * d.a * c * d.s;
-    let mut pre = vec![
-        norm("ln1", local, d.h),
-        linear_fwd("qkv", local, d.h + 2.0 * kv_w, d.h),
-    ];
-    pre.extend(rope(&w.model, "rope", local, d.h, kv_w));
+    let px = Passes::of(w);
+    let mut pre = norm(px, "ln1", local, d.h);
+    pre.push(linear_fwd("qkv", local, d.h + 2.0 * kv_w, d.h));
+    pre.extend(qk_passes(px, "rope", local, d.h, kv_w));
     let attn_f = vec![
         Stage::Compute(pre.clone()),
         Stage::Ring(chunk_ring(w, "ring-qk", c, &qk, chunk)),
@@ -100,11 +101,9 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
             bytes: full_kv,
         });
     }
-    let mut k: Vec<Kernel> = rope(&w.model, "rope-bwd", local, d.h, kv_w)
-        .into_iter()
-        .collect();
+    let mut k: Vec<Kernel> = qk_passes(px, "rope-bwd", local, d.h, kv_w);
     k.extend(linear_bwd("qkv-bwd", local, d.h + 2.0 * kv_w, d.h));
-    k.push(norm_bwd("ln1-bwd", local, d.h));
+    k.extend(norm_bwd(px, "ln1-bwd", local, d.h));
     attn_b.push(Stage::Compute(k));
 
     sequence_split_plan(w, &d, local, attn_f, attn_b)

@@ -5,7 +5,7 @@
 use super::common::{attn, finish, recompute_kernels, Parts};
 use super::kernels::{
     attention_bwd, attention_fwd, head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd,
-    norm, norm_bwd, residual_bwd, residual_fwd, rope,
+    norm, norm_bwd, qk_passes, residual_bwd, residual_fwd, Passes,
 };
 use super::stage::{Kernel, Stage, StepPlan};
 use super::CollectiveOp;
@@ -17,7 +17,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     let rows = d.b * d.s;
     let heads = d.a / d.p;
     let kv = d.kv_per(d.p);
-    let act = w.model.activation;
+    let px = Passes::of(w);
     let shape = attn(w, d.b, d.s, d.s, heads, kv, d.d);
     let core = attention_fwd(shape, w.options.flash, w.dropout());
     let ar = |name| Stage::Collective {
@@ -25,15 +25,13 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         op: CollectiveOp::AllReduce,
         bytes: (2.0 * rows * d.h) as u64,
     };
-    let mut attn_fwd = vec![
-        norm("ln1", rows, d.h),
-        linear_fwd("qkv", rows, (heads + 2.0 * kv) * d.d, d.h),
-    ];
-    attn_fwd.extend(rope(&w.model, "rope", rows, heads * d.d, kv * d.d));
+    let mut attn_fwd = norm(px, "ln1", rows, d.h);
+    attn_fwd.push(linear_fwd("qkv", rows, (heads + 2.0 * kv) * d.d, d.h));
+    attn_fwd.extend(qk_passes(px, "rope", rows, heads * d.d, kv * d.d));
     attn_fwd.extend(core.iter().copied());
     attn_fwd.push(linear_fwd("out-proj", rows, d.h, heads * d.d));
-    let mut mlp_f = vec![norm("ln2", rows, d.h)];
-    mlp_f.extend(mlp_fwd(rows, d.h, d.f / d.p, act));
+    let mut mlp_f = norm(px, "ln2", rows, d.h);
+    mlp_f.extend(mlp_fwd(px, rows, d.h, d.f / d.p));
 
     let full = w.options.recompute == Recompute::Full;
     let mut mlp_b: Vec<Stage> = Vec::new();
@@ -43,8 +41,8 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     }
     let drop = w.dropout();
     let mut k = vec![residual_bwd("mlp-residual-bwd", rows, d.h, drop)];
-    k.extend(mlp_bwd(rows, d.h, d.f / d.p, act));
-    k.push(norm_bwd("ln2-bwd", rows, d.h));
+    k.extend(mlp_bwd(px, rows, d.h, d.f / d.p));
+    k.extend(norm_bwd(px, "ln2-bwd", rows, d.h));
     mlp_b.push(Stage::Compute(k));
     mlp_b.push(ar("all-reduce"));
 
@@ -59,9 +57,9 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     let mut k: Vec<Kernel> = vec![residual_bwd("attn-residual-bwd", rows, d.h, drop)];
     k.extend(linear_bwd("out-proj-bwd", rows, d.h, heads * d.d));
     k.extend(attention_bwd(shape, w.options.flash, w.dropout()));
-    k.extend(rope(&w.model, "rope-bwd", rows, heads * d.d, kv * d.d));
+    k.extend(qk_passes(px, "rope-bwd", rows, heads * d.d, kv * d.d));
     k.extend(linear_bwd("qkv-bwd", rows, (heads + 2.0 * kv) * d.d, d.h));
-    k.push(norm_bwd("ln1-bwd", rows, d.h));
+    k.extend(norm_bwd(px, "ln1-bwd", rows, d.h));
     attn_b.push(Stage::Compute(k));
     attn_b.push(ar("all-reduce"));
 
@@ -70,7 +68,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     } else {
         d.v
     };
-    let mut head_k = vec![norm("final-ln", rows, d.h)];
+    let mut head_k = norm(px, "final-ln", rows, d.h);
     head_k.extend(head_kernels(rows, v_local, d.h));
     let mut head = vec![Stage::Compute(head_k)];
     if w.options.vocab_parallel {

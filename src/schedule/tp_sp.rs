@@ -34,8 +34,8 @@
 
 use super::common::{attn, finish, recompute_kernels, Parts};
 use super::kernels::{
-    attention_bwd, attention_fwd, head as head_kernels, linear_bwd, linear_fwd, mlp_bwd, mlp_fwd,
-    norm, norm_bwd, residual_bwd, residual_fwd, rope,
+    act_fwd, attention_bwd, attention_fwd, head as head_kernels, linear_bwd, linear_fwd, mlp_bwd,
+    mlp_fwd, norm, norm_bwd, qk_passes, residual_bwd, residual_fwd, Passes,
 };
 use super::ring::kv_ring;
 use super::stage::{Axis, Kernel, Ring, RingStep, Stage, StepPlan};
@@ -51,7 +51,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     let local = rows / d.p;
     let heads = d.a / d.p;
     let kv = d.kv_per(d.p);
-    let act = w.model.activation;
+    let px = Passes::of(w);
     let full_bytes = (2.0 * rows * d.h) as u64;
     let coll = |name, op| Stage::Collective {
         name,
@@ -92,9 +92,9 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     let qkv = linear_fwd("qkv", rows, (heads + 2.0 * kv) * d.d, d.h);
     let out_proj = linear_fwd("out-proj", rows, d.h, heads * d.d);
     // The queries and keys rotated after the projection (rotary models), and back before it.
-    let rope_f = rope(&w.model, "rope", rows, heads * d.d, kv * d.d);
-    let rope_b = rope(&w.model, "rope-bwd", rows, heads * d.d, kv * d.d);
-    let qkv_rope: Vec<Kernel> = std::iter::once(qkv).chain(rope_f).collect();
+    let rope_f = qk_passes(px, "rope", rows, heads * d.d, kv * d.d);
+    let rope_b = qk_passes(px, "rope-bwd", rows, heads * d.d, kv * d.d);
+    let qkv_rope: Vec<Kernel> = std::iter::once(qkv).chain(rope_f.clone()).collect();
     let mut attn_k = qkv_rope.clone();
     attn_k.extend(core.iter().copied());
     attn_k.push(out_proj);
@@ -136,10 +136,12 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         let qkv_c = linear_fwd("qkv", chunk_rows, qkv_n, d.h);
         let proj_c = linear_fwd("out-proj", chunk_rows, d.h, heads * d.d);
         let mut attn_f = vec![
-            Stage::Compute(vec![norm("ln1", local, d.h)]),
+            Stage::Compute(norm(px, "ln1", local, d.h)),
             overlapped("qkv-all-gather", qkv_c, true),
         ];
-        attn_f.extend(rope_f.map(|k| Stage::Compute(vec![k])));
+        if !rope_f.is_empty() {
+            attn_f.push(Stage::Compute(rope_f));
+        }
         if context {
             attn_f.push(cp_ring(false));
         } else {
@@ -149,26 +151,30 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
             overlapped("out-proj-reduce-scatter", proj_c, false),
             Stage::Compute(vec![residual_fwd("attn-residual", local, d.h, drop)]),
         ]);
-        let mlp_c = mlp_fwd(chunk_rows, d.h, d.f / d.p, act);
+        // fc1 and fc2 on a chunk (first and last of the MLP's kernels), the activation whole.
+        let mlp_c = mlp_fwd(px, chunk_rows, d.h, d.f / d.p);
         let mlp_f = vec![
-            Stage::Compute(vec![norm("ln2", local, d.h)]),
+            Stage::Compute(norm(px, "ln2", local, d.h)),
             overlapped("fc1-all-gather", mlp_c[0], true),
-            Stage::Compute(vec![mlp_fwd(rows, d.h, d.f / d.p, act)[1]]),
-            overlapped("fc2-reduce-scatter", mlp_c[2], false),
+            Stage::Compute(act_fwd(px, rows, d.f / d.p)),
+            overlapped("fc2-reduce-scatter", mlp_c[mlp_c.len() - 1], false),
             Stage::Compute(vec![residual_fwd("mlp-residual", local, d.h, drop)]),
         ];
         // MLP backward: the output gradient gathered under fc2's data gradient, the input
         // gathered under fc1's data gradient, the input gradient scattered under fc1's weight
         // gradient.
-        let mlp_whole = mlp_bwd(rows, d.h, d.f / d.p, act);
-        let mlp_chunk = mlp_bwd(chunk_rows, d.h, d.f / d.p, act);
+        // `mlp_bwd`'s order: fc2's data and weight gradients, the activation's backward (one
+        // kernel or several), fc1's data and weight gradients.
+        let mlp_whole = mlp_bwd(px, rows, d.h, d.f / d.p);
+        let mlp_chunk = mlp_bwd(px, chunk_rows, d.h, d.f / d.p);
+        let n = mlp_chunk.len();
         let mut mlp_b = bwd_open(&mlp_f, "mlp-residual-bwd");
         mlp_b.extend([
             overlapped("fc2-dgrad-all-gather", mlp_chunk[0], true),
-            Stage::Compute(vec![mlp_whole[1], mlp_whole[2]]),
-            overlapped("fc1-dgrad-all-gather-input", mlp_chunk[3], true),
-            overlapped("fc1-wgrad-reduce-scatter", mlp_chunk[4], false),
-            Stage::Compute(vec![norm_bwd("ln2-bwd", local, d.h)]),
+            Stage::Compute(mlp_whole[1..n - 2].to_vec()),
+            overlapped("fc1-dgrad-all-gather-input", mlp_chunk[n - 2], true),
+            overlapped("fc1-wgrad-reduce-scatter", mlp_chunk[n - 1], false),
+            Stage::Compute(norm_bwd(px, "ln2-bwd", local, d.h)),
         ]);
         // Attention backward, the same way around the out-projection and the QKV projection.
         let proj_whole = linear_bwd("out-proj-bwd", rows, d.h, heads * d.d);
@@ -201,7 +207,9 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
                 w.dropout(),
             )));
         }
-        attn_b.extend(rope_b.map(|k| Stage::Compute(vec![k])));
+        if !rope_b.is_empty() {
+            attn_b.push(Stage::Compute(rope_b));
+        }
         if input_gathered_early {
             attn_b.push(Stage::Compute(vec![qkv_whole[0]]));
         } else {
@@ -209,7 +217,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         }
         attn_b.extend([
             overlapped("qkv-wgrad-reduce-scatter", qkv_chunk[1], false),
-            Stage::Compute(vec![norm_bwd("ln1-bwd", local, d.h)]),
+            Stage::Compute(norm_bwd(px, "ln1-bwd", local, d.h)),
         ]);
         (attn_f, mlp_f, mlp_b, attn_b)
     } else {
@@ -222,9 +230,9 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         } else {
             vec![Stage::Compute(attn_k.clone())]
         };
-        let mlp_k = mlp_fwd(rows, d.h, d.f / d.p, act);
+        let mlp_k = mlp_fwd(px, rows, d.h, d.f / d.p);
         let mut attn_f = vec![
-            Stage::Compute(vec![norm("ln1", local, d.h)]),
+            Stage::Compute(norm(px, "ln1", local, d.h)),
             ag("all-gather"),
         ];
         attn_f.extend(attn_core_f);
@@ -233,7 +241,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
             Stage::Compute(vec![residual_fwd("attn-residual", local, d.h, drop)]),
         ]);
         let mlp_f = vec![
-            Stage::Compute(vec![norm("ln2", local, d.h)]),
+            Stage::Compute(norm(px, "ln2", local, d.h)),
             ag("all-gather"),
             Stage::Compute(mlp_k.clone()),
             rs("reduce-scatter"),
@@ -242,10 +250,10 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         let mut mlp_b = bwd_open(&mlp_f, "mlp-residual-bwd");
         mlp_b.push(ag("all-gather-grad"));
         mlp_b.push(ag("all-gather-input"));
-        let mut k = mlp_bwd(rows, d.h, d.f / d.p, act);
+        let mut k = mlp_bwd(px, rows, d.h, d.f / d.p);
         mlp_b.push(Stage::Compute(std::mem::take(&mut k)));
         mlp_b.push(rs("reduce-scatter-grad"));
-        mlp_b.push(Stage::Compute(vec![norm_bwd("ln2-bwd", local, d.h)]));
+        mlp_b.push(Stage::Compute(norm_bwd(px, "ln2-bwd", local, d.h)));
 
         let mut attn_b = bwd_open(&attn_f, "attn-residual-bwd");
         attn_b.push(ag("all-gather-grad"));
@@ -279,7 +287,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
             attn_b.push(Stage::Compute(k));
         }
         attn_b.push(rs("reduce-scatter-grad"));
-        attn_b.push(Stage::Compute(vec![norm_bwd("ln1-bwd", local, d.h)]));
+        attn_b.push(Stage::Compute(norm_bwd(px, "ln1-bwd", local, d.h)));
         (attn_f, mlp_f, mlp_b, attn_b)
     };
 
@@ -290,7 +298,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     };
     let head_k = head_kernels(rows, v_local, d.h);
     let head = vec![
-        Stage::Compute(vec![norm("final-ln", local, d.h)]),
+        Stage::Compute(norm(px, "final-ln", local, d.h)),
         ag("all-gather-head"),
         Stage::Compute(head_k),
         rs("reduce-scatter-head"),

@@ -4,8 +4,8 @@
 
 use super::common::{attn, recompute_kernels, sequence_split_plan};
 use super::kernels::{
-    attention_bwd, attention_fwd, linear_bwd, linear_fwd, norm, norm_bwd, residual_bwd,
-    residual_fwd, rope,
+    attention_bwd, attention_fwd, linear_bwd, linear_fwd, norm, norm_bwd, qk_passes, residual_bwd,
+    residual_fwd, Passes,
 };
 use super::stage::{Kernel, Stage, StepPlan};
 use super::CollectiveOp;
@@ -29,11 +29,10 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     };
     let shape = attn(w, d.b, d.s, d.s, heads, kv, d.d);
     let core = attention_fwd(shape, w.options.flash, w.dropout());
-    let mut pre = vec![
-        norm("ln1", local, d.h),
-        linear_fwd("qkv", local, d.h + 2.0 * d.a_kv * d.d, d.h),
-    ];
-    pre.extend(rope(&w.model, "rope", local, d.h, d.a_kv * d.d));
+    let px = Passes::of(w);
+    let mut pre = norm(px, "ln1", local, d.h);
+    pre.push(linear_fwd("qkv", local, d.h + 2.0 * d.a_kv * d.d, d.h));
+    pre.extend(qk_passes(px, "rope", local, d.h, d.a_kv * d.d));
     let drop = w.dropout();
     let post = vec![
         linear_fwd("out-proj", local, d.h, d.h),
@@ -64,11 +63,9 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     core_b.extend(attention_bwd(shape, w.options.flash, w.dropout()));
     attn_b.push(Stage::Compute(core_b));
     attn_b.push(a2a("all-to-all-grad-qkv", qkv_bytes));
-    let mut k: Vec<Kernel> = rope(&w.model, "rope-bwd", local, d.h, d.a_kv * d.d)
-        .into_iter()
-        .collect();
+    let mut k: Vec<Kernel> = qk_passes(px, "rope-bwd", local, d.h, d.a_kv * d.d);
     k.extend(linear_bwd("qkv-bwd", local, d.h + 2.0 * d.a_kv * d.d, d.h));
-    k.push(norm_bwd("ln1-bwd", local, d.h));
+    k.extend(norm_bwd(px, "ln1-bwd", local, d.h));
     attn_b.push(Stage::Compute(k));
 
     sequence_split_plan(w, &d, local, attn_f, attn_b)

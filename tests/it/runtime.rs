@@ -231,6 +231,7 @@ fn runtime_steps_shorten_exactly() {
         grad_sync: GradSync::AfterBackward,
         pp_round: None,
         cp_comm: CpComm::Ring,
+        ..Runtime::default()
     };
     for (label, w) in [
         ("round 6", workload(4, 2, 1, 72, 16, round(6))),

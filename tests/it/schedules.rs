@@ -153,3 +153,111 @@ fn rotary_models_rotate_queries_and_keys_once_each_way() {
         }
     }
 }
+
+/// PyTorch eager layer ops (`--layer-ops eager`, torchtitan's Llama) reach every baseline's
+/// every pass, exactly as `schedule::kernels` counts them per element: on device 0's first
+/// layer, each norm moves 36 bytes per element forward and 92 backward (plus 8 per row in two
+/// kernels forward, three backward) where fused moves 4 and 6; the activation 10 and 18 per
+/// MLP column where fused SwiGLU moves 6 and 10; the rotary embedding 20 per query and key
+/// value each way where fused moves 4, plus the GQA keys and values copied out to every query
+/// head (read kv, write q columns). `eager-fused-norm` leaves the norms as fused. Full
+/// recomputation replays the forward's passes. METP refuses eager ops.
+#[test]
+fn eager_layer_ops_reach_every_pass_of_every_baseline() {
+    use metp_sim::config::{LayerOps, Runtime};
+    use metp_sim::schedule::{KernelShape, Pass};
+    let mut model = load_model("llama3-8b").unwrap();
+    model.layers = 2;
+    let seq = 4096u64;
+    let (h, f) = (model.hidden, model.ffn_hidden);
+    let (q, kv) = (model.hidden, model.kv_heads * model.head_dim());
+    for method in MethodId::ALL {
+        for p in [1u64, 2, 8] {
+            for rec in [Recompute::None, Recompute::Full] {
+                let mut per = Vec::new();
+                for ops in [LayerOps::Fused, LayerOps::Eager, LayerOps::EagerFusedNorm] {
+                    let o = Options {
+                        causal: true,
+                        recompute: rec,
+                        runtime: Runtime {
+                            layer_ops: ops,
+                            ..Runtime::default()
+                        },
+                        ..Options::default()
+                    };
+                    let w = workload(model.clone(), method, p, seq, o);
+                    let w = match (w.validate(), method, ops) {
+                        (Err(e), MethodId::Metp, LayerOps::Eager | LayerOps::EagerFusedNorm) => {
+                            assert!(e.to_string().contains("--layer-ops"), "{e}");
+                            continue;
+                        }
+                        (Ok(w), MethodId::Metp, LayerOps::Eager | LayerOps::EagerFusedNorm) => {
+                            panic!("METP accepted {ops:?}: {}", w.method)
+                        }
+                        (Err(_), _, _) => continue,
+                        (Ok(w), _, _) => w,
+                    };
+                    let g = crate::common::lowered_step(&w);
+                    let bytes = |name: &str| -> u64 {
+                        g.tasks
+                            .iter()
+                            .filter(|t| {
+                                t.device == 0 && t.label.name == name && t.label.layer == Some(0)
+                            })
+                            .map(|t| match t.work {
+                                Work::Compute { kernel } => match g.kernels[kernel as usize] {
+                                    KernelShape::Elementwise { bytes } => bytes,
+                                    _ => panic!("{name}: not a memory-bound pass"),
+                                },
+                                _ => panic!("{name}: not a kernel"),
+                            })
+                            .sum()
+                    };
+                    let _ = Pass::Fwd;
+                    per.push([
+                        bytes("ln1") + bytes("ln2"),
+                        bytes("ln1-bwd") + bytes("ln2-bwd"),
+                        bytes("act"),
+                        bytes("act-bwd"),
+                        bytes("rope"),
+                        bytes("rope-bwd"),
+                    ]);
+                }
+                if per.len() < 3 {
+                    continue;
+                }
+                let label = format!("{method} p={p} {rec:?}");
+                let [fused, eager, fused_norm] = [per[0], per[1], per[2]];
+                let replays = 1 + u64::from(rec == Recompute::Full);
+                // Norm elements per forward, from the fused pass (4 bytes each), and their rows.
+                let n = fused[0] / 4 / replays;
+                let rows = n / h;
+                assert_eq!(fused[1], 6 * n, "{label}: fused norm backward");
+                assert_eq!(
+                    eager[0],
+                    replays * (36 * n + 16 * rows),
+                    "{label}: norm forward"
+                );
+                assert_eq!(eager[1], 92 * n + 24 * rows, "{label}: norm backward");
+                assert_eq!(
+                    fused_norm[0..2],
+                    fused[0..2],
+                    "{label}: eager-fused-norm norms"
+                );
+                // The activation over b·s·f/p values per device, whichever method splits them.
+                let e_f = seq * f / p;
+                assert_eq!(fused[2], replays * 6 * e_f, "{label}: fused act");
+                assert_eq!(fused[3], 10 * e_f, "{label}: fused act-bwd");
+                for e in [eager, fused_norm] {
+                    assert_eq!(e[2], replays * 10 * e_f, "{label}: eager act");
+                    assert_eq!(e[3], 18 * e_f, "{label}: eager act-bwd");
+                    // RoPE over b·s·(q + kv)/p values, and the K/V expansion the same count.
+                    let e_qk = seq * (q + kv) / p;
+                    assert_eq!(e[4], replays * 24 * e_qk, "{label}: eager rope");
+                    assert_eq!(e[5], 24 * e_qk, "{label}: eager rope-bwd");
+                }
+                assert_eq!(fused[5], 4 * seq * (q + kv) / p, "{label}: fused rope-bwd");
+            }
+        }
+    }
+}

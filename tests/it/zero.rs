@@ -410,19 +410,58 @@ fn a_separate_gradient_accumulation_pass_costs_its_bytes_per_layer_and_micro_bat
 /// layers, forward and backward, a layer's compute waits for its own gather, and the gather of
 /// the layer after it depends on nothing the layer computes — it flows beside it. The first
 /// layer's gather of each run waits for what came before.
+///
+/// With FSDP2's per-parameter gathers (`--zero3-gather per-parameter`) that first kernel is the
+/// copy of the gathered weights out of the all-gather buffer, 4 bytes per local parameter of
+/// the layer, once per gather; flat gathers copy nothing.
 #[test]
 fn zero3_gathers_flow_one_layer_ahead_of_the_compute() {
+    use metp_sim::config::{Runtime, Zero3Gather};
+    use metp_sim::schedule::{KernelShape, Work};
+    for how in [Zero3Gather::Flat, Zero3Gather::PerParameter] {
+        let mut model = load_model("llama2-7b").unwrap();
+        model.layers = 4;
+        let layer_params = model.attention_params_per_layer()
+            + model.mlp_params_per_layer()
+            + 2 * model.norm_params();
+        let o = Options {
+            zero: Some(ZeroStage::Zero3),
+            runtime: Runtime {
+                zero3_gather: how,
+                ..Runtime::default()
+            },
+            ..Options::default()
+        };
+        let mut w = workload(model, MethodId::Ulysses, 4, 4096, o);
+        w.dp = 2;
+        let w = w.validate().unwrap();
+        let g = crate::common::lowered_step(&w);
+        let copies: Vec<u64> = g
+            .tasks
+            .iter()
+            .filter(|t| t.device == 0 && t.label.name == "zero3-copy-out")
+            .map(|t| match t.work {
+                Work::Compute { kernel } => match g.kernels[kernel as usize] {
+                    KernelShape::Elementwise { bytes } => bytes,
+                    _ => panic!("the copy-out is not a memory-bound pass"),
+                },
+                _ => panic!("the copy-out is not a kernel"),
+            })
+            .collect();
+        match how {
+            Zero3Gather::Flat => assert!(copies.is_empty(), "flat gathers copy nothing"),
+            Zero3Gather::PerParameter => {
+                assert_eq!(copies.len(), 8, "one copy-out per gather");
+                assert!(copies.iter().all(|&b| b == 4 * layer_params), "{copies:?}");
+            }
+        }
+        gathers_flow_ahead(&g, how == Zero3Gather::PerParameter);
+    }
+}
+
+/// The checks of [`zero3_gathers_flow_one_layer_ahead_of_the_compute`] on one lowered step.
+fn gathers_flow_ahead(g: &metp_sim::schedule::TaskGraph, copy_out: bool) {
     use metp_sim::schedule::{Pass, Work};
-    let mut model = load_model("llama2-7b").unwrap();
-    model.layers = 4;
-    let o = Options {
-        zero: Some(ZeroStage::Zero3),
-        ..Options::default()
-    };
-    let mut w = workload(model, MethodId::Ulysses, 4, 4096, o);
-    w.dp = 2;
-    let w = w.validate().unwrap();
-    let g = crate::common::lowered_step(&w);
     let on0 = |t: &&metp_sim::schedule::Task| t.device == 0;
     for pass in [Pass::Fwd, Pass::Bwd] {
         let gathers: Vec<(usize, u32)> = g
@@ -447,11 +486,17 @@ fn zero3_gathers_flow_one_layer_ahead_of_the_compute() {
                 .collect()
         };
         for (k, &(gather, layer)) in gathers.iter().enumerate() {
-            // The layer's first kernel waits for its gather.
+            // The layer's first kernel waits for its gather (the copy-out, where there is one).
             let first = computes(layer)[0];
             assert!(
                 g.tasks[first].deps.contains(&(gather as u32)),
                 "{pass:?} layer {layer}: its compute does not wait for its gather"
+            );
+            assert_eq!(
+                g.tasks[first].label.name == "zero3-copy-out",
+                copy_out,
+                "{pass:?} layer {layer}: first kernel {}",
+                g.tasks[first].label.name
             );
             if k == 0 {
                 continue;
