@@ -190,7 +190,7 @@ pub const MAX_RUN_FILES: usize = 1000;
 pub const MAX_TRIED_VALUES: usize = 16;
 /// Configurations one run file may make (the product of its knobs' tried values), each priced
 /// in closed form.
-pub const MAX_RUN_CONFIGURATIONS: usize = 256;
+pub const MAX_RUN_CONFIGURATIONS: usize = 512;
 /// Most result rows of one nccl-tests log (a sweep from 8 B to 16 GiB by doubling has 32).
 pub const MAX_NCCL_LOG_ROWS: usize = 4096;
 /// Largest buffer of an nccl-tests row or of `collectives --sizes`, in bytes (16 TiB: a

@@ -8,7 +8,9 @@ use super::{
     PlanSpec, RejectCategory, Rejection, MAX_CP, MAX_INTERLEAVE, MAX_PP, MICRO_BATCHES, RECOMPUTE,
     ZERO,
 };
-use crate::config::{Hardware, MethodId, Options, OuterAxes, Recompute, Workload, ZeroStage};
+use crate::config::{
+    Hardware, MethodId, Options, OuterAxes, Recompute, Runtime, Workload, Zero3Gather, ZeroStage,
+};
 use crate::error::Result;
 
 /// One configuration: method, degree, data parallelism, batch split and memory options.
@@ -104,6 +106,15 @@ impl Candidate {
                     && self.method == MethodId::TpSp
                     && self.p > 1
                     && hardware.gpus_per_node.is_multiple_of(self.p),
+                // How ZeRO-3's gathers become parameters concerns only ZeRO-3 candidates.
+                runtime: Runtime {
+                    zero3_gather: if zero_stage(self.zero) == ZeroStage::Zero3 {
+                        spec.options.runtime.zero3_gather
+                    } else {
+                        Zero3Gather::Flat
+                    },
+                    ..spec.options.runtime
+                },
                 ..spec.options
             },
         }

@@ -224,6 +224,10 @@ struct PlanJson<'a> {
     optimizer_dtype: &'static str,
     grad_accumulation: &'static str,
     tp_comm_overlap: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layer_ops: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    zero3_gather: Option<&'static str>,
     gpus: u64,
     nodes: u64,
     gpus_per_node: u64,
@@ -266,6 +270,8 @@ pub fn plan_json(p: &Plan) -> String {
         optimizer_dtype: p.optimizer_dtype,
         grad_accumulation: p.grad_accumulation,
         tp_comm_overlap: p.tp_comm_overlap,
+        layer_ops: p.layer_ops,
+        zero3_gather: p.zero3_gather,
         gpus: p.gpus,
         nodes: p.nodes,
         gpus_per_node: p.gpus_per_node,
@@ -364,7 +370,7 @@ fn header(p: &Plan) -> String {
     format!(
         "plan: {} on {} GPU(s) of {} ({} node(s) × {}), s = {}{}, {batch}{fixed}\n\
          attention: {}{}\n{clock}{placeholder}{overlap}\
-         training state: {} gradients{}, {} optimizer state (each row's ZeRO stage places it)\n\
+         training state: {} gradients{}, {} optimizer state (each row's ZeRO stage places it){}\n\
          {} configurations evaluated ({} more skipped as equivalent), {} fit, {} \
          rejected{simulated}\n{training}",
         p.model,
@@ -387,6 +393,15 @@ fn header(p: &Plan) -> String {
             ""
         },
         p.optimizer_dtype,
+        // The software's layer passes and ZeRO-3 gathers, where not the defaults.
+        [
+            p.layer_ops
+                .map(|o| format!("; {o} layer ops (METP candidates refused)")),
+            p.zero3_gather.map(|z| format!("; ZeRO-3 gathers {z}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<String>(),
         p.evaluated,
         p.equivalent_skipped,
         p.feasible,

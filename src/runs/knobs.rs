@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::file::{RunFile, Unstated};
 use crate::config::limits::{self, MAX_RUN_CONFIGURATIONS, MAX_TRIED_VALUES};
-use crate::config::{AttentionKernel, GradDtype, Recompute, ZeroStage};
+use crate::config::{AttentionKernel, GradDtype, LayerOps, Recompute, ZeroStage};
 use crate::error::{Error, Result};
 use crate::evaluate::AttentionFlops;
 
@@ -29,6 +29,8 @@ pub enum Knob {
     FlopAttention,
     /// Micro-batches per round of LLaMA 3's flexible interleaved schedule (`config::runtime`).
     PpRound,
+    /// How the layers' memory-bound passes ran (`config::LayerOps`).
+    LayerOps,
 }
 
 impl Knob {
@@ -43,6 +45,7 @@ impl Knob {
             Knob::GradDtype => "grad-dtype",
             Knob::FlopAttention => "flop-attention",
             Knob::PpRound => "pp-round",
+            Knob::LayerOps => "layer-ops",
         }
     }
 }
@@ -66,6 +69,8 @@ pub struct Knobs {
     pub flop_attention: Option<AttentionFlops>,
     /// Micro-batches per round of the interleaved schedule (`None`: pp, Megatron's).
     pub pp_round: Option<u64>,
+    /// How the layers' memory-bound passes ran.
+    pub layer_ops: LayerOps,
 }
 
 impl Knobs {
@@ -93,6 +98,7 @@ impl Knobs {
                 None => "-".into(),
             },
             Knob::PpRound => self.pp_round.map_or_else(|| "pp".into(), |n| n.to_string()),
+            Knob::LayerOps => self.layer_ops.id().to_string(),
         }
     }
 }
@@ -130,6 +136,7 @@ pub(super) fn configurations(
         grad_dtype: f.grad_dtype,
         flop_attention: f.measured.flops.as_ref().map(|fl| fl.attention),
         pp_round: f.pp_round,
+        layer_ops: f.layer_ops,
     };
     let mut all = vec![own.clone()];
     let mut seen: Vec<Knob> = Vec::new();
@@ -259,6 +266,18 @@ fn set_knob(k: &mut Knobs, knob: Knob, v: &serde_json::Value) -> std::result::Re
             }
         }
         Knob::PpRound => k.pp_round = Some(count(u64::from(u32::MAX))?),
+        Knob::LayerOps => {
+            k.layer_ops = match text()? {
+                "fused" => LayerOps::Fused,
+                "eager" => LayerOps::Eager,
+                "eager-fused-norm" => LayerOps::EagerFusedNorm,
+                other => {
+                    return Err(format!(
+                        "must be fused, eager or eager-fused-norm, got '{other}'"
+                    ))
+                }
+            }
+        }
         Knob::FlopAttention => {
             k.flop_attention = Some(match text()? {
                 "full" => AttentionFlops::Full,
@@ -281,5 +300,6 @@ fn set_knob_from(k: &mut Knobs, knob: Knob, from: &Knobs) {
         Knob::GradDtype => k.grad_dtype = from.grad_dtype,
         Knob::FlopAttention => k.flop_attention = from.flop_attention,
         Knob::PpRound => k.pp_round = from.pp_round,
+        Knob::LayerOps => k.layer_ops = from.layer_ops,
     }
 }

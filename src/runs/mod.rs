@@ -240,7 +240,7 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
                 pp_p2p: f.pp_p2p,
                 grad_sync: f.grad_sync,
                 cp_comm: f.cp_comm,
-                layer_ops: f.layer_ops,
+                layer_ops: k.layer_ops,
                 zero3_gather: f.zero3_gather,
             },
             ..Options::default()
@@ -404,8 +404,8 @@ fn layout_with(run: &Run, w: &ValidWorkload, replicas: bool) -> String {
     if f.tp_comm_overlap {
         s.push_str("; TP comm overlapped");
     }
-    if f.layer_ops != LayerOps::default() {
-        s.push_str(&format!("; {} layer ops", f.layer_ops.id()));
+    if k.layer_ops != LayerOps::default() {
+        s.push_str(&format!("; {} layer ops", k.layer_ops.id()));
     }
     if f.zero3_gather != Zero3Gather::default() {
         s.push_str(&format!("; ZeRO-3 gathers {}", f.zero3_gather.id()));

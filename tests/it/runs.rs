@@ -435,6 +435,20 @@ fn bad_run_files_are_refused_in_one_line_naming_the_field() {
         ("field 'pp_round'", |v| v["pp_round"] = 0.into()),
         ("unknown variant `eager`", |v| v["pp_p2p"] = "eager".into()),
         ("unknown variant `mesh`", |v| v["cp_comm"] = "mesh".into()),
+        ("unknown variant `compiled`", |v| {
+            v["layer_ops"] = "compiled".into()
+        }),
+        ("unknown variant `sharded`", |v| {
+            v["zero3_gather"] = "sharded".into()
+        }),
+        ("--zero3-gather per-parameter", |v| {
+            v["zero3_gather"] = "per-parameter".into()
+        }),
+        ("field 'unstated[1].tried[1]'", |v| {
+            v["unstated"].as_array_mut().unwrap().push(
+                serde_json::json!({"knob": "layer-ops", "tried": ["fused", "jit"], "why": "w"}),
+            );
+        }),
         ("unknown variant `fp8`", |v| {
             v["optimizer_dtype"] = "fp8".into()
         }),

@@ -92,6 +92,26 @@ fn lowered_graphs_are_well_formed() {
     }
 }
 
+/// Bytes of the memory-bound passes named `name` of device 0's first layer that `keep` keeps.
+fn layer0_pass_bytes(
+    g: &metp_sim::schedule::TaskGraph,
+    name: &str,
+    keep: impl Fn(&metp_sim::schedule::Task) -> bool,
+) -> u64 {
+    use metp_sim::schedule::KernelShape;
+    g.tasks
+        .iter()
+        .filter(|t| t.device == 0 && t.label.name == name && t.label.layer == Some(0) && keep(t))
+        .map(|t| match t.work {
+            Work::Compute { kernel } => match g.kernels[kernel as usize] {
+                KernelShape::Elementwise { bytes } => bytes,
+                _ => panic!("{name}: not a memory-bound pass"),
+            },
+            _ => panic!("{name}: not a kernel"),
+        })
+        .sum()
+}
+
 /// A rotary model's layer rotates its local queries and keys once forward and rotates their
 /// gradients back once (4 bytes per value each way, `schedule::kernels::rope`), whichever
 /// method splits them: b·s·(h + kv width)/p values per device for every method and degree,
@@ -99,7 +119,7 @@ fn lowered_graphs_are_well_formed() {
 /// positions (GPT-3) has no such pass.
 #[test]
 fn rotary_models_rotate_queries_and_keys_once_each_way() {
-    use metp_sim::schedule::{KernelShape, Pass};
+    use metp_sim::schedule::Pass;
     let seq = 4096u64;
     for (name, rotary) in [("llama3-8b", true), ("gpt3-1.3b", false)] {
         let mut model = load_model(name).unwrap();
@@ -118,22 +138,7 @@ fn rotary_models_rotate_queries_and_keys_once_each_way() {
                     let Ok(w) = w.validate() else { continue };
                     let g = crate::common::lowered_step(&w);
                     let bytes = |name: &str, pass: Pass| -> u64 {
-                        g.tasks
-                            .iter()
-                            .filter(|t| {
-                                t.device == 0
-                                    && t.label.name == name
-                                    && t.label.pass == pass
-                                    && t.label.layer == Some(0)
-                            })
-                            .map(|t| match t.work {
-                                Work::Compute { kernel } => match g.kernels[kernel as usize] {
-                                    KernelShape::Elementwise { bytes } => bytes,
-                                    _ => panic!("{name}: not a memory-bound pass"),
-                                },
-                                _ => panic!("{name}: not a kernel"),
-                            })
-                            .sum()
+                        layer0_pass_bytes(&g, name, |t| t.label.pass == pass)
                     };
                     let label = format!("{name} {method} p={p} {rec:?}");
                     let once = if rotary {
@@ -165,7 +170,6 @@ fn rotary_models_rotate_queries_and_keys_once_each_way() {
 #[test]
 fn eager_layer_ops_reach_every_pass_of_every_baseline() {
     use metp_sim::config::{LayerOps, Runtime};
-    use metp_sim::schedule::{KernelShape, Pass};
     let mut model = load_model("llama3-8b").unwrap();
     model.layers = 2;
     let seq = 4096u64;
@@ -198,22 +202,7 @@ fn eager_layer_ops_reach_every_pass_of_every_baseline() {
                         (Ok(w), _, _) => w,
                     };
                     let g = crate::common::lowered_step(&w);
-                    let bytes = |name: &str| -> u64 {
-                        g.tasks
-                            .iter()
-                            .filter(|t| {
-                                t.device == 0 && t.label.name == name && t.label.layer == Some(0)
-                            })
-                            .map(|t| match t.work {
-                                Work::Compute { kernel } => match g.kernels[kernel as usize] {
-                                    KernelShape::Elementwise { bytes } => bytes,
-                                    _ => panic!("{name}: not a memory-bound pass"),
-                                },
-                                _ => panic!("{name}: not a kernel"),
-                            })
-                            .sum()
-                    };
-                    let _ = Pass::Fwd;
+                    let bytes = |name: &str| layer0_pass_bytes(&g, name, |_| true);
                     per.push([
                         bytes("ln1") + bytes("ln2"),
                         bytes("ln1-bwd") + bytes("ln2-bwd"),
