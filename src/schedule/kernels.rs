@@ -221,7 +221,7 @@ pub fn norm(px: Passes, name: &'static str, rows: f64, h: f64) -> Vec<Kernel> {
 /// to FP32 (6), the product with the reciprocal (its input gradient 8, the reciprocal's
 /// product 12 and sum 4), the mean's gradient spread over the row (4), the square's
 /// (`pow_backward`: a copy, a scale and a product, 8 + 8 + 12), the two gradients of the FP32
-/// input added (12) and the cast to bf16 (6): 92 bytes per element in twelve kernels, and three
+/// input added (12) and the cast to bf16 (6): 92 bytes per element in thirteen kernels, and three
 /// per row (the reciprocal square root's).
 pub fn norm_bwd(px: Passes, name: &'static str, rows: f64, h: f64) -> Vec<Kernel> {
     if !px.eager_norm() {

@@ -127,3 +127,58 @@ fn cuda_tp_attention_bound_covers_the_cpu_tracked_peak_with_gqa() {
         );
     }
 }
+
+/// PyTorch eager layer ops keep what their autograd saves (`memory::layer`): SDPA the keys and
+/// values copied out to every query head, the product the silu output, eager RMSNorm an FP32
+/// copy of each norm's input and the normalised values (6 bytes per element). Fused kernels keep
+/// none of them; `eager-fused-norm` keeps all but the norms'. Exact bytes per layer on tp-sp,
+/// LLaMA 3 8B (GQA 32/8, SwiGLU, RMSNorm), p = 8, s = 8192, no recomputation.
+#[test]
+fn eager_layer_ops_keep_what_autograd_saves() {
+    use metp_sim::config::{LayerOps, Runtime};
+    let model = load_model("llama3-8b").unwrap();
+    let (s, h, f, p) = (
+        8192u128,
+        model.hidden as u128,
+        model.ffn_hidden as u128,
+        8u128,
+    );
+    let kv = (model.kv_heads * model.head_dim()) as u128;
+    let each = |ops: LayerOps, name: &str| -> Option<u128> {
+        let o = Options {
+            causal: true,
+            runtime: Runtime {
+                layer_ops: ops,
+                ..Runtime::default()
+            },
+            ..Options::default()
+        };
+        let w = workload(model.clone(), MethodId::TpSp, p as u64, s as u64, o);
+        inventory(&w)
+            .unwrap()
+            .tensors
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.bytes_each)
+    };
+    for ops in [LayerOps::Fused, LayerOps::Eager, LayerOps::EagerFusedNorm] {
+        let eager = ops != LayerOps::Fused;
+        let k_cols = if eager { h } else { kv };
+        assert_eq!(
+            each(ops, names::ATTN_K),
+            Some(2 * s * k_cols / p),
+            "{ops:?} K"
+        );
+        assert_eq!(
+            each(ops, names::ATTN_V),
+            Some(2 * s * k_cols / p),
+            "{ops:?} V"
+        );
+        let silu = eager.then_some(2 * s * f / p);
+        assert_eq!(each(ops, names::MLP_SILU_OUTPUT), silu, "{ops:?} silu");
+        // Sequence parallelism: the norms run on s/p tokens.
+        let norm = (ops == LayerOps::Eager).then_some(6 * s / p * h);
+        assert_eq!(each(ops, names::NORM_LN1_EAGER), norm, "{ops:?} ln1");
+        assert_eq!(each(ops, names::NORM_LN2_EAGER), norm, "{ops:?} ln2");
+    }
+}
