@@ -139,7 +139,8 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         Activation::Swiglu => 2,
     };
     // PyTorch eager (`config::LayerOps`): SDPA keeps the keys and values copied out to every
-    // query head, RMSNorm's ops keep an FP32 input and the normalised values, SwiGLU's product
+    // query head, RMSNorm's ops keep an FP32 copy of the input (and the normalised bf16 values in
+    // place of the bf16 input, which nothing saves: the norm input's entry), SwiGLU's product
     // keeps the silu output.
     let ops = w.options.runtime.layer_ops;
     let hkv_kept = if ops.eager() { h_at } else { hkv_at };
@@ -191,7 +192,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
             (
                 names::NORM_LN1_EAGER,
                 Block::Norm,
-                prod(&[6, bd.rows, h_b]),
+                prod(&[4, bd.rows, h_b]),
                 bd.replicated,
                 false,
             ),
@@ -275,7 +276,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
         keep.push((
             names::NORM_LN2_EAGER,
             Block::Norm,
-            prod(&[6, bd.rows, h_b]),
+            prod(&[4, bd.rows, h_b]),
             bd.replicated,
             false,
         ));

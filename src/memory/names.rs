@@ -37,9 +37,10 @@ pub const EMBEDDING_DROPOUT_MASK: &str = "embedding.dropout_mask";
 pub const NORM_LN1_INPUT: &str = "norm.ln1_input";
 /// Input of the second normalisation.
 pub const NORM_LN2_INPUT: &str = "norm.ln2_input";
-/// What eager RMSNorm's autograd keeps of the first norm besides its input (`--layer-ops
-/// eager`): the FP32 copy of the input (the square's and the product's) and the normalised
-/// bf16 values (the weight product's), 6 bytes per element.
+/// What eager RMSNorm's autograd keeps of the first norm that a fused norm does not
+/// (`--layer-ops eager`): the FP32 copy of its input (the square's and the product's), 4 bytes
+/// per element. It keeps the normalised bf16 values too (the weight product's) but not the bf16
+/// input, which nothing saves: those 2 bytes are the norm input's entry, the same size.
 pub const NORM_LN1_EAGER: &str = "norm.ln1_eager";
 /// The same for the second norm.
 pub const NORM_LN2_EAGER: &str = "norm.ln2_eager";
