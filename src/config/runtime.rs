@@ -2,7 +2,7 @@
 //! literature differ and the difference shows in a step: the interleaved pipeline's rounds, whether
 //! pipeline exchanges block compute, and when the data-parallel gradient synchronisation runs.
 //! Plain data (`Options` holds it); the layers that schedule and price a step read it. Depends on
-//! nothing else in the crate.
+//! nothing else in the crate but the model's normalisation kind (`config::model::Norm`).
 //!
 //! The defaults are what the tool models for current software (Megatron-LM's interleaved 1F1B
 //! with asynchronous exchanges, gradients synchronised layer by layer as the backward produces
@@ -57,6 +57,8 @@
 //!   for the backward when the weights were freed after the forward).
 
 use serde::{Deserialize, Serialize};
+
+use super::model::Norm;
 
 /// Whether pipeline exchanges overlap compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -162,9 +164,15 @@ impl LayerOps {
         *self == LayerOps::Fused
     }
 
-    /// Whether the norm runs as eager ops (RMSNorm; LayerNorm is one ATen kernel either way).
-    pub fn eager_norm(self) -> bool {
-        self == LayerOps::Eager
+    /// Whether a norm of kind `norm` runs as eager ops: RMSNorm written out under `Eager`;
+    /// LayerNorm is one ATen kernel either way, and `EagerFusedNorm` fuses the RMSNorm.
+    pub fn eager_norm(self, norm: Norm) -> bool {
+        self == LayerOps::Eager && norm == Norm::Rmsnorm
+    }
+
+    /// Its id where it is not the default (what reports print), else `None`.
+    pub fn shown(self) -> Option<&'static str> {
+        (!self.is_fused()).then(|| self.id())
     }
 
     /// Whether the rotary embedding, the activation and the K/V expansion run as eager ops.
@@ -196,6 +204,11 @@ impl Zero3Gather {
     /// Whether this is the default, flat.
     pub fn is_flat(&self) -> bool {
         *self == Zero3Gather::Flat
+    }
+
+    /// Its id where it is not the default (what reports print), else `None`.
+    pub fn shown(self) -> Option<&'static str> {
+        (!self.is_flat()).then(|| self.id())
     }
 }
 

@@ -17,7 +17,7 @@
 //! (heads or MLP columns) of one group of tensors.
 
 use super::{Block, Kind, Phase, Tensor};
-use crate::config::{Activation, Dims, Norm, Recompute, Workload};
+use crate::config::{Activation, Dims, Recompute, Workload};
 use crate::memory::names;
 
 /// Multiplies factors, saturating instead of wrapping.
@@ -144,7 +144,7 @@ pub fn layer_tensors(w: &Workload, d: &Dims<u128>, l: &LayerLayout) -> Vec<Tenso
     // keeps the silu output.
     let ops = w.options.runtime.layer_ops;
     let hkv_kept = if ops.eager() { h_at } else { hkv_at };
-    let eager_norm = ops.eager_norm() && w.model.norm == Norm::Rmsnorm;
+    let eager_norm = ops.eager_norm(w.model.norm);
     let eager_silu = ops.eager() && w.model.activation == Activation::Swiglu;
 
     // (name, block, bytes, replicated, quadratic) for everything a layer keeps without

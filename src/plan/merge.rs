@@ -124,10 +124,8 @@ pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
         optimizer_dtype: spec.options.optimizer_dtype.id(),
         grad_accumulation: spec.options.grad_accumulation.id(),
         tp_comm_overlap: spec.options.tp_comm_overlap,
-        layer_ops: (!spec.options.runtime.layer_ops.is_fused())
-            .then(|| spec.options.runtime.layer_ops.id()),
-        zero3_gather: (!spec.options.runtime.zero3_gather.is_flat())
-            .then(|| spec.options.runtime.zero3_gather.id()),
+        layer_ops: spec.options.runtime.layer_ops.shown(),
+        zero3_gather: spec.options.runtime.zero3_gather.shown(),
         gpus: spec.gpus,
         nodes: hw.nodes,
         gpus_per_node: hw.gpus_per_node,

@@ -98,10 +98,8 @@ impl TrainingState {
             pp_p2p: w.options.runtime.pp_p2p.id(),
             pp_round: w.options.runtime.pp_round,
             cp_comm: w.options.runtime.cp_comm.id(),
-            layer_ops: (!w.options.runtime.layer_ops.is_fused())
-                .then(|| w.options.runtime.layer_ops.id()),
-            zero3_gather: (!w.options.runtime.zero3_gather.is_flat())
-                .then(|| w.options.runtime.zero3_gather.id()),
+            layer_ops: w.options.runtime.layer_ops.shown(),
+            zero3_gather: w.options.runtime.zero3_gather.shown(),
         }
     }
 }
@@ -166,11 +164,11 @@ pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
         w.micro_batch,
         micro_batches(w),
         // Eager ops keep tensors fused kernels do not (`memory::layer`).
-        if w.options.runtime.layer_ops.is_fused() {
-            String::new()
-        } else {
-            format!(", {} layer ops", w.options.runtime.layer_ops.id())
-        },
+        w.options
+            .runtime
+            .layer_ops
+            .shown()
+            .map_or(String::new(), |o| format!(", {o} layer ops")),
         super::attention_header(w)
     );
     let mut rows: Vec<_> = inv.tensors.iter().collect();

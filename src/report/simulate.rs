@@ -472,16 +472,13 @@ pub fn axes_text(w: &crate::config::Workload) -> String {
     if w.options.runtime.grad_sync == crate::config::GradSync::AfterBackward {
         s.push_str(" (grad sync after the backward)");
     }
-    if w.zero_stage() == crate::config::ZeroStage::Zero3
-        && !w.options.runtime.zero3_gather.is_flat()
-    {
-        s.push_str(&format!(
-            ", ZeRO-3 gathers {}",
-            w.options.runtime.zero3_gather.id()
-        ));
+    if let Some(z) = w.options.runtime.zero3_gather.shown() {
+        if w.zero_stage() == crate::config::ZeroStage::Zero3 {
+            s.push_str(&format!(", ZeRO-3 gathers {z}"));
+        }
     }
-    if !w.options.runtime.layer_ops.is_fused() {
-        s.push_str(&format!(", {} layer ops", w.options.runtime.layer_ops.id()));
+    if let Some(o) = w.options.runtime.layer_ops.shown() {
+        s.push_str(&format!(", {o} layer ops"));
     }
     s
 }

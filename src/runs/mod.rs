@@ -31,8 +31,7 @@ pub use peak::PeakParts;
 pub use sources::{by_source, speed_error, SourceSummary};
 
 use crate::config::{
-    CpComm, GradSync, LayerOps, Options, OuterAxes, PipeP2p, Runtime, ValidWorkload, Workload,
-    Zero3Gather,
+    CpComm, GradSync, Options, OuterAxes, PipeP2p, Runtime, ValidWorkload, Workload,
 };
 use crate::error::{Error, Result};
 use crate::evaluate::{step_flops, Evaluation, FlopConvention, SimDepth, SimulateOptions};
@@ -404,11 +403,11 @@ fn layout_with(run: &Run, w: &ValidWorkload, replicas: bool) -> String {
     if f.tp_comm_overlap {
         s.push_str("; TP comm overlapped");
     }
-    if k.layer_ops != LayerOps::default() {
-        s.push_str(&format!("; {} layer ops", k.layer_ops.id()));
+    if let Some(o) = k.layer_ops.shown() {
+        s.push_str(&format!("; {o} layer ops"));
     }
-    if f.zero3_gather != Zero3Gather::default() {
-        s.push_str(&format!("; ZeRO-3 gathers {}", f.zero3_gather.id()));
+    if let Some(z) = f.zero3_gather.shown() {
+        s.push_str(&format!("; ZeRO-3 gathers {z}"));
     }
     if f.pp > 1 && f.pp_p2p != PipeP2p::default() {
         s.push_str(&format!("; {} p2p", f.pp_p2p.id()));

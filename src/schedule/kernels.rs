@@ -178,10 +178,9 @@ impl Passes {
         }
     }
 
-    /// Whether the norm runs as PyTorch eager ops: RMSNorm written out (`LayerOps::Eager`);
-    /// LayerNorm is one ATen kernel each way whatever the software.
+    /// Whether the norm runs as PyTorch eager ops (`LayerOps::eager_norm`).
     fn eager_norm(self) -> bool {
-        self.ops.eager_norm() && self.norm == Norm::Rmsnorm
+        self.ops.eager_norm(self.norm)
     }
 }
 
