@@ -91,7 +91,9 @@ fn an_interrupted_sweep_leaves_no_temporaries_and_says_so() {
         let child = command(&[
             "sweep",
             "--seq",
-            "4k..64k:+4k",
+            // Long enough (over a second in a release build) that the signal lands mid-run
+            // in both profiles: a shorter sweep finished before it in release.
+            "4k..1m:+4k",
             "--out",
             out.to_str().unwrap(),
             "--svg-only",
@@ -105,7 +107,7 @@ fn an_interrupted_sweep_leaves_no_temporaries_and_says_so() {
         while !out.join(".metp-sim.lock").exists() && t0.elapsed() < Duration::from_secs(30) {
             std::thread::sleep(Duration::from_millis(10));
         }
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(100));
         let status = std::process::Command::new("kill")
             .arg(signal)
             .arg(child.id().to_string())
