@@ -64,14 +64,45 @@ pub(super) fn add_run(
     beside
 }
 
+/// [`add_run`] for a run whose first layer's gather was issued before it, and arrives
+/// `first_arrives` seconds after the run starts (0: already there).
+pub(super) fn add_run_from(
+    into: &mut PartTimes,
+    n: u64,
+    (gather, first_arrives): (f64, f64),
+    layer: PartTimes,
+    sigma: f64,
+) -> f64 {
+    if gather <= 0.0 {
+        return add_run(into, n, gather, layer, sigma);
+    }
+    let (times, beside) = run_from(n, gather, first_arrives, layer, sigma);
+    *into += times;
+    beside
+}
+
 /// A run of `n` layers with gathers (`gather` > 0), as [`add_run`] adds it.
 fn run(n: u64, gather: f64, layer: PartTimes, sigma: f64) -> (PartTimes, f64) {
+    run_from(n, gather, gather, layer, sigma)
+}
+
+/// [`run`] with the first layer's gather arriving at `first_arrives`.
+fn run_from(
+    n: u64,
+    gather: f64,
+    first_arrives: f64,
+    layer: PartTimes,
+    sigma: f64,
+) -> (PartTimes, f64) {
     let busy_ratio = if layer.wall > 0.0 {
         layer.busy / layer.wall
     } else {
         0.0
     };
-    let mut walk = GatherAhead::start(gather, 0.0);
+    let mut walk = GatherAhead {
+        gather,
+        arrives: first_arrives.max(0.0),
+    };
     let (mut now, mut slowed, mut beside) = (0.0f64, 0.0f64, 0.0f64);
     for l in 0..n {
         let (start, next) = walk.layer(now, l + 1 < n);

@@ -66,6 +66,16 @@ fn parts(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer) -> pipeline::Parts {
     } else {
         0.0
     };
+    // Or, overlapped, one layer's in the first micro-batch's forward.
+    let first_gather = if plan.first_forward_gather_bytes > 0 {
+        pr.collective(
+            CollectiveOp::AllGather,
+            &sync_group,
+            plan.first_forward_gather_bytes,
+        )
+    } else {
+        0.0
+    };
     // A sharded optimizer state's all-gather of each stage's updated weights after its step.
     let param_gather: Vec<f64> = plan
         .param_gather_bytes
@@ -92,6 +102,7 @@ fn parts(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer) -> pipeline::Parts {
         gather,
         sync,
         param_gather,
+        first_gather,
         fwd_layer: blocks(&plan.layer_fwd),
         bwd_layer: blocks(&plan.layer_bwd),
         head: pr.stages(&plan.head.stages),
@@ -168,6 +179,7 @@ fn fingerprint_of(plan: &StepPlan, pr: &Pricer, p: &pipeline::Parts) -> Vec<u64>
         h[3],
     ];
     bits.extend(p.param_gather.iter().map(|g| g.to_bits()));
+    bits.push(p.first_gather.to_bits());
     bits
 }
 
@@ -194,6 +206,7 @@ fn price_parts(
         gather,
         sync,
         param_gather,
+        first_gather,
         fwd_layer,
         bwd_layer,
         head,
@@ -211,6 +224,7 @@ fn price_parts(
                 gather,
                 sync,
                 param_gather,
+                first_gather,
                 fwd_layer,
                 bwd_layer,
                 head,
@@ -225,13 +239,35 @@ fn price_parts(
     let add_layers = |into: &mut PartTimes, layer| {
         gather_ahead::add_run(into, u64::from(plan.layers), gather, layer, pr.sigma);
     };
+    // The first micro-batch's forward, which gathers the updated weights one layer ahead when
+    // that is overlapped (`config::ParamGather`).
+    // The first layer's gather is issued at the step's start, before the embedding's forward.
+    let add_first_forward = |into: &mut PartTimes| {
+        if first_gather > 0.0 {
+            let n = u64::from(plan.layers);
+            let from = (first_gather, first_gather - emb_f);
+            gather_ahead::add_run_from(into, n, from, fwd_layer, pr.sigma);
+        } else {
+            add_layers(into, fwd_layer);
+        }
+    };
     let (repeat, first) = if m > MICRO_BATCHES_SUMMED {
         let mut one = PartTimes::computing(emb_f);
         add_layers(&mut one, fwd_layer);
         one += head;
         add_layers(&mut one, bwd_layer);
         one += PartTimes::computing(emb_b);
-        step += one.times(f64::from(m - 1));
+        if first_gather > 0.0 {
+            let mut first_one = PartTimes::computing(emb_f);
+            add_first_forward(&mut first_one);
+            first_one += head;
+            add_layers(&mut first_one, bwd_layer);
+            first_one += PartTimes::computing(emb_b);
+            step += first_one;
+            step += one.times(f64::from(m - 2));
+        } else {
+            step += one.times(f64::from(m - 1));
+        }
         (true, m - 1)
     } else {
         (false, 0)
@@ -240,7 +276,11 @@ fn price_parts(
         let last = mb + 1 == plan.micro_batches;
         debug_assert!(!repeat || last);
         step += PartTimes::computing(emb_f);
-        add_layers(&mut step, fwd_layer);
+        if mb == 0 {
+            add_first_forward(&mut step);
+        } else {
+            add_layers(&mut step, fwd_layer);
+        }
         step += head;
         let after_backward = w.options.runtime.grad_sync == GradSync::AfterBackward;
         if last && sync > 0.0 && !after_backward {

@@ -41,6 +41,9 @@ pub(super) struct Parts {
     pub sync: f64,
     /// Per stage: the all-gather of its updated weights after its optimizer step.
     pub param_gather: Vec<f64>,
+    /// One layer's all-gather of the updated weights in the first micro-batch's forward, one
+    /// layer ahead (`config::ParamGather::Overlapped`; 0 otherwise).
+    pub first_gather: f64,
     pub fwd_layer: PartTimes,
     pub bwd_layer: PartTimes,
     pub head: PartTimes,
@@ -215,6 +218,7 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
         gather,
         sync,
         param_gather,
+        first_gather,
         fwd_layer,
         bwd_layer,
         head,
@@ -240,7 +244,7 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
     let mut arrivals = Mailboxes::new(pp as u64 * v);
     let mut clocks = vec![StageClock::default(); pp as usize];
     let mut idx = vec![0usize; pp as usize];
-    let mut fwd_sums: [Vec<Option<(PartTimes, f64)>>; 4] = Default::default();
+    let mut fwd_sums: [Vec<Option<(PartTimes, f64)>>; 8] = Default::default();
     loop {
         let mut progress = false;
         for s in 0..pp {
@@ -297,24 +301,44 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
                 }
                 let n = chunks[su][op.chunk as usize].1;
                 if op.forward {
-                    // A forward's parts depend on its layers, embedding and head only: summed
+                    // A forward's parts depend on its layers, embedding and head only (and,
+                    // for the first micro-batch, the updated weights it gathers ahead): summed
                     // once per kind (the same sum, in the same order, as op by op).
-                    let kind = usize::from(u == 0) * 2 + usize::from(u == last_u);
-                    let slot = &mut fwd_sums[kind];
-                    if slot.len() <= n as usize {
-                        slot.resize(n as usize + 1, None);
-                    }
-                    let d = *slot[n as usize].get_or_insert_with(|| {
+                    let gathers_first = op.micro_batch == 0 && first_gather > 0.0;
+                    let ahead = if gathers_first { first_gather } else { gather };
+                    let kind = usize::from(gathers_first) * 4
+                        + usize::from(u == 0) * 2
+                        + usize::from(u == last_u);
+                    let sum = |first_arrives: Option<f64>| {
                         let mut d = PartTimes::default();
                         if u == 0 {
                             d += PartTimes::computing(emb_f);
                         }
-                        let beside = gather_ahead::add_run(&mut d, n, gather, fwd_layer, sigma);
+                        let beside = match first_arrives {
+                            // Issued at the stage's start (`schedule::lower::pipeline`), it
+                            // arrives `ahead` after time 0, measured from the layers' start.
+                            Some(at) => {
+                                let from = (ahead, at - t - d.wall);
+                                gather_ahead::add_run_from(&mut d, n, from, fwd_layer, sigma)
+                            }
+                            None => gather_ahead::add_run(&mut d, n, ahead, fwd_layer, sigma),
+                        };
                         if u == last_u {
                             d += head;
                         }
                         (d, beside)
-                    });
+                    };
+                    // The stage's first chunk gathers its first layer from the step's start;
+                    // that forward depends on when it starts, so it is priced on its own.
+                    let d = if gathers_first && op.chunk == 0 {
+                        sum(Some(ahead))
+                    } else {
+                        let slot = &mut fwd_sums[kind];
+                        if slot.len() <= n as usize {
+                            slot.resize(n as usize + 1, None);
+                        }
+                        *slot[n as usize].get_or_insert_with(|| sum(None))
+                    };
                     let (d, beside) = d;
                     // Gradient synchronisations still flowing (ZeRO ≥ 2 syncs every
                     // micro-batch) slow this forward's compute by σ while they overlap it.

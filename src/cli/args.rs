@@ -5,8 +5,8 @@ use clap::{Args, ValueEnum};
 use crate::config::{
     apply_scales, load_hardware, load_model, parse_attention_kernel, parse_count, parse_list,
     parse_scales, AttentionKernel, CpComm, GradAccumulation, GradDtype, GradSync, Hardware,
-    LayerOps, MethodId, MetpOptions, OptimizerDtype, OptimizerState, Options, OuterAxes, PipeP2p,
-    Recompute, WeightExchange, Workload, Zero3Gather, ZeroStage,
+    LayerOps, MethodId, MetpOptions, OptimizerDtype, OptimizerState, Options, OuterAxes,
+    ParamGather, PipeP2p, Recompute, WeightExchange, Workload, Zero3Gather, ZeroStage,
 };
 use crate::error::{Error, Result};
 use crate::report::{self, Format};
@@ -143,6 +143,21 @@ impl From<LayerOpsArg> for LayerOps {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ParamGatherArg {
+    AfterStep,
+    Overlapped,
+}
+
+impl From<ParamGatherArg> for ParamGather {
+    fn from(g: ParamGatherArg) -> ParamGather {
+        match g {
+            ParamGatherArg::AfterStep => ParamGather::AfterStep,
+            ParamGatherArg::Overlapped => ParamGather::Overlapped,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Zero3GatherArg {
     Flat,
     PerParameter,
@@ -248,6 +263,12 @@ pub struct StateArgs {
     /// out of the all-gather buffer on the compute stream before it computes).
     #[arg(long, value_enum, default_value = "flat")]
     pub zero3_gather: Zero3GatherArg,
+    /// When a sharded optimizer state's updated weights are all-gathered (ZeRO 1 or 2):
+    /// after-step (right after the optimizer, waited for) or overlapped (layer by layer during
+    /// the next step's first forward, one layer ahead: Megatron-Core's --overlap-param-gather,
+    /// FSDP's unshard in the forward when the weights are kept after it).
+    #[arg(long, value_enum, default_value = "after-step")]
+    pub param_gather: ParamGatherArg,
 }
 
 impl StateArgs {
@@ -261,6 +282,7 @@ impl StateArgs {
         options.runtime.grad_sync = self.grad_sync.into();
         options.runtime.layer_ops = self.layer_ops.into();
         options.runtime.zero3_gather = self.zero3_gather.into();
+        options.runtime.param_gather = self.param_gather.into();
         match Workload::optimizer_state_conflict(options) {
             Some(m) => Err(Error::arg("--optimizer-state", m)),
             None => Ok(()),

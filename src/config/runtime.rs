@@ -55,6 +55,19 @@
 //!   `torch/distributed/_composable/fsdp/_fsdp_collectives.py`), reading and writing every
 //!   gathered bf16 weight once before the layer computes, at each gather (forward, and again
 //!   for the backward when the weights were freed after the forward).
+//! - **The updated weights gathered during the next forward.** With the optimizer state
+//!   sharded below ZeRO-3, each replica updates its shard and the updated bf16 weights are
+//!   all-gathered. By default the gather runs right after the optimizer step and the next step
+//!   waits for it. Megatron-Core's `--overlap-param-gather` instead issues it bucket by bucket
+//!   in forward order (`megatron/core/optimizer/distrib_optimizer.py`): the first bucket's
+//!   in `zero_grad` at the step's start, 'before forward compute is initiated', and each next
+//!   one 'in the forward pre-hook when this all-gather finishes', which waits for a bucket just
+//!   before the forward that uses it. So every gather but the first flows beside the first
+//!   micro-batch's forward — and paces it where a layer's gather takes longer than its
+//!   forward, which a pipeline's fill then carries from stage to stage. FSDP that keeps the weights after the forward
+//!   (LLaMA 3's) unshards the same way, in the forward pre-hook with its prefetch. The tool
+//!   gathers one layer ahead (a layer's weights, a bucket of Megatron's default 40 M parameters
+//!   being of the order of one layer of a large model).
 
 use serde::{Deserialize, Serialize};
 
@@ -212,6 +225,41 @@ impl Zero3Gather {
     }
 }
 
+/// When a sharded optimizer state's updated weights are all-gathered (below ZeRO-3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ParamGather {
+    /// Right after the optimizer step, waited for before the next step starts (the default).
+    #[default]
+    AfterStep,
+    /// Layer by layer during the next step's first forward, each layer's gather issued as the
+    /// layer before it starts and waited for by that layer alone (Megatron-Core's
+    /// `--overlap-param-gather`: one bucket ahead in the forward pre-hooks; FSDP's unshard in
+    /// the forward pre-hook with its prefetch when the weights are not resharded after the
+    /// forward).
+    Overlapped,
+}
+
+impl ParamGather {
+    /// `after-step` or `overlapped`, as on the command line and in run files.
+    pub fn id(self) -> &'static str {
+        match self {
+            ParamGather::AfterStep => "after-step",
+            ParamGather::Overlapped => "overlapped",
+        }
+    }
+
+    /// Whether this is the default, after the step.
+    pub fn is_after_step(&self) -> bool {
+        *self == ParamGather::AfterStep
+    }
+
+    /// Its id where it is not the default (what reports print), else `None`.
+    pub fn shown(self) -> Option<&'static str> {
+        (!self.is_after_step()).then(|| self.id())
+    }
+}
+
 /// The software's schedule options (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Runtime {
@@ -234,6 +282,10 @@ pub struct Runtime {
     /// How ZeRO-3's gathered weights become the parameters (left out when flat).
     #[serde(default, skip_serializing_if = "Zero3Gather::is_flat")]
     pub zero3_gather: Zero3Gather,
+    /// When a sharded optimizer state's updated weights are all-gathered (left out when after
+    /// the step).
+    #[serde(default, skip_serializing_if = "ParamGather::is_after_step")]
+    pub param_gather: ParamGather,
 }
 
 impl Runtime {

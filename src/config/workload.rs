@@ -309,6 +309,14 @@ impl Workload {
                  parameters: it needs --zero 3",
             ));
         }
+        if !matches!(self.zero_stage(), ZeroStage::Zero1 | ZeroStage::Zero2)
+            && self.options.runtime.param_gather != super::ParamGather::AfterStep
+        {
+            return Err(self.invalid(
+                "--param-gather overlapped sets when a sharded optimizer state's updated weights \
+                 are all-gathered: it needs --zero 1 or 2",
+            ));
+        }
         if self.options.runtime.cp_comm == super::CpComm::AllGather && o.cp < 2 {
             return Err(self.invalid(
                 "--cp-comm all-gather sets how context parallelism exchanges K/V: it needs --cp 2 \

@@ -9,7 +9,8 @@ use super::{
     ZERO,
 };
 use crate::config::{
-    Hardware, MethodId, Options, OuterAxes, Recompute, Runtime, Workload, Zero3Gather, ZeroStage,
+    Hardware, MethodId, Options, OuterAxes, ParamGather, Recompute, Runtime, Workload, Zero3Gather,
+    ZeroStage,
 };
 use crate::error::Result;
 
@@ -106,12 +107,21 @@ impl Candidate {
                     && self.method == MethodId::TpSp
                     && self.p > 1
                     && hardware.gpus_per_node.is_multiple_of(self.p),
-                // How ZeRO-3's gathers become parameters concerns only ZeRO-3 candidates.
+                // How ZeRO-3's gathers become parameters concerns only ZeRO-3 candidates; when
+                // a sharded optimizer state's updated weights are gathered, only ZeRO 1 and 2.
                 runtime: Runtime {
                     zero3_gather: if zero_stage(self.zero) == ZeroStage::Zero3 {
                         spec.options.runtime.zero3_gather
                     } else {
                         Zero3Gather::Flat
+                    },
+                    param_gather: if matches!(
+                        zero_stage(self.zero),
+                        ZeroStage::Zero1 | ZeroStage::Zero2
+                    ) {
+                        spec.options.runtime.param_gather
+                    } else {
+                        ParamGather::AfterStep
                     },
                     ..spec.options.runtime
                 },

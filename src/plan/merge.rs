@@ -126,6 +126,7 @@ pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
         tp_comm_overlap: spec.options.tp_comm_overlap,
         layer_ops: spec.options.runtime.layer_ops.shown(),
         zero3_gather: spec.options.runtime.zero3_gather.shown(),
+        param_gather: spec.options.runtime.param_gather.shown(),
         gpus: spec.gpus,
         nodes: hw.nodes,
         gpus_per_node: hw.gpus_per_node,

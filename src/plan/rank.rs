@@ -125,6 +125,9 @@ pub struct Plan {
     /// How ZeRO-3 candidates' gathered weights become the parameters (`--zero3-gather`), where
     /// not flat.
     pub zero3_gather: Option<&'static str>,
+    /// When ZeRO 1 and 2 candidates all-gather their updated weights (`--param-gather`), where
+    /// not after the step.
+    pub param_gather: Option<&'static str>,
     /// GPUs.
     pub gpus: u64,
     /// Nodes (ceil(gpus / gpus_per_node)).

@@ -58,7 +58,7 @@ struct MemoryJson<'a> {
 /// (`fp32`|`fp32-remainders`|`bf16`), `grad_accumulation` (`fused`|`separate`) and `zero` (the
 /// stage in force, 0–3);
 /// with the software's schedule options (`config::runtime`): `grad_sync`, `pp_p2p`, `pp_round`, `cp_comm`,
-/// and `layer_ops` and `zero3_gather` where not the defaults.
+/// and `layer_ops`, `zero3_gather` and `param_gather` where not the defaults.
 #[derive(Serialize)]
 pub struct TrainingState {
     grad_dtype: &'static str,
@@ -82,6 +82,10 @@ pub struct TrainingState {
     /// How ZeRO-3's gathered weights become the parameters (`per-parameter`; absent: flat).
     #[serde(skip_serializing_if = "Option::is_none")]
     zero3_gather: Option<&'static str>,
+    /// When a sharded optimizer state's updated weights are all-gathered (`overlapped`;
+    /// absent: after the step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    param_gather: Option<&'static str>,
 }
 
 impl TrainingState {
@@ -100,6 +104,7 @@ impl TrainingState {
             cp_comm: w.options.runtime.cp_comm.id(),
             layer_ops: w.options.runtime.layer_ops.shown(),
             zero3_gather: w.options.runtime.zero3_gather.shown(),
+            param_gather: w.options.runtime.param_gather.shown(),
         }
     }
 }

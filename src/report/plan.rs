@@ -228,6 +228,8 @@ struct PlanJson<'a> {
     layer_ops: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     zero3_gather: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    param_gather: Option<&'static str>,
     gpus: u64,
     nodes: u64,
     gpus_per_node: u64,
@@ -272,6 +274,7 @@ pub fn plan_json(p: &Plan) -> String {
         tp_comm_overlap: p.tp_comm_overlap,
         layer_ops: p.layer_ops,
         zero3_gather: p.zero3_gather,
+        param_gather: p.param_gather,
         gpus: p.gpus,
         nodes: p.nodes,
         gpus_per_node: p.gpus_per_node,
@@ -398,6 +401,8 @@ fn header(p: &Plan) -> String {
             p.layer_ops
                 .map(|o| format!("; {o} layer ops (METP candidates refused)")),
             p.zero3_gather.map(|z| format!("; ZeRO-3 gathers {z}")),
+            p.param_gather
+                .map(|g| format!("; ZeRO 1-2 candidates' updated weights gathered {g}")),
         ]
         .into_iter()
         .flatten()

@@ -480,6 +480,11 @@ pub fn axes_text(w: &crate::config::Workload) -> String {
     if let Some(o) = w.options.runtime.layer_ops.shown() {
         s.push_str(&format!(", {o} layer ops"));
     }
+    if let Some(g) = w.options.runtime.param_gather.shown() {
+        s.push_str(&format!(
+            ", updated weights gathered {g} (in the first forward)"
+        ));
+    }
     s
 }
 

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{
     limits, load_hardware, load_model, read_json, AttentionKernel, CpComm, GradAccumulation,
-    GradDtype, GradSync, Hardware, LayerOps, MethodId, Model, OptimizerDtype, PipeP2p, Recompute,
-    Zero3Gather,
+    GradDtype, GradSync, Hardware, LayerOps, MethodId, Model, OptimizerDtype, ParamGather, PipeP2p,
+    Recompute, Zero3Gather,
 };
 use crate::error::{shown, Error, Result};
 use crate::evaluate::{AttentionFlops, FlopConvention};
@@ -202,6 +202,11 @@ pub struct RunFile {
     /// `per-parameter` (FSDP2's copy-out; `config::runtime`).
     #[serde(default)]
     pub zero3_gather: Zero3Gather,
+    /// When its sharded optimizer state's updated weights were all-gathered: `after-step`
+    /// (default) or `overlapped` (during the next step's first forward: Megatron-Core's
+    /// `--overlap-param-gather`; `config::runtime`).
+    #[serde(default)]
+    pub param_gather: ParamGather,
     /// The published figure.
     pub measured: Measured,
     /// The largest relative error this run may show before the CI test fails.

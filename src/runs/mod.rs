@@ -241,6 +241,7 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
                 cp_comm: f.cp_comm,
                 layer_ops: k.layer_ops,
                 zero3_gather: f.zero3_gather,
+                param_gather: f.param_gather,
             },
             ..Options::default()
         },
@@ -408,6 +409,9 @@ fn layout_with(run: &Run, w: &ValidWorkload, replicas: bool) -> String {
     }
     if let Some(z) = f.zero3_gather.shown() {
         s.push_str(&format!("; ZeRO-3 gathers {z}"));
+    }
+    if let Some(g) = f.param_gather.shown() {
+        s.push_str(&format!("; weights gathered {g}"));
     }
     if f.pp > 1 && f.pp_p2p != PipeP2p::default() {
         s.push_str(&format!("; {} p2p", f.pp_p2p.id()));

@@ -4,7 +4,9 @@
 use super::kernels::{self, AttnShape};
 use super::stage::{Kernel, PhaseBlock, Stage, StepPlan};
 use super::CollectiveOp;
-use crate::config::{Dims, MethodId, Recompute, ValidWorkload, Workload, Zero3Gather, ZeroStage};
+use crate::config::{
+    Dims, MethodId, ParamGather, Recompute, ValidWorkload, Workload, Zero3Gather, ZeroStage,
+};
 use crate::memory::{self, Phase};
 
 /// Attention shape helper: `heads` query heads of `b` samples, `sq` queries against `sk` keys,
@@ -137,8 +139,22 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
     } else {
         0
     };
+    // `config::ParamGather`: after the optimizer step, or layer by layer during the next
+    // step's first forward.
+    let overlapped = w.options.runtime.param_gather == ParamGather::Overlapped;
+    let first_forward_gather_bytes = if overlapped {
+        layer_param_gather_bytes
+    } else {
+        0
+    };
     let param_gather_bytes = (0..w.outer.pp as u32)
-        .map(|stage| layer_param_gather_bytes.saturating_mul(w.stage_layers(stage)))
+        .map(|stage| {
+            if overlapped {
+                0
+            } else {
+                layer_param_gather_bytes.saturating_mul(w.stage_layers(stage))
+            }
+        })
         .collect();
     let optimizer = (0..w.outer.pp as u32)
         .map(|stage| {
@@ -192,6 +208,7 @@ pub fn finish(w: &ValidWorkload, embedding_rows: f64, parts: Parts) -> StepPlan 
         zero3_gather_bytes,
         layer_param_gather_bytes,
         param_gather_bytes,
+        first_forward_gather_bytes,
         optimizer,
         layers: w.model.layers as u32,
         micro_batches: w.micro_batches as u32,

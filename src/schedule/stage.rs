@@ -304,8 +304,13 @@ pub struct StepPlan {
     pub layer_param_gather_bytes: u64,
     /// That all-gather's bytes per device for each pipeline stage (its layers; one entry
     /// without a pipeline): the whole model's, so a copy lowered with fewer layers
-    /// (`sim::shorten`) gathers what the whole step does.
+    /// (`sim::shorten`) gathers what the whole step does. Zero when the gather is overlapped
+    /// with the next step's first forward (`first_forward_gather_bytes`).
     pub param_gather_bytes: Vec<u64>,
+    /// `config::ParamGather::Overlapped`: bytes of one layer's updated weights each device
+    /// all-gathers during the first micro-batch's forward, one layer ahead of the compute (the
+    /// step starts with the previous step's gather, as a steady step does); else 0.
+    pub first_forward_gather_bytes: u64,
     /// Optimizer step of each pipeline stage (its parameters; one entry without a pipeline).
     pub optimizer: Vec<Vec<Kernel>>,
     /// Layers.

@@ -68,6 +68,9 @@ struct Key {
     embedding: bool,
     head: bool,
     sync: bool,
+    /// A first micro-batch's forward that gathers the updated weights one layer ahead
+    /// (`config::ParamGather::Overlapped`).
+    gathers: bool,
 }
 
 /// One program's outcome on each device of its stage (indexed like the stage's devices).
@@ -119,19 +122,21 @@ impl<'a> Keys<'a> {
             sync: plan.layer_grad_sync_bytes > 0
                 && !op.forward
                 && (op.micro_batch + 1 == m || plan.grad_sync_every_micro_batch),
+            gathers: op.forward && op.micro_batch == 0 && plan.first_forward_gather_bytes > 0,
         }
     }
 
     /// Each distinct program once, with the first stage and op that run it, in the order they
-    /// are simulated: every chunk's forward, its backward (with more than one micro-batch), and
-    /// its backward of the last micro-batch, stage by stage.
+    /// are simulated: every chunk's forward of the first micro-batch and of the others (which
+    /// differ when the first gathers the updated weights), its backward (with more than one
+    /// micro-batch), and its backward of the last micro-batch, stage by stage.
     fn distinct(&self) -> Vec<(u32, PipeOp, Key)> {
         let m = self.w.micro_batches as u32;
         let mut seen = std::collections::HashSet::new();
         let mut out = Vec::new();
         for s in 0..self.w.outer.pp as u32 {
             for chunk in 0..self.w.outer.interleave as u32 {
-                for (forward, mb) in [(true, 0), (false, 0), (false, m - 1)] {
+                for (forward, mb) in [(true, 0), (true, m.min(2) - 1), (false, 0), (false, m - 1)] {
                     let op = PipeOp {
                         forward,
                         micro_batch: mb,
@@ -177,6 +182,7 @@ pub fn composed_size(
                     embedding: k.embedding,
                     head: k.head,
                     sync: k.sync,
+                    gathers: k.gathers,
                 },
                 u64::from(super::network::COLLECTIVE_STEPS),
             )

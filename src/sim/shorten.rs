@@ -41,10 +41,13 @@ pub(crate) fn short_layers(layers: u64, tail: u64) -> u64 {
 }
 
 /// Layers at the end of each run of layers that its declared rounds leave out: under ZeRO-3
-/// the last layer gathers no next layer's weights (`schedule::lower::sync`), so its tasks are
-/// not the other layers' shape and it closes the run instead of repeating it.
+/// (and in the first forward when the updated weights are gathered then,
+/// `config::ParamGather::Overlapped`) the last layer gathers no next layer's weights
+/// (`schedule::lower::sync`), so its tasks are not the other layers' shape and it closes the
+/// run instead of repeating it.
 pub(crate) fn run_tail(w: &ValidWorkload) -> u64 {
-    u64::from(w.gathers_layer_weights())
+    let overlapped = w.options.runtime.param_gather == crate::config::ParamGather::Overlapped;
+    u64::from(w.gathers_layer_weights() || overlapped)
 }
 
 /// Steady rounds every stage of a shortened pipelined copy has, at least.

@@ -22,6 +22,7 @@ mod hostile;
 mod kernels;
 mod korthikanti;
 mod layering;
+mod param_gather;
 mod periodic;
 mod pipeline;
 mod plan;

@@ -67,12 +67,21 @@ pub(super) fn declare(w: &ValidWorkload, marks: &[StageMarks], rounds: Rounds) -
                 let starts: Vec<TaskId> = (0..=steady.rounds)
                     .map(|r| op_start(steady.warmup + r * per))
                     .collect();
-                let (stride, rounds) = uniform(&starts);
+                // The last stage's first steady pair runs the first micro-batch's forward,
+                // which gathers the updated weights when that is overlapped
+                // (`config::ParamGather`): its round is larger, and the rounds after it repeat.
+                let (mut base, (mut stride, mut rounds)) = (starts[0], uniform(&starts));
+                if rounds < 2 && starts.len() > 2 {
+                    let later = uniform(&starts[1..]);
+                    if later.1 >= 2 {
+                        (base, stride, rounds) = (starts[1], later.0, later.1);
+                    }
+                }
                 if stride == 0 || rounds < 2 {
                     return Vec::new();
                 }
                 segments.push(Segment {
-                    base: starts[0],
+                    base,
                     stride,
                     rounds,
                 });

@@ -9,7 +9,7 @@
 //! DeepSpeed pairs a step's receive and send with the neighbour's in an order that cannot
 //! deadlock — so a message moves only when both stages have reached it.
 
-use super::sync::{grad_sync_collective, param_gather, zero3_gather_ahead, zero3_gather_first};
+use super::sync::{gather_ahead, gather_first, gathered_ahead, grad_sync_collective, param_gather};
 use super::*;
 use crate::config::{GradSync, PipeOp, PipeP2p};
 use crate::memory::{Block, Kind};
@@ -71,6 +71,22 @@ impl Lower<'_> {
             Some(ops) => ops.to_vec(),
             None => w.pipeline_order(stage),
         };
+        // With the updated weights gathered in the first forward (`config::ParamGather`), the
+        // first chunk's first layer is gathered from the step's start, as Megatron issues its
+        // first bucket at the end of the previous step's optimizer; every later gather is
+        // issued one layer ahead, as its forward pre-hook issues the next bucket's.
+        let mut issued_first = None;
+        let first_forward = |op: &PipeOp| op.forward && op.micro_batch == 0 && op.chunk == 0;
+        if let (Some(what), Some(&(first_layer, n))) = (
+            gathered_ahead(plan, true, 0).filter(|_| plan.zero3_gather_bytes == 0),
+            chunks.first(),
+        ) {
+            if n > 0 && order.iter().any(first_forward) {
+                self.label.layer = Some(first_layer as u32);
+                issued_first = gather_first(self, plan, what);
+                self.label.layer = None;
+            }
+        }
         for op in order {
             if let Some(mk) = &mut marks {
                 mk.ops.push(OpMarks {
@@ -105,21 +121,23 @@ impl Lower<'_> {
                     self.label.block = "head";
                     self.each_mem(true, head_bytes, "head-activations");
                 }
-                let zero3 = plan.zero3_gather_bytes > 0 && n_layers > 0;
-                let mut gather_ahead = if zero3 {
-                    self.label.layer = Some(first_layer as u32);
-                    zero3_gather_first(self, plan)
-                } else {
-                    None
+                let ahead = gathered_ahead(plan, true, mb).filter(|_| n_layers > 0);
+                let mut pending = match ahead {
+                    Some(_) if first_forward(&op) && issued_first.is_some() => issued_first.take(),
+                    Some(what) => {
+                        self.label.layer = Some(first_layer as u32);
+                        gather_first(self, plan, what)
+                    }
+                    None => None,
                 };
                 for layer in first_layer..first_layer + n_layers {
                     self.mark_layer(&mut marks);
                     self.label.layer = Some(layer as u32);
                     self.label.pass = Pass::Fwd;
                     self.each_mem(true, per_layer, "layer-activations");
-                    if plan.zero3_gather_bytes > 0 {
+                    if let Some(what) = ahead {
                         let next = (layer + 1 < first_layer + n_layers).then_some(layer as u32 + 1);
-                        zero3_gather_ahead(self, plan, &mut gather_ahead, next);
+                        gather_ahead(self, plan, what, &mut pending, next);
                     }
                     for b in &plan.layer_fwd {
                         self.phase(b, Pass::Fwd, Some(layer as u32));
@@ -138,21 +156,22 @@ impl Lower<'_> {
                 if !last && self.messages {
                     self.pipe_recv(true, mb, u + 1, plan);
                 }
-                let zero3 = plan.zero3_gather_bytes > 0 && n_layers > 0;
-                let mut gather_ahead = if zero3 {
-                    self.label.layer = Some((first_layer + n_layers - 1) as u32);
-                    self.label.pass = Pass::Bwd;
-                    zero3_gather_first(self, plan)
-                } else {
-                    None
+                let ahead = gathered_ahead(plan, false, mb).filter(|_| n_layers > 0);
+                let mut pending = match ahead {
+                    Some(what) => {
+                        self.label.layer = Some((first_layer + n_layers - 1) as u32);
+                        self.label.pass = Pass::Bwd;
+                        gather_first(self, plan, what)
+                    }
+                    None => None,
                 };
                 for layer in (first_layer..first_layer + n_layers).rev() {
                     self.mark_layer(&mut marks);
                     self.label.layer = Some(layer as u32);
                     self.label.pass = Pass::Bwd;
-                    if plan.zero3_gather_bytes > 0 {
+                    if let Some(what) = ahead {
                         let next = (layer > first_layer).then(|| layer as u32 - 1);
-                        zero3_gather_ahead(self, plan, &mut gather_ahead, next);
+                        gather_ahead(self, plan, what, &mut pending, next);
                     }
                     for b in &plan.layer_bwd {
                         self.phase(b, Pass::Bwd, Some(layer as u32));

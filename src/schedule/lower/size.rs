@@ -164,7 +164,7 @@ pub fn graph_size(w: &ValidWorkload, plan: &StepPlan, devices: Devices) -> Graph
     let optimizer = plan.optimizer.iter().map(Vec::len).max().unwrap_or(0) as u64;
     let per_device = scale(micro_batch, mbs)
         + Count {
-            tasks: optimizer + 8,
+            tasks: optimizer + 8 + layers * u64::from(plan.first_forward_gather_bytes > 0),
             collectives: 0,
         };
     // Member lists: a method collective holds its p ranks; a gradient synchronisation, a
@@ -175,7 +175,12 @@ pub fn graph_size(w: &ValidWorkload, plan: &StepPlan, devices: Devices) -> Graph
     let sync_group = dp
         .saturating_mul(cp)
         .saturating_mul(if plan.grad_sync_over_p { p } else { 1 });
-    let param_gather = u64::from(plan.layer_param_gather_bytes > 0);
+    // After the step: one collective; overlapped: one per layer, in the first forward.
+    let param_gather = if plan.first_forward_gather_bytes > 0 {
+        layers
+    } else {
+        u64::from(plan.layer_param_gather_bytes > 0)
+    };
     // Gradients are synchronised once per step, or after every micro-batch under ZeRO ≥ 2.
     let sync_rounds = if plan.grad_sync_every_micro_batch {
         mbs
@@ -215,6 +220,9 @@ pub struct OpProgram {
     pub head: bool,
     /// Whether its backward synchronises each layer's gradients.
     pub sync: bool,
+    /// Whether its forward gathers each layer's updated weights one layer ahead (the first
+    /// micro-batch's, `config::ParamGather::Overlapped`).
+    pub gathers: bool,
 }
 
 /// What one op's program runs ([`op_program_size`]).
@@ -243,7 +251,8 @@ pub fn op_program_size(
 ) -> ProgramSize {
     let p = w.p;
     let stage_devices = simulated_devices(w, plan, devices) / w.outer.pp.max(1);
-    let zero3 = u64::from(plan.zero3_gather_bytes > 0);
+    // ZeRO-3's gathers, or the first forward's gathers of the updated weights.
+    let zero3 = u64::from(plan.zero3_gather_bytes > 0 || (op.forward && op.gathers));
     let sync = u64::from(op.sync && plan.layer_grad_sync_bytes > 0);
     let (layer, collectives) = if op.forward {
         (blocks(&plan.layer_fwd, p).tasks + 1 + zero3, zero3)

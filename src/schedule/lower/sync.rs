@@ -1,7 +1,8 @@
 //! Data-parallel synchronisation in the lowered graph: each layer's gradient all-reduce (or
 //! reduce-scatter), ZeRO-3's weight all-gathers and, with a sharded optimizer state below
-//! ZeRO-3, the all-gather of the updated weights after the step, over the devices that hold the
-//! same weights.
+//! ZeRO-3, the all-gather of the updated weights after the step — or, overlapped
+//! (`config::ParamGather`), layer by layer during the first micro-batch's forward, one layer
+//! ahead as ZeRO-3 gathers — over the devices that hold the same weights.
 //!
 //! ZeRO-3 gathers each layer's weights one layer ahead, as PyTorch FSDP (its forward and
 //! backward prefetch, at most two layers' weights unsharded: `limit_all_gathers`) and
@@ -94,35 +95,58 @@ fn replica_collectives(
     out
 }
 
-/// The gather of the first layer of a run of ZeRO-3 layers (module docs), issued before the
-/// run's rounds start so that every layer but the last issues the same tasks
-/// (`lower::periodic` declares rounds of equal size).
-pub(super) fn zero3_gather_first(
-    l: &mut Lower<'_>,
+/// The label of the updated weights' all-gather, after the step or in the first forward.
+const PARAM_GATHER: &str = "param-all-gather";
+
+/// What a run of layers gathers one layer ahead of its compute: ZeRO-3's weights (each
+/// forward and backward), or a sharded optimizer state's updated weights during the first
+/// micro-batch's forward (`config::ParamGather::Overlapped`); `None` for neither. Bytes per
+/// device of one layer's gather, and its label.
+pub(super) fn gathered_ahead(
     plan: &StepPlan,
-) -> Option<Vec<(DeviceId, TaskId)>> {
-    l.label.name = "zero3-all-gather";
-    Some(zero3_gathers(l, plan, &[]))
+    forward: bool,
+    micro_batch: u32,
+) -> Option<(u64, &'static str)> {
+    if plan.zero3_gather_bytes > 0 {
+        Some((plan.zero3_gather_bytes, "zero3-all-gather"))
+    } else if forward && micro_batch == 0 && plan.first_forward_gather_bytes > 0 {
+        Some((plan.first_forward_gather_bytes, PARAM_GATHER))
+    } else {
+        None
+    }
 }
 
-/// The gathers of a ZeRO-3 layer about to compute (module docs): its own (`pending`, issued
-/// one layer earlier, or by [`zero3_gather_first`]), and, when layer `next` follows in the
-/// run, that one's, left in `pending` (labelled with the layer whose weights it gathers). The
-/// compute waits for the layer's own.
-pub(super) fn zero3_gather_ahead(
+/// The gather of the first layer of a run of layers that gathers ahead ([`gathered_ahead`];
+/// module docs), issued before the run's rounds start so that every layer but the last issues
+/// the same tasks (`lower::periodic` declares rounds of equal size).
+pub(super) fn gather_first(
     l: &mut Lower<'_>,
     plan: &StepPlan,
+    (bytes, name): (u64, &'static str),
+) -> Option<Vec<(DeviceId, TaskId)>> {
+    label(l, name);
+    Some(layer_gathers(l, plan, bytes, &[]))
+}
+
+/// The gathers of a layer about to compute (module docs): its own (`pending`, issued one
+/// layer earlier, or by [`gather_first`]), and, when layer `next` follows in the run, that
+/// one's, left in `pending` (labelled with the layer whose weights it gathers). The compute
+/// waits for the layer's own.
+pub(super) fn gather_ahead(
+    l: &mut Lower<'_>,
+    plan: &StepPlan,
+    (bytes, name): (u64, &'static str),
     pending: &mut Option<Vec<(DeviceId, TaskId)>>,
     next: Option<u32>,
 ) {
-    l.label.name = "zero3-all-gather";
+    label(l, name);
     let own = match pending.take() {
         Some(own) => own,
-        None => zero3_gathers(l, plan, &[]),
+        None => layer_gathers(l, plan, bytes, &[]),
     };
     if let Some(next) = next {
         let layer = l.label.layer.replace(next);
-        *pending = Some(zero3_gathers(l, plan, &own));
+        *pending = Some(layer_gathers(l, plan, bytes, &own));
         l.label.layer = layer;
     }
     for (dev, t) in own {
@@ -130,14 +154,24 @@ pub(super) fn zero3_gather_ahead(
     }
 }
 
-/// One ZeRO-3 all-gather per group holding the same weights, on the gather stream, after each
-/// device's compute so far and `after` (its previous gather).
-fn zero3_gathers(
+/// Labels the gathers about to be added: the updated weights' under the block `weights` (the
+/// block of the layer before would otherwise name them).
+fn label(l: &mut Lower<'_>, name: &'static str) {
+    l.label.name = name;
+    if name == PARAM_GATHER {
+        l.label.block = "weights";
+    }
+}
+
+/// One all-gather of `bytes` per group holding the same weights, on the gather stream, after
+/// each device's compute so far and `after` (its previous gather).
+fn layer_gathers(
     l: &mut Lower<'_>,
     plan: &StepPlan,
+    bytes: u64,
     after: &[(DeviceId, TaskId)],
 ) -> Vec<(DeviceId, TaskId)> {
-    let what = (CollectiveOp::AllGather, plan.zero3_gather_bytes);
+    let what = (CollectiveOp::AllGather, bytes);
     replica_collectives(l, plan, ZERO3_GATHER, what, after)
 }
 
@@ -153,7 +187,7 @@ pub(super) fn param_gather(l: &mut Lower<'_>, plan: &StepPlan, stage: u32) {
     if bytes == 0 {
         return;
     }
-    l.label.name = "param-all-gather";
+    l.label.name = PARAM_GATHER;
     blocking_gather(l, plan, bytes);
 }
 
