@@ -52,41 +52,28 @@ fn parts(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer) -> pipeline::Parts {
     let replicas = w.dp * w.outer.cp * if plan.grad_sync_over_p { w.p } else { 1 };
     let sync_group = w.replica_group(plan.grad_sync_over_p);
     debug_assert_eq!(sync_group.len() as u64, replicas);
-    let gather = if plan.zero3_gather_bytes > 0 {
-        pr.collective(
-            CollectiveOp::AllGather,
-            &sync_group,
-            plan.zero3_gather_bytes,
-        )
-    } else {
-        0.0
+    // An all-gather of `bytes` per device over the devices holding the same weights (0: none).
+    let all_gather = |bytes: u64| {
+        if bytes > 0 {
+            pr.collective(CollectiveOp::AllGather, &sync_group, bytes)
+        } else {
+            0.0
+        }
     };
+    // ZeRO-3's gather of one layer's weights.
+    let gather = all_gather(plan.zero3_gather_bytes);
     let sync = if plan.layer_grad_sync_bytes > 0 {
         pr.collective(plan.grad_sync_op, &sync_group, plan.layer_grad_sync_bytes)
     } else {
         0.0
     };
-    // Or, overlapped, one layer's in the first micro-batch's forward.
-    let first_gather = if plan.first_forward_gather_bytes > 0 {
-        pr.collective(
-            CollectiveOp::AllGather,
-            &sync_group,
-            plan.first_forward_gather_bytes,
-        )
-    } else {
-        0.0
-    };
-    // A sharded optimizer state's all-gather of each stage's updated weights after its step.
+    // A sharded optimizer state's all-gather of each stage's updated weights after its step,
+    // or, overlapped, of one layer's in the first micro-batch's forward.
+    let first_gather = all_gather(plan.first_forward_gather_bytes);
     let param_gather: Vec<f64> = plan
         .param_gather_bytes
         .iter()
-        .map(|&bytes| {
-            if bytes > 0 {
-                pr.collective(CollectiveOp::AllGather, &sync_group, bytes)
-            } else {
-                0.0
-            }
-        })
+        .map(|&b| all_gather(b))
         .collect();
     // Phases end when all their work has (lowering joins them), so each is priced on its own.
     let blocks = |bs: &[PhaseBlock]| {
