@@ -293,4 +293,29 @@ impl Runtime {
     pub fn is_default(&self) -> bool {
         *self == Runtime::default()
     }
+
+    /// The options reports print only where they are not the defaults.
+    pub fn shown(&self) -> Shown {
+        Shown {
+            layer_ops: self.layer_ops.shown(),
+            zero3_gather: self.zero3_gather.shown(),
+            param_gather: self.param_gather.shown(),
+        }
+    }
+}
+
+/// The ids of the options reports print only where they are not the defaults ([`Runtime::shown`]):
+/// what `memory`, `simulate` and `plan` JSON carry (flattened; absent when the default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Shown {
+    /// How a layer's memory-bound passes run (`eager`|`eager-fused-norm`; absent: fused).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layer_ops: Option<&'static str>,
+    /// How ZeRO-3's gathered weights become the parameters (`per-parameter`; absent: flat).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero3_gather: Option<&'static str>,
+    /// When a sharded optimizer state's updated weights are all-gathered (`overlapped`;
+    /// absent: after the step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub param_gather: Option<&'static str>,
 }

@@ -119,15 +119,11 @@ pub struct Plan {
     pub grad_accumulation: &'static str,
     /// Whether tp-sp candidates overlap their collectives with the GEMMs (`--tp-comm-overlap`).
     pub tp_comm_overlap: bool,
-    /// How every candidate's layers run their memory-bound passes (`--layer-ops`), where not
-    /// fused.
-    pub layer_ops: Option<&'static str>,
-    /// How ZeRO-3 candidates' gathered weights become the parameters (`--zero3-gather`), where
-    /// not flat.
-    pub zero3_gather: Option<&'static str>,
-    /// When ZeRO 1 and 2 candidates all-gather their updated weights (`--param-gather`), where
-    /// not after the step.
-    pub param_gather: Option<&'static str>,
+    /// Where not the defaults: how every candidate's layers run their memory-bound passes
+    /// (`--layer-ops`), how ZeRO-3 candidates' gathered weights become the parameters
+    /// (`--zero3-gather`), when ZeRO 1 and 2 candidates all-gather their updated weights
+    /// (`--param-gather`).
+    pub shown: crate::config::Shown,
     /// GPUs.
     pub gpus: u64,
     /// Nodes (ceil(gpus / gpus_per_node)).

@@ -76,16 +76,9 @@ pub struct TrainingState {
     pp_round: Option<u64>,
     /// How context parallelism exchanges K/V (`ring`|`all-gather`).
     cp_comm: &'static str,
-    /// How a layer's memory-bound passes run (`eager`|`eager-fused-norm`; absent: fused).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    layer_ops: Option<&'static str>,
-    /// How ZeRO-3's gathered weights become the parameters (`per-parameter`; absent: flat).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    zero3_gather: Option<&'static str>,
-    /// When a sharded optimizer state's updated weights are all-gathered (`overlapped`;
-    /// absent: after the step).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    param_gather: Option<&'static str>,
+    /// `layer_ops`, `zero3_gather`, `param_gather` where not the defaults.
+    #[serde(flatten)]
+    shown: crate::config::Shown,
 }
 
 impl TrainingState {
@@ -102,9 +95,7 @@ impl TrainingState {
             pp_p2p: w.options.runtime.pp_p2p.id(),
             pp_round: w.options.runtime.pp_round,
             cp_comm: w.options.runtime.cp_comm.id(),
-            layer_ops: w.options.runtime.layer_ops.shown(),
-            zero3_gather: w.options.runtime.zero3_gather.shown(),
-            param_gather: w.options.runtime.param_gather.shown(),
+            shown: w.options.runtime.shown(),
         }
     }
 }

@@ -224,12 +224,8 @@ struct PlanJson<'a> {
     optimizer_dtype: &'static str,
     grad_accumulation: &'static str,
     tp_comm_overlap: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    layer_ops: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    zero3_gather: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    param_gather: Option<&'static str>,
+    #[serde(flatten)]
+    shown: crate::config::Shown,
     gpus: u64,
     nodes: u64,
     gpus_per_node: u64,
@@ -272,9 +268,7 @@ pub fn plan_json(p: &Plan) -> String {
         optimizer_dtype: p.optimizer_dtype,
         grad_accumulation: p.grad_accumulation,
         tp_comm_overlap: p.tp_comm_overlap,
-        layer_ops: p.layer_ops,
-        zero3_gather: p.zero3_gather,
-        param_gather: p.param_gather,
+        shown: p.shown,
         gpus: p.gpus,
         nodes: p.nodes,
         gpus_per_node: p.gpus_per_node,
@@ -398,10 +392,14 @@ fn header(p: &Plan) -> String {
         p.optimizer_dtype,
         // The software's layer passes and ZeRO-3 gathers, where not the defaults.
         [
-            p.layer_ops
+            p.shown
+                .layer_ops
                 .map(|o| format!("; {o} layer ops (METP candidates refused)")),
-            p.zero3_gather.map(|z| format!("; ZeRO-3 gathers {z}")),
-            p.param_gather
+            p.shown
+                .zero3_gather
+                .map(|z| format!("; ZeRO-3 gathers {z}")),
+            p.shown
+                .param_gather
                 .map(|g| format!("; ZeRO 1-2 candidates' updated weights gathered {g}")),
         ]
         .into_iter()

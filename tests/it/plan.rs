@@ -384,3 +384,58 @@ fn outer_axes_are_enumerated_with_megatrons_rules() {
     assert!(has(MethodId::TpSp, 1, 2, 16) && has(MethodId::Tp, 1, 4, 8));
     assert!(!has(MethodId::Metp, 2, 1, 1) && !has(MethodId::Ring, 1, 1, 2));
 }
+
+/// `--param-gather overlapped` applies to the candidates it concerns (ZeRO 1–2) and is cleared
+/// for the others: no candidate is rejected for it (the same configurations are evaluated and
+/// rejected as without), the header's JSON carries it, the ranked step times of ZeRO 1
+/// candidates with replicas move and those of ZeRO 0 candidates do not.
+#[test]
+fn software_options_reach_only_the_candidates_they_concern() {
+    let base = [
+        "--model",
+        "llama2-7b",
+        "--gpus",
+        "16",
+        "--seq",
+        "4k",
+        "--global-batch",
+        "128",
+        "--zero",
+        "0,1",
+        "--methods",
+        "tp-sp",
+        "--top",
+        "60",
+        "--format",
+        "json",
+    ];
+    let (plain, _) = run(&base);
+    let mut args = base.to_vec();
+    args.extend(["--param-gather", "overlapped"]);
+    let (with, _) = run(&args);
+    for key in ["evaluated", "rejected_total", "feasible"] {
+        assert_eq!(plain[key], with[key], "{key}");
+    }
+    assert!(plain.get("param_gather").is_none());
+    assert_eq!(with["param_gather"], "overlapped");
+    let step = |v: &Value, zero: u64| -> Vec<f64> {
+        let mut s: Vec<f64> = check_ranked(v)
+            .iter()
+            .filter(|r| r["zero"] == zero && r["dp"].as_u64().unwrap() > 1)
+            .map(|r| r["step_time_s"].as_f64().unwrap())
+            .collect();
+        s.sort_by(f64::total_cmp);
+        s
+    };
+    assert_ne!(
+        step(&plain, 1),
+        step(&with, 1),
+        "ZeRO 1 candidates priced alike"
+    );
+    // The ZeRO 0 candidates both lists show are priced the same (others may move in or out
+    // of the top rows around them).
+    let (a, b) = (step(&plain, 0), step(&with, 0));
+    let n = a.len().min(b.len());
+    assert!(n > 0, "no ZeRO 0 candidate with replicas ranked");
+    assert_eq!(a[..n], b[..n], "ZeRO 0 candidates moved");
+}

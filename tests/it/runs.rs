@@ -444,6 +444,13 @@ fn bad_run_files_are_refused_in_one_line_naming_the_field() {
         ("--zero3-gather per-parameter", |v| {
             v["zero3_gather"] = "per-parameter".into()
         }),
+        ("unknown variant `whenever`", |v| {
+            v["param_gather"] = "whenever".into()
+        }),
+        // The file's ZeRO 0 has no sharded optimizer state whose weights to gather.
+        ("--param-gather overlapped", |v| {
+            v["param_gather"] = "overlapped".into()
+        }),
         ("field 'unstated[1].tried[1]'", |v| {
             v["unstated"].as_array_mut().unwrap().push(
                 serde_json::json!({"knob": "layer-ops", "tried": ["fused", "jit"], "why": "w"}),
