@@ -73,27 +73,46 @@ pub(super) fn add_run_from(
     layer: PartTimes,
     sigma: f64,
 ) -> f64 {
+    add_chained_run(into, n, (gather, first_arrives), layer, sigma, false).0
+}
+
+/// [`add_run_from`] for a run whose last layer also issues a gather as it starts, for the
+/// first layer of the run after it (a chain over runs, as the updated weights' gathers run
+/// over a pipeline stage's chunks: `schedule::lower::pipeline`), when `chain`. Returns how
+/// long gathers flowed beside the compute and, when `chain`, when that gather arrives,
+/// seconds after the run's start.
+pub(super) fn add_chained_run(
+    into: &mut PartTimes,
+    n: u64,
+    (gather, first_arrives): (f64, f64),
+    layer: PartTimes,
+    sigma: f64,
+    chain: bool,
+) -> (f64, Option<f64>) {
     if gather <= 0.0 {
-        return add_run(into, n, gather, layer, sigma);
+        return (add_run(into, n, gather, layer, sigma), None);
     }
-    let (times, beside) = run_from(n, gather, first_arrives, layer, sigma);
+    let (times, beside, chained) = run_from(n, gather, first_arrives, layer, sigma, chain);
     *into += times;
-    beside
+    (beside, chained)
 }
 
 /// A run of `n` layers with gathers (`gather` > 0), as [`add_run`] adds it.
 fn run(n: u64, gather: f64, layer: PartTimes, sigma: f64) -> (PartTimes, f64) {
-    run_from(n, gather, gather, layer, sigma)
+    let (times, beside, _) = run_from(n, gather, gather, layer, sigma, false);
+    (times, beside)
 }
 
-/// [`run`] with the first layer's gather arriving at `first_arrives`.
+/// [`run`] with the first layer's gather arriving at `first_arrives`, and, when `chain`, the
+/// last layer issuing one more ([`add_chained_run`]).
 fn run_from(
     n: u64,
     gather: f64,
     first_arrives: f64,
     layer: PartTimes,
     sigma: f64,
-) -> (PartTimes, f64) {
+    chain: bool,
+) -> (PartTimes, f64, Option<f64>) {
     let busy_ratio = if layer.wall > 0.0 {
         layer.busy / layer.wall
     } else {
@@ -104,13 +123,17 @@ fn run_from(
         arrives: first_arrives.max(0.0),
     };
     let (mut now, mut slowed, mut beside) = (0.0f64, 0.0f64, 0.0f64);
+    let mut chained = None;
     for l in 0..n {
-        let (start, next) = walk.layer(now, l + 1 < n);
+        let (start, next) = walk.layer(now, l + 1 < n || chain);
         let hidden = next.map_or(0.0, |(a, b)| overlap(a, b, start, start + layer.wall));
         let ext = sigma * hidden.min(layer.wall) * busy_ratio;
         beside += hidden;
         slowed += ext;
         now = start + layer.wall + ext;
+        if l + 1 == n {
+            chained = next.map(|(_, arrives)| arrives);
+        }
     }
     let k = n as f64;
     let times = PartTimes {
@@ -119,7 +142,7 @@ fn run_from(
         busy: k * layer.busy + slowed,
         comm: k * (gather + layer.comm),
     };
-    (times, beside)
+    (times, beside, chained.filter(|_| chain))
 }
 
 /// How long [a0, a1] and [b0, b1] overlap.

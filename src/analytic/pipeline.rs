@@ -245,6 +245,8 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
     let mut clocks = vec![StageClock::default(); pp as usize];
     let mut idx = vec![0usize; pp as usize];
     let mut fwd_sums: [Vec<Option<(PartTimes, f64)>>; 8] = Default::default();
+    // Per stage, when the chain's gather of the next chunk's first layer arrives.
+    let mut chain_at: Vec<Option<f64>> = vec![None; pp as usize];
     loop {
         let mut progress = false;
         for s in 0..pp {
@@ -304,40 +306,66 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
                     // A forward's parts depend on its layers, embedding and head only (and,
                     // for the first micro-batch, the updated weights it gathers ahead): summed
                     // once per kind (the same sum, in the same order, as op by op).
-                    let gathers_first = op.micro_batch == 0 && first_gather > 0.0;
+                    let gathers_first = op.micro_batch == 0 && first_gather > 0.0 && n > 0;
                     let ahead = if gathers_first { first_gather } else { gather };
                     let kind = usize::from(gathers_first) * 4
                         + usize::from(u == 0) * 2
                         + usize::from(u == last_u);
-                    let sum = |first_arrives: Option<f64>| {
+                    // `first_arrives`: when the run's first gather, issued before it, arrives
+                    // (absolute); `chain`: its last layer issues the next chunk's first.
+                    let sum = |first_arrives: Option<f64>, chain: bool| {
                         let mut d = PartTimes::default();
                         if u == 0 {
                             d += PartTimes::computing(emb_f);
                         }
-                        let beside = match first_arrives {
-                            // Issued at the stage's start (`schedule::lower::pipeline`), it
-                            // arrives `ahead` after time 0, measured from the layers' start.
+                        let run_start = t + d.wall;
+                        let (beside, chained) = match first_arrives {
                             Some(at) => {
-                                let from = (ahead, at - t - d.wall);
-                                gather_ahead::add_run_from(&mut d, n, from, fwd_layer, sigma)
+                                let from = (ahead, at - run_start);
+                                gather_ahead::add_chained_run(
+                                    &mut d, n, from, fwd_layer, sigma, chain,
+                                )
                             }
-                            None => gather_ahead::add_run(&mut d, n, ahead, fwd_layer, sigma),
+                            None => (
+                                gather_ahead::add_run(&mut d, n, ahead, fwd_layer, sigma),
+                                None,
+                            ),
                         };
                         if u == last_u {
                             d += head;
                         }
-                        (d, beside)
+                        (d, beside, chained.map(|rel| run_start + rel))
                     };
-                    // The stage's first chunk gathers its first layer from the step's start;
-                    // that forward depends on when it starts, so it is priced on its own.
-                    let d = if gathers_first && op.chunk == 0 {
-                        sum(Some(ahead))
+                    // The updated weights' gathers run in one chain over the stage's chunks
+                    // (`schedule::lower::pipeline`): the first chunk's first layer gathered from
+                    // the step's start, each later chunk's as the chunk before it starts its
+                    // last layer's first forward. Those forwards depend on when they start, so
+                    // each is priced on its own.
+                    let d = if gathers_first {
+                        let first_in_chain = chunks[su]
+                            .iter()
+                            .position(|&(_, k)| k > 0)
+                            .is_some_and(|c| c == op.chunk as usize);
+                        let chain = chunks[su][op.chunk as usize + 1..]
+                            .iter()
+                            .any(|&(_, k)| k > 0);
+                        let at = if first_in_chain {
+                            Some(ahead)
+                        } else {
+                            chain_at[su].take()
+                        };
+                        let (d, beside, chained) = sum(at, chain);
+                        chain_at[su] = chained;
+                        (d, beside)
                     } else {
                         let slot = &mut fwd_sums[kind];
                         if slot.len() <= n as usize {
                             slot.resize(n as usize + 1, None);
                         }
-                        *slot[n as usize].get_or_insert_with(|| sum(None))
+                        *slot[n as usize].get_or_insert_with(|| {
+                            let (d, beside, _) = sum(None, false);
+                            (d, beside)
+                        })
                     };
                     let (d, beside) = d;
                     // Gradient synchronisations still flowing (ZeRO ≥ 2 syncs every

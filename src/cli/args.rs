@@ -265,8 +265,9 @@ pub struct StateArgs {
     pub zero3_gather: Zero3GatherArg,
     /// When a sharded optimizer state's updated weights are all-gathered (ZeRO 1 or 2):
     /// after-step (right after the optimizer, waited for) or overlapped (layer by layer during
-    /// the next step's first forward, one layer ahead: Megatron-Core's --overlap-param-gather,
-    /// FSDP's unshard in the forward when the weights are kept after it).
+    /// the next step's first forward, one layer ahead, chained over an interleaved stage's
+    /// chunks: Megatron-Core's --overlap-param-gather, FSDP's unshard in the forward when the
+    /// weights are kept after it).
     #[arg(long, value_enum, default_value = "after-step")]
     pub param_gather: ParamGatherArg,
 }

@@ -67,7 +67,10 @@
 //!   forward, which a pipeline's fill then carries from stage to stage. FSDP that keeps the weights after the forward
 //!   (LLaMA 3's) unshards the same way, in the forward pre-hook with its prefetch. The tool
 //!   gathers one layer ahead (a layer's weights, a bucket of Megatron's default 40 M parameters
-//!   being of the order of one layer of a large model).
+//!   being of the order of one layer of a large model). Megatron orders the buckets chunk by
+//!   chunk over an interleaved stage's model chunks, in one chain: a chunk's first layer is
+//!   gathered as the chunk before it starts its last layer's first forward, so with virtual
+//!   stages only the stage's first gather waits at the step's start.
 
 use serde::{Deserialize, Serialize};
 
@@ -233,7 +236,8 @@ pub enum ParamGather {
     #[default]
     AfterStep,
     /// Layer by layer during the next step's first forward, each layer's gather issued as the
-    /// layer before it starts and waited for by that layer alone (Megatron-Core's
+    /// layer before it starts (an interleaved stage's chunks in one chain) and waited for by
+    /// that layer alone (Megatron-Core's
     /// `--overlap-param-gather`: one bucket ahead in the forward pre-hooks; FSDP's unshard in
     /// the forward pre-hook with its prefetch when the weights are not resharded after the
     /// forward).

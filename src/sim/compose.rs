@@ -71,6 +71,10 @@ struct Key {
     /// A first micro-batch's forward that gathers the updated weights one layer ahead
     /// (`config::ParamGather::Overlapped`).
     gathers: bool,
+    /// Such a forward of a chunk whose first layer the chain over the stage's chunks gathered
+    /// during the ops before it (`schedule::lower::pipeline`): lowered alone, it finds that
+    /// gather done.
+    chained: bool,
 }
 
 /// One program's outcome on each device of its stage (indexed like the stage's devices).
@@ -113,6 +117,7 @@ impl<'a> Keys<'a> {
     /// The program of `op` on stage `s` in a step of `m` micro-batches.
     fn of(&self, s: u32, op: &PipeOp, m: u32) -> Key {
         let (w, plan) = (self.w, self.plan);
+        let gathers = op.forward && op.micro_batch == 0 && plan.first_forward_gather_bytes > 0;
         Key {
             stage: if self.alike { 0 } else { s },
             forward: op.forward,
@@ -122,7 +127,12 @@ impl<'a> Keys<'a> {
             sync: plan.layer_grad_sync_bytes > 0
                 && !op.forward
                 && (op.micro_batch + 1 == m || plan.grad_sync_every_micro_batch),
-            gathers: op.forward && op.micro_batch == 0 && plan.first_forward_gather_bytes > 0,
+            gathers,
+            chained: gathers
+                && self.chunks[s as usize]
+                    .iter()
+                    .position(|&(_, n)| n > 0)
+                    .is_some_and(|first| (op.chunk as usize) > first),
         }
     }
 

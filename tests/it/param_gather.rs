@@ -213,3 +213,80 @@ fn overlapped_gathers_need_zero_1_or_2() {
         (0, 0)
     );
 }
+
+/// An interleaved stage's gathers run in one chain over its chunks, as Megatron's distributed
+/// optimizer orders its buckets: the second chunk's first layer is gathered as the first
+/// chunk's last layer starts its first forward — during the first chunk's other micro-batches,
+/// not when the second chunk's first forward begins — and that forward waits for it. The
+/// closed form, the shortened step and the composition price the chain as the whole
+/// simulation runs it; with long forwards it hides every gather but the stage's first.
+#[test]
+fn overlapped_gathers_chain_over_an_interleaved_stage_s_chunks() {
+    let interleaved = |seq, gather| {
+        let mut w = workload(2, 2, 4, seq, gather);
+        w.outer.interleave = 2;
+        w
+    };
+    let w = interleaved(2048, ParamGather::Overlapped)
+        .validate()
+        .unwrap();
+    // Stage 0 holds layers 0-1 (chunk 0) and 4-5 (chunk 1).
+    let g = crate::common::lowered_step(&w);
+    let on0 = |t: &metp_sim::schedule::Task| t.device == 0;
+    let gathers: Vec<(usize, u32)> = g
+        .tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| on0(t) && t.label.name == "param-all-gather")
+        .map(|(i, t)| (i, t.label.layer.unwrap()))
+        .collect();
+    assert_eq!(
+        gathers.iter().map(|g| g.1).collect::<Vec<_>>(),
+        vec![0, 1, 4, 5],
+        "one chain, chunk by chunk"
+    );
+    let computes = |layer: u32, mb: u32| -> Vec<usize> {
+        g.tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| {
+                on0(t)
+                    && t.label.pass == Pass::Fwd
+                    && t.label.micro_batch == mb
+                    && t.label.layer == Some(layer)
+                    && matches!(t.work, Work::Compute { .. })
+            })
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let (chained, _) = gathers[2];
+    assert!(
+        chained < computes(1, 0)[0],
+        "chunk 1's first gather is issued as chunk 0's last layer starts its first forward"
+    );
+    assert!(
+        chained < computes(0, 1)[0],
+        "and before chunk 0's second micro-batch"
+    );
+    assert!(g.tasks[chained].deps.contains(&(gathers[1].0 as u32)));
+    assert!(
+        g.tasks[computes(4, 0)[0]].deps.contains(&(chained as u32)),
+        "chunk 1's first forward waits for its gather"
+    );
+    for seq in [32768, 1024] {
+        let w = interleaved(seq, ParamGather::Overlapped);
+        let label = format!("interleaved, s {seq}");
+        crate::common::agrees_with_the_analytic_twin(&w, &label);
+        let (whole, _) = step_s(&w, SimDepth::Full);
+        let (periodic, _) = step_s(&w, SimDepth::Periodic);
+        assert_eq!(whole, periodic, "{label}: shortened vs whole");
+        let (fast, _) = step_s(&w, SimDepth::Extrapolate);
+        assert!(
+            (fast / whole - 1.0).abs() < 0.03,
+            "{label}: {fast} vs {whole}"
+        );
+    }
+    let (after, _) = step_s(&interleaved(32768, ParamGather::AfterStep), SimDepth::Full);
+    let (over, _) = step_s(&interleaved(32768, ParamGather::Overlapped), SimDepth::Full);
+    assert!(over < after, "{over} vs {after}");
+}

@@ -72,18 +72,37 @@ impl Lower<'_> {
             None => w.pipeline_order(stage),
         };
         // With the updated weights gathered in the first forward (`config::ParamGather`), the
-        // first chunk's first layer is gathered from the step's start, as Megatron issues its
-        // first bucket at the end of the previous step's optimizer; every later gather is
-        // issued one layer ahead, as its forward pre-hook issues the next bucket's.
-        let mut issued_first = None;
-        let first_forward = |op: &PipeOp| op.forward && op.micro_batch == 0 && op.chunk == 0;
-        if let (Some(what), Some(&(first_layer, n))) = (
-            gathered_ahead(plan, true, 0).filter(|_| plan.zero3_gather_bytes == 0),
-            chunks.first(),
-        ) {
-            if n > 0 && order.iter().any(first_forward) {
-                self.label.layer = Some(first_layer as u32);
-                issued_first = gather_first(self, plan, what);
+        // gathers run in one chain over the stage's chunks, as Megatron's distributed
+        // optimizer orders its buckets (chunk by chunk, each in forward order) and issues the
+        // next bucket's when the forward pre-hook waits for the current one: the first chunk's
+        // first layer is gathered from the step's start (its first bucket is issued at the end
+        // of the previous step's optimizer), every later layer one layer ahead — a chunk's
+        // first layer as the chunk before it starts its last layer's first forward. A chunk
+        // lowered without the chunk before it (a composed program, one op alone) finds its
+        // first layer gathered: the chain issued it during the ops before.
+        let param_chain = gathered_ahead(plan, true, 0).filter(|_| plan.zero3_gather_bytes == 0);
+        let gathering: Vec<u32> = (0..chunks.len() as u32)
+            .filter(|&c| chunks[c as usize].1 > 0)
+            .collect();
+        let first_forward_of =
+            |c: u32| move |op: &PipeOp| op.forward && op.micro_batch == 0 && op.chunk == c;
+        // For each chunk, the chunk after it in the chain when its first forward is in this
+        // order.
+        let chained_after: Vec<Option<u32>> = (0..chunks.len() as u32)
+            .map(|c| {
+                gathering
+                    .iter()
+                    .copied()
+                    .find(|&k| k > c)
+                    .filter(|&k| order.iter().any(first_forward_of(k)))
+            })
+            .collect();
+        // The chain's gather issued ahead of a chunk's first forward: (chunk, its gathers).
+        let mut issued: Option<(u32, Vec<(DeviceId, TaskId)>)> = None;
+        if let (Some(what), Some(&c)) = (param_chain, gathering.first()) {
+            if order.iter().any(first_forward_of(c)) {
+                self.label.layer = Some(chunks[c as usize].0 as u32);
+                issued = gather_first(self, plan, what).map(|g| (c, g));
                 self.label.layer = None;
             }
         }
@@ -122,13 +141,23 @@ impl Lower<'_> {
                     self.each_mem(true, head_bytes, "head-activations");
                 }
                 let ahead = gathered_ahead(plan, true, mb).filter(|_| n_layers > 0);
+                let chained = ahead.is_some() && param_chain.is_some() && mb == 0;
                 let mut pending = match ahead {
-                    Some(_) if first_forward(&op) && issued_first.is_some() => issued_first.take(),
+                    Some(_) if chained && issued.as_ref().is_some_and(|i| i.0 == chunk) => {
+                        issued.take().map(|(_, g)| g)
+                    }
+                    // Issued by the chain during the ops before this one (none here to wait).
+                    Some(_) if chained && gathering.first() != Some(&chunk) => Some(Vec::new()),
                     Some(what) => {
                         self.label.layer = Some(first_layer as u32);
                         gather_first(self, plan, what)
                     }
                     None => None,
+                };
+                let chain_to = if chained {
+                    chained_after[chunk as usize]
+                } else {
+                    None
                 };
                 for layer in first_layer..first_layer + n_layers {
                     self.mark_layer(&mut marks);
@@ -136,12 +165,19 @@ impl Lower<'_> {
                     self.label.pass = Pass::Fwd;
                     self.each_mem(true, per_layer, "layer-activations");
                     if let Some(what) = ahead {
-                        let next = (layer + 1 < first_layer + n_layers).then_some(layer as u32 + 1);
+                        let next = if layer + 1 < first_layer + n_layers {
+                            Some(layer as u32 + 1)
+                        } else {
+                            chain_to.map(|k| chunks[k as usize].0 as u32)
+                        };
                         gather_ahead(self, plan, what, &mut pending, next);
                     }
                     for b in &plan.layer_fwd {
                         self.phase(b, Pass::Fwd, Some(layer as u32));
                     }
+                }
+                if let (Some(k), Some(g)) = (chain_to, pending.take()) {
+                    issued = Some((k, g));
                 }
                 self.mark_layers_end(&mut marks);
                 self.label.layer = None;
