@@ -9,7 +9,7 @@ use metp_sim::config::{
     ZeroStage,
 };
 use metp_sim::evaluate::{Evaluation, SimDepth, SimulateOptions};
-use metp_sim::schedule::{Pass, Work};
+use metp_sim::schedule::{Pass, TaskGraph, Work};
 use metp_sim::sim::LinkModel;
 
 /// LLaMA 2 7B with `layers` layers, TP + SP over 8 GPUs of a node, `dp` replicas on as many
@@ -43,6 +43,32 @@ fn workload(pp: u64, dp: u64, m: u64, seq: u64, gather: ParamGather) -> Workload
             ..Options::default()
         },
     }
+}
+
+/// Device 0's forward compute tasks of `layer` for micro-batch `mb`, by index.
+fn forward_computes(g: &TaskGraph, layer: u32, mb: u32) -> Vec<usize> {
+    g.tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| {
+            t.device == 0
+                && t.label.pass == Pass::Fwd
+                && t.label.micro_batch == mb
+                && t.label.layer == Some(layer)
+                && matches!(t.work, Work::Compute { .. })
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// Device 0's gathers of updated weights, by index, with the layer each gathers.
+fn param_gathers(g: &TaskGraph) -> Vec<(usize, u32)> {
+    g.tasks
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.device == 0 && t.label.name == "param-all-gather")
+        .map(|(i, t)| (i, t.label.layer.unwrap()))
+        .collect()
 }
 
 fn step_s(w: &Workload, depth: SimDepth) -> (f64, f64) {
@@ -82,20 +108,7 @@ fn overlapped_gathers_run_one_layer_ahead_in_the_first_forward() {
         (0..8).collect::<Vec<_>>(),
         "one gather per layer, in forward order"
     );
-    let computes = |layer: u32, mb: u32| -> Vec<usize> {
-        g.tasks
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| {
-                on0(t)
-                    && t.label.pass == Pass::Fwd
-                    && t.label.micro_batch == mb
-                    && t.label.layer == Some(layer)
-                    && matches!(t.work, Work::Compute { .. })
-            })
-            .map(|(i, _)| i)
-            .collect()
-    };
+    let computes = |layer: u32, mb: u32| forward_computes(&g, layer, mb);
     let first_compute = g
         .tasks
         .iter()
@@ -232,33 +245,13 @@ fn overlapped_gathers_chain_over_an_interleaved_stage_s_chunks() {
         .unwrap();
     // Stage 0 holds layers 0-1 (chunk 0) and 4-5 (chunk 1).
     let g = crate::common::lowered_step(&w);
-    let on0 = |t: &metp_sim::schedule::Task| t.device == 0;
-    let gathers: Vec<(usize, u32)> = g
-        .tasks
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| on0(t) && t.label.name == "param-all-gather")
-        .map(|(i, t)| (i, t.label.layer.unwrap()))
-        .collect();
+    let gathers = param_gathers(&g);
     assert_eq!(
         gathers.iter().map(|g| g.1).collect::<Vec<_>>(),
         vec![0, 1, 4, 5],
         "one chain, chunk by chunk"
     );
-    let computes = |layer: u32, mb: u32| -> Vec<usize> {
-        g.tasks
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| {
-                on0(t)
-                    && t.label.pass == Pass::Fwd
-                    && t.label.micro_batch == mb
-                    && t.label.layer == Some(layer)
-                    && matches!(t.work, Work::Compute { .. })
-            })
-            .map(|(i, _)| i)
-            .collect()
-    };
+    let computes = |layer: u32, mb: u32| forward_computes(&g, layer, mb);
     let (chained, _) = gathers[2];
     assert!(
         chained < computes(1, 0)[0],
