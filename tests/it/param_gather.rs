@@ -71,6 +71,20 @@ fn param_gathers(g: &TaskGraph) -> Vec<(usize, u32)> {
         .collect()
 }
 
+/// The closed form within 1% of the whole simulation, the shortened step equal to it, the
+/// composed one within 3%.
+fn paths_agree(w: &Workload, label: &str) {
+    crate::common::agrees_with_the_analytic_twin(w, label);
+    let (whole, _) = step_s(w, SimDepth::Full);
+    let (periodic, _) = step_s(w, SimDepth::Periodic);
+    assert_eq!(whole, periodic, "{label}: shortened vs whole");
+    let (fast, _) = step_s(w, SimDepth::Extrapolate);
+    assert!(
+        (fast / whole - 1.0).abs() < 0.03,
+        "{label}: {fast} vs {whole}"
+    );
+}
+
 fn step_s(w: &Workload, depth: SimDepth) -> (f64, f64) {
     let e = Evaluation::new(w.clone().validate().unwrap())
         .simulate(SimulateOptions {
@@ -175,16 +189,7 @@ fn overlapped_gathers_hide_behind_long_forwards_and_pace_short_ones() {
             long(ParamGather::Overlapped),
             short(ParamGather::Overlapped),
         ] {
-            let label = format!("pp {pp}, s {}", w.seq);
-            crate::common::agrees_with_the_analytic_twin(&w, &label);
-            let (whole, _) = step_s(&w, SimDepth::Full);
-            let (periodic, _) = step_s(&w, SimDepth::Periodic);
-            assert_eq!(whole, periodic, "{label}: shortened vs whole");
-            let (fast, _) = step_s(&w, SimDepth::Extrapolate);
-            assert!(
-                (fast / whole - 1.0).abs() < 0.03,
-                "{label}: {fast} vs {whole}"
-            );
+            paths_agree(&w, &format!("pp {pp}, s {}", w.seq));
         }
         let (after, _) = step_s(&long(ParamGather::AfterStep), SimDepth::Full);
         let (over, _) = step_s(&long(ParamGather::Overlapped), SimDepth::Full);
@@ -268,16 +273,7 @@ fn overlapped_gathers_chain_over_an_interleaved_stage_s_chunks() {
     );
     for seq in [32768, 1024] {
         let w = interleaved(seq, ParamGather::Overlapped);
-        let label = format!("interleaved, s {seq}");
-        crate::common::agrees_with_the_analytic_twin(&w, &label);
-        let (whole, _) = step_s(&w, SimDepth::Full);
-        let (periodic, _) = step_s(&w, SimDepth::Periodic);
-        assert_eq!(whole, periodic, "{label}: shortened vs whole");
-        let (fast, _) = step_s(&w, SimDepth::Extrapolate);
-        assert!(
-            (fast / whole - 1.0).abs() < 0.03,
-            "{label}: {fast} vs {whole}"
-        );
+        paths_agree(&w, &format!("interleaved, s {seq}"));
     }
     let (after, _) = step_s(&interleaved(32768, ParamGather::AfterStep), SimDepth::Full);
     let (over, _) = step_s(&interleaved(32768, ParamGather::Overlapped), SimDepth::Full);
