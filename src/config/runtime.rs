@@ -298,6 +298,19 @@ impl Runtime {
         *self == Runtime::default()
     }
 
+    /// Whether a step may be composed from its ops' programs (`sim::compose`): the schedule's
+    /// order, its exchanges and synchronisation are the defaults the composition walks
+    /// (`pp_round`, `pp_p2p`, `grad_sync`, `cp_comm`); the other options act inside an op.
+    pub fn composable(&self) -> bool {
+        Runtime {
+            layer_ops: LayerOps::default(),
+            zero3_gather: Zero3Gather::default(),
+            param_gather: ParamGather::default(),
+            ..*self
+        }
+        .is_default()
+    }
+
     /// The options reports print only where they are not the defaults.
     pub fn shown(&self) -> Shown {
         Shown {

@@ -50,11 +50,11 @@ pub enum FastPath {
 
 /// Whether the fast path simulates `w` exactly or composes it: exactly when the shortened copy
 /// (or, with nothing to shorten, the whole step) is at most [`FAST_EXACT_TASKS`] tasks, or
-/// when the software's schedule options are not the default (`config::runtime`).
+/// when the software's schedule options are not the default (`config::Runtime::composable`).
 pub fn fast_path(w: &ValidWorkload, plan: &StepPlan, devices: Devices) -> FastPath {
     // The composition walks Megatron's order with overlapped exchanges and synchronisation;
     // another schedule (`config::runtime`) is simulated exactly (shortened where proven).
-    if !w.options.runtime.is_default() {
+    if !w.options.runtime.composable() {
         return FastPath::Exact;
     }
     let tasks = match sim::shortening(w) {

@@ -267,7 +267,7 @@ impl Evaluation {
                     // The composition walks the default schedule only: another one is
                     // simulated whole however large (the simulator's task guard bounds it).
                     None if whole_is_cheap(w, &self.plan, opts.devices)
-                        || !w.options.runtime.is_default() =>
+                        || !w.options.runtime.composable() =>
                     {
                         whole(w)?
                     }

@@ -69,12 +69,9 @@ struct Key {
     head: bool,
     sync: bool,
     /// A first micro-batch's forward that gathers the updated weights one layer ahead
-    /// (`config::ParamGather::Overlapped`).
+    /// (`config::ParamGather::Overlapped`; lowered alone, it finds its first layer's gathered:
+    /// the walk waits for the stage's first).
     gathers: bool,
-    /// Such a forward of a chunk whose first layer the chain over the stage's chunks gathered
-    /// during the ops before it (`schedule::lower::pipeline`): lowered alone, it finds that
-    /// gather done.
-    chained: bool,
 }
 
 /// One program's outcome on each device of its stage (indexed like the stage's devices).
@@ -117,7 +114,6 @@ impl<'a> Keys<'a> {
     /// The program of `op` on stage `s` in a step of `m` micro-batches.
     fn of(&self, s: u32, op: &PipeOp, m: u32) -> Key {
         let (w, plan) = (self.w, self.plan);
-        let gathers = op.forward && op.micro_batch == 0 && plan.first_forward_gather_bytes > 0;
         Key {
             stage: if self.alike { 0 } else { s },
             forward: op.forward,
@@ -127,12 +123,7 @@ impl<'a> Keys<'a> {
             sync: plan.layer_grad_sync_bytes > 0
                 && !op.forward
                 && (op.micro_batch + 1 == m || plan.grad_sync_every_micro_batch),
-            gathers,
-            chained: gathers
-                && self.chunks[s as usize]
-                    .iter()
-                    .position(|&(_, n)| n > 0)
-                    .is_some_and(|first| (op.chunk as usize) > first),
+            gathers: op.forward && op.micro_batch == 0 && plan.first_forward_gather_bytes > 0,
         }
     }
 
@@ -333,6 +324,29 @@ fn run_program(step: &Step<'_>, stage: u32, op: PipeOp, members: &[u32]) -> Resu
     })
 }
 
+/// Per stage, with the updated weights gathered in the first forward
+/// (`config::ParamGather::Overlapped`): the chunk whose first forward waits for the stage's
+/// first gather, issued at the step's start, and when it arrives. The programs are lowered
+/// without it (`schedule::lower::pipeline`: an op alone finds its first layer gathered).
+fn first_gathers(w: &ValidWorkload, plan: &StepPlan, cost: &CostModel) -> Vec<Option<(u32, f64)>> {
+    if plan.first_forward_gather_bytes == 0 {
+        return vec![None; w.outer.pp as usize];
+    }
+    let group = w.replica_group(plan.grad_sync_over_p);
+    let d = cost.collective_s(
+        CollectiveOp::AllGather,
+        &group,
+        plan.first_forward_gather_bytes,
+    );
+    (0..w.outer.pp as u32)
+        .map(|s| {
+            let chunks = w.stage_chunks(s);
+            let first = chunks.iter().position(|&(_, n)| n > 0)?;
+            Some((first as u32, d))
+        })
+        .collect()
+}
+
 /// Sets aside the memory of a program's graph (`workload::reserve`'s rule).
 fn reserve_tasks(w: &ValidWorkload, tasks: u64) -> Result<limits::Reservation> {
     let size = schedule::GraphSize {
@@ -353,8 +367,9 @@ pub fn simulate_composed(
     devices: Devices,
 ) -> Result<WorkloadSim> {
     // The walk is Megatron's default order with asynchronous exchanges and overlapped
-    // synchronisation; another schedule (`config::runtime`) would be priced as that one.
-    if !w.options.runtime.is_default() {
+    // synchronisation; another schedule (`config::runtime`) would be priced as that one. What
+    // the other options change happens inside an op's program.
+    if !w.options.runtime.composable() {
         return Err(Error::InvalidConfig {
             method: w.method.id().to_string(),
             p: w.p,
@@ -433,6 +448,7 @@ pub fn simulate_composed(
         devices: by_stage.iter().map(Vec::len).collect(),
         program: &|s, op, m| &programs[&key_of(s, op, m)],
         message: &msg,
+        first_gather: first_gathers(w, plan, &cost),
         gather: if plan.pipeline_gather_bytes > 0 && w.p > 1 {
             cost.collective_s(
                 CollectiveOp::AllGather,

@@ -72,16 +72,30 @@ fn param_gathers(g: &TaskGraph) -> Vec<(usize, u32)> {
 }
 
 /// The closed form within 1% of the whole simulation, the shortened step equal to it, the
-/// composed one within 3%.
+/// step composed from its distinct programs (`sim::simulate_composed`, called directly: the fast
+/// path simulates steps this small exactly) within 1% — measured 0.0–0.6%; 1.8–3.0% if its walk
+/// did not wait for each stage's first gather.
 fn paths_agree(w: &Workload, label: &str) {
     crate::common::agrees_with_the_analytic_twin(w, label);
     let (whole, _) = step_s(w, SimDepth::Full);
     let (periodic, _) = step_s(w, SimDepth::Periodic);
     assert_eq!(whole, periodic, "{label}: shortened vs whole");
-    let (fast, _) = step_s(w, SimDepth::Extrapolate);
+    let v = w.clone().validate().unwrap();
+    let plan = metp_sim::schedule::plan(&v);
+    let stages = metp_sim::memory::stage_inventories(&v);
+    let c = metp_sim::sim::simulate_composed(
+        &v,
+        &plan,
+        &stages,
+        LinkModel::MaxMin,
+        metp_sim::schedule::Devices::Distinct,
+    )
+    .unwrap();
+    assert!(c.composed.is_some(), "{label}: composed");
+    let composed = c.times().step_time_s;
     assert!(
-        (fast / whole - 1.0).abs() < 0.03,
-        "{label}: {fast} vs {whole}"
+        (composed / whole - 1.0).abs() < 0.01,
+        "{label}: composed {composed} vs whole {whole}"
     );
 }
 

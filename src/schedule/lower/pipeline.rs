@@ -67,6 +67,8 @@ impl Lower<'_> {
         let mut grad_sync: Vec<Vec<TaskId>> = vec![Vec::new(); self.sim_devices()];
         let m = w.micro_batches as u32;
         let mut marks = self.marks.as_ref().map(|_| StageMarks::default());
+        // Ops lowered alone (a composed program) rather than the stage's whole order.
+        let alone = ops.is_some();
         let order = match ops {
             Some(ops) => ops.to_vec(),
             None => w.pipeline_order(stage),
@@ -77,9 +79,10 @@ impl Lower<'_> {
         // next bucket's when the forward pre-hook waits for the current one: the first chunk's
         // first layer is gathered from the step's start (its first bucket is issued at the end
         // of the previous step's optimizer), every later layer one layer ahead — a chunk's
-        // first layer as the chunk before it starts its last layer's first forward. A chunk
-        // lowered without the chunk before it (a composed program, one op alone) finds its
-        // first layer gathered: the chain issued it during the ops before.
+        // first layer as the chunk before it starts its last layer's first forward. An op
+        // lowered alone (a composed program) finds its first layer gathered: the chain issued
+        // it during the ops before, or, for the stage's first chunk, from the step's start —
+        // the composition's walk waits for that one (`sim::compose`).
         let param_chain = gathered_ahead(plan, true, 0).filter(|_| plan.zero3_gather_bytes == 0);
         let gathering: Vec<u32> = (0..chunks.len() as u32)
             .filter(|&c| chunks[c as usize].1 > 0)
@@ -100,7 +103,7 @@ impl Lower<'_> {
         // The chain's gather issued ahead of a chunk's first forward: (chunk, its gathers).
         let mut issued: Option<(u32, Vec<(DeviceId, TaskId)>)> = None;
         if let (Some(what), Some(&c)) = (param_chain, gathering.first()) {
-            if order.iter().any(first_forward_of(c)) {
+            if !alone && order.iter().any(first_forward_of(c)) {
                 self.label.layer = Some(chunks[c as usize].0 as u32);
                 issued = gather_first(self, plan, what).map(|g| (c, g));
                 self.label.layer = None;
@@ -147,7 +150,9 @@ impl Lower<'_> {
                         issued.take().map(|(_, g)| g)
                     }
                     // Issued by the chain during the ops before this one (none here to wait).
-                    Some(_) if chained && gathering.first() != Some(&chunk) => Some(Vec::new()),
+                    Some(_) if chained && (alone || gathering.first() != Some(&chunk)) => {
+                        Some(Vec::new())
+                    }
                     Some(what) => {
                         self.label.layer = Some(first_layer as u32);
                         gather_first(self, plan, what)

@@ -65,6 +65,9 @@ pub(super) struct Walker<'a> {
     /// The receiving group's all-gather after each message, 0 without
     /// (`StepPlan::pipeline_gather_bytes`).
     pub(super) gather: f64,
+    /// Per stage: the chunk whose first forward waits for the updated weights' first gather,
+    /// issued at the step's start, and its seconds (`config::ParamGather::Overlapped`).
+    pub(super) first_gather: Vec<Option<(u32, f64)>>,
 }
 
 impl Walker<'_> {
@@ -107,6 +110,15 @@ impl Walker<'_> {
                         for d in 0..c.exposed.len() {
                             c.comm[d] += self.gather;
                             c.exposed[d] += self.gather;
+                        }
+                    }
+                    if let Some((chunk, g)) = self.first_gather[su] {
+                        if op.forward && op.micro_batch == 0 && op.chunk == chunk {
+                            for d in 0..c.exposed.len() {
+                                c.comm[d] += g;
+                                c.exposed[d] += (g - t).max(0.0);
+                            }
+                            t = t.max(g);
                         }
                     }
                     // The op lasts as long as its slowest device; `share`: how much of it
