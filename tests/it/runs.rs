@@ -33,7 +33,9 @@ fn committed() -> serde_json::Value {
 /// reports/runs/runs.json (what the report says), so a drift of either shows here — 4% where
 /// context parallelism all-gathers K/V (Llama 3's 128K run: its exposed K/V hops share each
 /// GPU's NIC with the FSDP reduce-scatters; the simulator's max-min links share it, the closed
-/// form does not: 3.7% apart, 0.2% with ideal links).
+/// form does not: 3.7% apart, 0.2% with ideal links) and where the updated weights are gathered
+/// during the first forward (NVIDIA's 340B recipe on 2,048 GPUs: the gathers share each GPU's
+/// NIC with the pipeline's messages through the fill: 3.0% apart, 1.8% with ideal links).
 #[test]
 fn every_run_stays_within_its_tolerance() {
     let results = analytic_results();
@@ -56,7 +58,9 @@ fn every_run_stays_within_its_tolerance() {
             .unwrap_or_else(|| panic!("{} is not in reports/runs/runs.json: regenerate", r.id));
         let simulated = sim["predicted"].as_f64().unwrap();
         let gap = r.predicted / simulated - 1.0;
-        let bound = if r.layout.contains("CP by all-gather") {
+        let bound = if r.layout.contains("CP by all-gather")
+            || r.layout.contains("weights gathered overlapped")
+        {
             0.04
         } else {
             0.03
