@@ -35,7 +35,7 @@ fn committed() -> serde_json::Value {
 /// GPU's NIC with the FSDP reduce-scatters; the simulator's max-min links share it, the closed
 /// form does not: 3.7% apart, 0.2% with ideal links) and where the updated weights are gathered
 /// during the first forward (NVIDIA's 340B recipe on 2,048 GPUs: the gathers share each GPU's
-/// NIC with the pipeline's messages through the fill: 3.0% apart, 1.8% with ideal links).
+/// NIC with the pipeline's messages through the fill: 3.0% apart, 1.7% with ideal links).
 #[test]
 fn every_run_stays_within_its_tolerance() {
     let results = analytic_results();
