@@ -14,7 +14,7 @@ use metp_sim::config::{
 };
 use metp_sim::memory::stage_inventories;
 use metp_sim::schedule::{plan, Devices};
-use metp_sim::sim::{simulate_composed, simulate_plan, LinkModel, TraceScope};
+use metp_sim::sim::{simulate_composed, simulate_plan, LinkModel, TraceScope, WorkloadSim};
 
 #[allow(clippy::too_many_arguments)]
 fn workload(
@@ -43,6 +43,19 @@ fn workload(
         micro_batches: m,
         options,
     }
+}
+
+/// `w`'s plan, its step composed from its distinct programs and its step simulated whole, both
+/// over max-min fair links.
+fn composed_and_whole(
+    w: &metp_sim::config::ValidWorkload,
+) -> (metp_sim::schedule::StepPlan, WorkloadSim, WorkloadSim) {
+    let plan = plan(w);
+    let stages = stage_inventories(w);
+    let link = LinkModel::MaxMin;
+    let c = simulate_composed(w, &plan, &stages, link, Devices::Distinct).unwrap();
+    let f = simulate_plan(w, &plan, &stages, link, TraceScope::Off, Devices::Distinct).unwrap();
+    (plan, c, f)
 }
 
 #[test]
@@ -107,12 +120,7 @@ fn composed_steps_are_within_one_percent_of_the_whole_simulation() {
         let w = workload(method, p, outer, dp, m, layers, 4096, options)
             .validate()
             .unwrap();
-        let plan = plan(&w);
-        let stages = stage_inventories(&w);
-        let link = LinkModel::MaxMin;
-        let c = simulate_composed(&w, &plan, &stages, link, Devices::Distinct).unwrap();
-        let f =
-            simulate_plan(&w, &plan, &stages, link, TraceScope::Off, Devices::Distinct).unwrap();
+        let (plan, c, f) = composed_and_whole(&w);
         let (ct, ft) = (c.times(), f.times());
         let rel = |a: f64, b: f64| (a / b - 1.0).abs();
         let label = format!("{method} p={p} {outer:?} dp={dp} m={m}");
@@ -256,12 +264,7 @@ fn composed_steps_with_in_op_options_are_within_one_percent() {
         let w = workload(MethodId::TpSp, 4, outer, dp, m, 8, 4096, options)
             .validate()
             .unwrap();
-        let plan = plan(&w);
-        let stages = stage_inventories(&w);
-        let link = LinkModel::MaxMin;
-        let c = simulate_composed(&w, &plan, &stages, link, Devices::Distinct).unwrap();
-        let f =
-            simulate_plan(&w, &plan, &stages, link, TraceScope::Off, Devices::Distinct).unwrap();
+        let (plan, c, f) = composed_and_whole(&w);
         let (ct, ft) = (c.times().step_time_s, f.times().step_time_s);
         let tol = if plan.grad_sync_every_micro_batch {
             0.03
