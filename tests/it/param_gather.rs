@@ -4,10 +4,7 @@
 //! closed form, shortened and composed, hiding the gathers where the forward is longer and
 //! pacing it (and a pipeline's fill) where it is shorter; refused where no such gather exists.
 
-use metp_sim::config::{
-    load_hardware, load_model, MethodId, Options, OuterAxes, ParamGather, Runtime, Workload,
-    ZeroStage,
-};
+use metp_sim::config::{load_model, MethodId, Options, ParamGather, Runtime, Workload, ZeroStage};
 use metp_sim::evaluate::{Evaluation, SimDepth, SimulateOptions};
 use metp_sim::schedule::{Pass, TaskGraph, Work};
 use metp_sim::sim::LinkModel;
@@ -17,32 +14,21 @@ use metp_sim::sim::LinkModel;
 fn workload(pp: u64, dp: u64, m: u64, seq: u64, gather: ParamGather) -> Workload {
     let mut model = load_model("llama2-7b").unwrap();
     model.layers = 8;
-    let mut hardware = load_hardware("dgx-a100-80gb").unwrap();
-    hardware.nodes = pp * dp;
-    Workload {
-        model,
-        hardware,
-        method: MethodId::TpSp,
-        p: 8,
-        dp,
-        outer: OuterAxes {
-            pp,
-            interleave: 1,
-            cp: 1,
+    let options = Options {
+        zero: Some(ZeroStage::Zero1),
+        causal: true,
+        runtime: Runtime {
+            param_gather: gather,
+            ..Runtime::default()
         },
-        seq,
-        micro_batch: 1,
-        micro_batches: m,
-        options: Options {
-            zero: Some(ZeroStage::Zero1),
-            causal: true,
-            runtime: Runtime {
-                param_gather: gather,
-                ..Runtime::default()
-            },
-            ..Options::default()
-        },
-    }
+        ..Options::default()
+    };
+    let mut w = crate::common::workload(model, MethodId::TpSp, 8, seq, options);
+    w.hardware.nodes = pp * dp;
+    w.dp = dp;
+    w.outer.pp = pp;
+    w.micro_batches = m;
+    w
 }
 
 /// Device 0's forward compute tasks of `layer` for micro-batch `mb`, by index.
