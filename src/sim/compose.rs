@@ -328,14 +328,18 @@ fn run_program(step: &Step<'_>, stage: u32, op: PipeOp, members: &[u32]) -> Resu
 /// (`config::ParamGather::Overlapped`): the chunk whose first forward waits for the stage's
 /// first gather, issued at the step's start, and when it arrives. The programs are lowered
 /// without it (`schedule::lower::pipeline`: an op alone finds its first layer gathered).
-fn first_gathers(w: &ValidWorkload, plan: &StepPlan, cost: &CostModel) -> Vec<Option<(u32, f64)>> {
+fn first_gathers(
+    w: &ValidWorkload,
+    plan: &StepPlan,
+    cost: &CostModel,
+    group: &[u32],
+) -> Vec<Option<(u32, f64)>> {
     if plan.first_forward_gather_bytes == 0 {
         return vec![None; w.outer.pp as usize];
     }
-    let group = w.replica_group(plan.grad_sync_over_p);
     let d = cost.collective_s(
         CollectiveOp::AllGather,
-        &group,
+        group,
         plan.first_forward_gather_bytes,
     );
     (0..w.outer.pp as u32)
@@ -441,6 +445,9 @@ pub fn simulate_composed(
         programs.insert(k, prog);
     }
     let msg = |a: u32, b: u32| cost.message_s(rank(a), rank(b), plan.pipeline_bytes as f64);
+    // The devices holding the same weights: the updated weights' all-gathers, in the first
+    // forward or after the optimizer.
+    let gather_group = w.replica_group(plan.grad_sync_over_p);
     let walker = Walker {
         pp,
         v: v as u32,
@@ -448,7 +455,7 @@ pub fn simulate_composed(
         devices: by_stage.iter().map(Vec::len).collect(),
         program: &|s, op, m| &programs[&key_of(s, op, m)],
         message: &msg,
-        first_gather: first_gathers(w, plan, &cost),
+        first_gather: first_gathers(w, plan, &cost, &gather_group),
         gather: if plan.pipeline_gather_bytes > 0 && w.p > 1 {
             cost.collective_s(
                 CollectiveOp::AllGather,
@@ -494,7 +501,6 @@ pub fn simulate_composed(
             ends[s] = start + d;
         }
     }
-    let gather_group = w.replica_group(plan.grad_sync_over_p);
     for (s, c) in clocks.iter_mut().enumerate() {
         let opt: f64 = plan
             .optimizer

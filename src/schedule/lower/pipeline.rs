@@ -77,8 +77,8 @@ impl Lower<'_> {
         // gathers run in one chain over the stage's chunks, as Megatron's distributed
         // optimizer orders its buckets (chunk by chunk, each in forward order) and issues the
         // next bucket's when the forward pre-hook waits for the current one: the first chunk's
-        // first layer is gathered from the step's start (its first bucket is issued at the end
-        // of the previous step's optimizer), every later layer one layer ahead — a chunk's
+        // first layer is gathered from the step's start (its first bucket is issued in the
+        // optimizer's `zero_grad`, before the forward), every later layer one layer ahead — a chunk's
         // first layer as the chunk before it starts its last layer's first forward. An op
         // lowered alone (a composed program) finds its first layer gathered: the chain issued
         // it during the ops before, or, for the stage's first chunk, from the step's start —
