@@ -369,6 +369,9 @@ fn section(s: &mut String, r: &RunResult) {
         fig(r.quantity, r.analytic_predicted),
         pct(r.analytic_error),
     ));
+    if r.timing == RunTiming::Composed {
+        s.push_str(&format!("- Timed: {}.\n", r.timing.words()));
+    }
     s.push_str(&memory_line(r));
     s.push_str(&format!(
         "- Verdict: {}{}.\n\n{}\n",

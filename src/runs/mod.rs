@@ -51,6 +51,10 @@ pub enum RunTiming {
     Simulated,
     /// The closed form only (the analytic twin; fast, for tests in debug builds).
     Analytic,
+    /// Asked to be simulated, but the exact simulation is beyond the simulator's task bound:
+    /// composed from the step's distinct op programs instead (`plan`'s fast path), which a
+    /// run's result says so that a reader knows it is not the exact figure.
+    Composed,
 }
 
 impl RunTiming {
@@ -62,6 +66,11 @@ impl RunTiming {
                  out only where proven to repeat)"
             }
             RunTiming::Analytic => "closed form (the analytic twin)",
+            RunTiming::Composed => {
+                "composed from its distinct op programs (the exact simulation is beyond the \
+                 simulator's task bound; the composition is plan's fast path, within 1-2.5% of \
+                 the exact simulation where both run)"
+            }
         }
     }
 }
@@ -436,19 +445,28 @@ pub fn evaluate(run: &Run, timing: RunTiming) -> Result<RunResult> {
         .and_then(Workload::validate)
         .map_err(context)?;
     let mut e = Evaluation::new(w);
+    let mut timing = timing;
     if timing == RunTiming::Simulated {
-        e = e
-            .simulate(SimulateOptions {
-                link: LinkModel::MaxMin,
-                // Exact: shortened where the rounds are proven to repeat, else the whole step
-                // (the fast path's composition is within 1-2.5% — it would move a published
-                // run's prediction by more than rounding: 1.2% on Llama 3's 128k run, whose
-                // every-micro-batch gradient traffic shares links with the CP rings).
-                depth: SimDepth::Periodic,
-                trace: TraceScope::Off,
-                devices: Devices::Distinct,
-            })
-            .map_err(context)?;
+        let opts = |depth| SimulateOptions {
+            link: LinkModel::MaxMin,
+            depth,
+            trace: TraceScope::Off,
+            devices: Devices::Distinct,
+        };
+        // Exact: shortened where the rounds are proven to repeat, else the whole step (the
+        // fast path's composition is within 1-2.5% — it would move a published run's
+        // prediction by more than rounding: 1.2% on Llama 3's 128k run, whose every-micro-batch
+        // gradient traffic shares links with the CP rings). A step too large for that is
+        // composed, as `plan` and `simulate --extrapolate` do, and the result says so: one
+        // large run file must not stop the whole report.
+        e = match e.clone().simulate(opts(SimDepth::Periodic)) {
+            Ok(simulated) => simulated,
+            Err(Error::TooLarge { .. }) if e.workload.options.runtime.composable() => {
+                timing = RunTiming::Composed;
+                e.simulate(opts(SimDepth::Extrapolate)).map_err(context)?
+            }
+            Err(err) => return Err(context(err)),
+        };
     }
     e.check().map_err(context)?;
     let times: StepTimes = e.simulation.as_ref().map_or(e.estimate, |s| s.times);
