@@ -32,7 +32,9 @@
 #   8. hardware-profiles/grand-teton-h100-roce.json — dgx-h100's GPU, kernels and NVLink with
 #      Llama 3's RoCE fabric (scripts/derive-grand-teton.py; after 2 and 3, before 7), and
 #      hardware-profiles/a100-jean-zay-opa.json — dgx-a100-80gb's with Jean Zay's Omni-Path
-#      fabric (scripts/derive-jean-zay.py; after 3, before 7).
+#      fabric (scripts/derive-jean-zay.py; after 3, before 7), and
+#      hardware-profiles/gb200-nvl72-seg64.json — gb200-nvl72's racks as 64-GPU NVLink segments
+#      (scripts/derive-gb200-segments.py; after 3, before 7).
 #   9. reports/runs/ — `validate --runs` (every published run simulated: about two minutes in a
 #      debug build), README's published-runs table copied from its runs.md, and
 #      tests/data/runs-22b/ — `validate --runs` on a folder holding the two 22B run files
@@ -130,6 +132,8 @@ say "hardware-profiles/grand-teton-h100-roce.json (scripts/derive-grand-teton.py
 quiet python3 scripts/derive-grand-teton.py
 say "hardware-profiles/a100-jean-zay-opa.json (scripts/derive-jean-zay.py)"
 quiet python3 scripts/derive-jean-zay.py
+say "hardware-profiles/gb200-nvl72-seg64.json (scripts/derive-gb200-segments.py)"
+quiet python3 scripts/derive-gb200-segments.py
 
 say "reports/claims/ (validate)"
 quiet "$bin" validate

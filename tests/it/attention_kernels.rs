@@ -515,7 +515,10 @@ fn list_states_defaults_and_placeholders() {
         assert!(out.contains(line), "{profile}: {out}");
     }
     let placeholders = out.matches("placeholder: ").count();
-    assert_eq!(placeholders, 4, "mi300x, mi325x, b200, gb200:\n{out}");
+    assert_eq!(
+        placeholders, 5,
+        "mi300x, mi325x, b200, gb200 and its segments:\n{out}"
+    );
 }
 
 /// One device-memory convention: every profile's `gpu.memory_bytes` is the total the driver

@@ -52,8 +52,13 @@ fn every_bundled_profile_loads_and_cites_each_figure() {
     }
     for n in &names {
         let hw = load_hardware(n).unwrap_or_else(|e| panic!("{n}: {e}"));
-        // 8-GPU nodes, and one 72-GPU NVLink domain (GB200 NVL72) as a node.
-        let want_gpus = if n == "gb200-nvl72" { 72 } else { 8 };
+        // 8-GPU nodes, one 72-GPU NVLink domain (GB200 NVL72) as a node, and its 64-GPU
+        // segments (gb200-nvl72-seg64) as nodes.
+        let want_gpus = match n.as_str() {
+            "gb200-nvl72" => 72,
+            "gb200-nvl72-seg64" => 64,
+            _ => 8,
+        };
         assert_eq!(hw.gpus_per_node, want_gpus, "{n}");
         let json = serde_json::to_value(&hw).unwrap();
         let mut figures = 0;

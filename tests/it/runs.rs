@@ -58,15 +58,8 @@ fn every_run_stays_within_its_tolerance() {
             .unwrap_or_else(|| panic!("{} is not in reports/runs/runs.json: regenerate", r.id));
         let simulated = sim["predicted"].as_f64().unwrap();
         let gap = r.predicted / simulated - 1.0;
-        // Groups that straddle a node boundary (GPUs that do not fill whole nodes: the GB200
-        // rows fill racks of 72 in rank order) share each crossing NIC in the simulation's
-        // max-min links, which the closed form prices link by link.
-        let per_node = metp_sim::config::load_hardware(&r.hardware)
-            .unwrap()
-            .gpus_per_node;
         let bound = if r.layout.contains("CP by all-gather")
             || r.layout.contains("weights gathered overlapped")
-            || r.gpus % per_node != 0
         {
             0.04
         } else {
