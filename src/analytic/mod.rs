@@ -50,30 +50,40 @@ fn parts(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer) -> pipeline::Parts {
     let emb_f = pr.kernels(&plan.embedding_fwd);
     let emb_b = pr.kernels(&plan.embedding_bwd);
     let replicas = w.dp * w.outer.cp * if plan.grad_sync_over_p { w.p } else { 1 };
-    let sync_group = w.replica_group(plan.grad_sync_over_p);
-    debug_assert_eq!(sync_group.len() as u64, replicas);
+    // Each stage's collectives over its replica group that spans the most nodes: where nodes
+    // do not divide the layout, a stage waits for a straddling group, not for its first
+    // device's (`Workload::widest_replica_group_in`).
+    let groups: Vec<Vec<u32>> = (0..w.outer.pp as u32)
+        .map(|s| w.widest_replica_group_in(s, plan.grad_sync_over_p))
+        .collect();
+    debug_assert!(groups.iter().all(|g| g.len() as u64 == replicas));
+    let per_stage =
+        |f: &dyn Fn(&[u32]) -> f64| -> Vec<f64> { groups.iter().map(|g| f(g)).collect() };
     // An all-gather of `bytes` per device over the devices holding the same weights (0: none).
-    let all_gather = |bytes: u64| {
+    let all_gather = |group: &[u32], bytes: u64| {
         if bytes > 0 {
-            pr.collective(CollectiveOp::AllGather, &sync_group, bytes)
+            pr.collective(CollectiveOp::AllGather, group, bytes)
         } else {
             0.0
         }
     };
     // ZeRO-3's gather of one layer's weights.
-    let gather = all_gather(plan.zero3_gather_bytes);
-    let sync = if plan.layer_grad_sync_bytes > 0 {
-        pr.collective(plan.grad_sync_op, &sync_group, plan.layer_grad_sync_bytes)
-    } else {
-        0.0
-    };
+    let gather = per_stage(&|g| all_gather(g, plan.zero3_gather_bytes));
+    let sync = per_stage(&|g| {
+        if plan.layer_grad_sync_bytes > 0 {
+            pr.collective(plan.grad_sync_op, g, plan.layer_grad_sync_bytes)
+        } else {
+            0.0
+        }
+    });
     // A sharded optimizer state's all-gather of each stage's updated weights after its step,
     // or, overlapped, of one layer's in the first micro-batch's forward.
-    let first_gather = all_gather(plan.first_forward_gather_bytes);
+    let first_gather = per_stage(&|g| all_gather(g, plan.first_forward_gather_bytes));
     let param_gather: Vec<f64> = plan
         .param_gather_bytes
         .iter()
-        .map(|&b| all_gather(b))
+        .enumerate()
+        .map(|(s, &b)| all_gather(&groups[s.min(groups.len() - 1)], b))
         .collect();
     // Phases end when all their work has (lowering joins them), so each is priced on its own.
     let blocks = |bs: &[PhaseBlock]| {
@@ -147,8 +157,6 @@ fn fingerprint_of(plan: &StepPlan, pr: &Pricer, p: &pipeline::Parts) -> Vec<u64>
         u64::from(plan.grad_sync_every_micro_batch),
         p.emb_f.to_bits(),
         p.emb_b.to_bits(),
-        p.gather.to_bits(),
-        p.sync.to_bits(),
         opt.to_bits(),
         plan.pipeline_bytes,
         plan.pipeline_gather_bytes,
@@ -165,8 +173,9 @@ fn fingerprint_of(plan: &StepPlan, pr: &Pricer, p: &pipeline::Parts) -> Vec<u64>
         h[2],
         h[3],
     ];
-    bits.extend(p.param_gather.iter().map(|g| g.to_bits()));
-    bits.push(p.first_gather.to_bits());
+    for v in [&p.gather, &p.sync, &p.param_gather, &p.first_gather] {
+        bits.extend(v.iter().map(|g| g.to_bits()));
+    }
     bits
 }
 
@@ -198,7 +207,8 @@ fn price_parts(
         bwd_layer,
         head,
     } = p;
-    if w.outer.pp > 1 || (plan.grad_sync_every_micro_batch && sync > 0.0 && plan.micro_batches > 1)
+    if w.outer.pp > 1
+        || (plan.grad_sync_every_micro_batch && sync[0] > 0.0 && plan.micro_batches > 1)
     {
         return pipeline::price(
             w,
@@ -218,6 +228,8 @@ fn price_parts(
             },
         );
     }
+    // One stage.
+    let (gather, sync, first_gather) = (gather[0], sync[0], first_gather[0]);
     let layers = plan.layers as f64;
     // Every micro-batch before the last is the same work: past a few, one is priced and counted
     // (the loop's sum, to rounding), so a step of 65,536 micro-batches costs what 2 do.

@@ -28,7 +28,7 @@
 
 use super::gather_ahead::{self, GatherAhead};
 use super::{PartTimes, Pricer};
-use crate::config::{Coord, GradSync, PipeP2p, ValidWorkload};
+use crate::config::{GradSync, PipeP2p, ValidWorkload};
 use crate::schedule::{CollectiveOp, Mailboxes, StepPlan, StepTimes};
 use std::collections::{HashMap, VecDeque};
 
@@ -37,13 +37,16 @@ use std::collections::{HashMap, VecDeque};
 pub(super) struct Parts {
     pub emb_f: f64,
     pub emb_b: f64,
-    pub gather: f64,
-    pub sync: f64,
+    /// Per stage: ZeRO-3's gather of one layer's weights (over the stage's replica group that
+    /// spans the most nodes: `Workload::widest_replica_group_in`).
+    pub gather: Vec<f64>,
+    /// Per stage: one layer's gradient synchronisation.
+    pub sync: Vec<f64>,
     /// Per stage: the all-gather of its updated weights after its optimizer step.
     pub param_gather: Vec<f64>,
-    /// One layer's all-gather of the updated weights in the first micro-batch's forward, one
-    /// layer ahead (`config::ParamGather::Overlapped`; 0 otherwise).
-    pub first_gather: f64,
+    /// Per stage: one layer's all-gather of the updated weights in the first micro-batch's
+    /// forward, one layer ahead (`config::ParamGather::Overlapped`; 0 otherwise).
+    pub first_gather: Vec<f64>,
     pub fwd_layer: PartTimes,
     pub bwd_layer: PartTimes,
     pub head: PartTimes,
@@ -143,9 +146,10 @@ pub(super) fn lower_bound(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts
     let mut longest = 0.0f64;
     for s in 0..pp {
         let mut t = 0.0;
+        let gather = parts.gather[s as usize];
         for (chunk, &(_, n)) in w.stage_chunks(s).iter().enumerate() {
             let u = chunk as u64 * w.outer.pp + u64::from(s);
-            let mut fwd = parts.fwd_layer.wall + parts.gather;
+            let mut fwd = parts.fwd_layer.wall + gather;
             fwd *= n as f64;
             if u == 0 {
                 fwd += parts.emb_f + parts.emb_b;
@@ -153,7 +157,7 @@ pub(super) fn lower_bound(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts
             if u == last_u {
                 fwd += parts.head.wall;
             }
-            let bwd = n as f64 * (parts.gather + parts.bwd_layer.wall);
+            let bwd = n as f64 * (gather + parts.bwd_layer.wall);
             t += m * (fwd + bwd);
         }
         let opt = pr.kernels(
@@ -184,17 +188,38 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
     let v = w.outer.interleave;
     let last_u = pp as u64 * v - 1;
     let cost = pr.cost;
-    let stage_rank = |s: u32| {
-        w.rank_of(Coord {
-            replica: 0,
-            stage: s,
-            cp: 0,
-            rank: 0,
+    // α + bytes/B of a message from stage a to stage b: every device of stage a sends its piece
+    // to the device at the same place in stage b, and the slowest piece decides (where nodes do
+    // not divide the stages, some pieces cross the network while device 0's stays inside a
+    // node). One pass over a stage's devices per pair of stages, remembered.
+    let stage_devices = (w.p * w.outer.cp * w.dp) as u32;
+    // Every piece crosses the same links where the stages are whole nodes (and whole leaves of
+    // a spine) or each lies inside one node: the first piece stands for all.
+    let gpn = w.hardware.gpus_per_node.max(1);
+    let per_leaf = w
+        .hardware
+        .inter_node
+        .spine
+        .as_ref()
+        .map_or(1, |sp| sp.nodes_per_leaf.max(1));
+    let sd = u64::from(stage_devices);
+    let alike =
+        (sd.is_multiple_of(gpn) && (sd / gpn).is_multiple_of(per_leaf)) || gpn.is_multiple_of(sd);
+    let pieces = if alike { 1 } else { stage_devices };
+    let slowest = std::cell::RefCell::new(std::collections::HashMap::<(u32, u32), f64>::new());
+    let msg = |a: u32, b: u32| {
+        *slowest.borrow_mut().entry((a, b)).or_insert_with(|| {
+            (0..pieces)
+                .map(|o| {
+                    cost.message_s(
+                        a * stage_devices + o,
+                        b * stage_devices + o,
+                        plan.pipeline_bytes as f64,
+                    )
+                })
+                .fold(0.0, f64::max)
         })
     };
-    // α + bytes/B of a message from stage a to stage b.
-    let msg =
-        |a: u32, b: u32| cost.message_s(stage_rank(a), stage_rank(b), plan.pipeline_bytes as f64);
     // The receiving method group's all-gather of the pieces after every receive, where the
     // plan has one (`StepPlan::pipeline_gather_bytes`): it starts once the message has arrived
     // and the stage is free, and the next compute waits for it.
@@ -215,10 +240,10 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
     let Parts {
         emb_f,
         emb_b,
-        gather,
-        sync,
+        gather: gathers,
+        sync: syncs,
         param_gather,
-        first_gather,
+        first_gather: first_gathers,
         fwd_layer,
         bwd_layer,
         head,
@@ -251,6 +276,7 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
         let mut progress = false;
         for s in 0..pp {
             let su = s as usize;
+            let (gather, sync, first_gather) = (gathers[su], syncs[su], first_gathers[su]);
             loop {
                 let more = (idx[su] as u32) < len;
                 let next = more.then(|| op_at(s, idx[su] as u32));
@@ -458,11 +484,11 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
     }
     // After the whole backward (`GradSync::AfterBackward`): each layer's synchronisation,
     // one after the other, nothing left to overlap them with.
-    if after_backward && sync > 0.0 {
+    if after_backward && syncs.iter().any(|&x| x > 0.0) {
         for (s, c) in clocks.iter_mut().enumerate() {
             let n: u64 = chunks[s].iter().map(|ch| ch.1).sum();
-            c.queue_end = c.t + n as f64 * sync;
-            c.comm += n as f64 * sync;
+            c.queue_end = c.t + n as f64 * syncs[s];
+            c.comm += n as f64 * syncs[s];
         }
     }
     // The synchronisation left after the last backward, the embedding group, the optimizer.
@@ -472,7 +498,14 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
     }
     if plan.embedding_sync_bytes > 0 {
         let (a, b) = (0usize, pp as usize - 1);
-        let pair = [stage_rank(0), stage_rank(pp - 1)];
+        // The pair of devices at the same place in the first and the last stage whose link is
+        // the slowest (the embedding group of device 0 where nodes divide the stages).
+        let last = (pp - 1) * stage_devices;
+        let o = (0..pieces)
+            .map(|o| (cost.message_s(o, last + o, 1.0), o))
+            .fold((0.0, 0), |best, x| if x.0 > best.0 { x } else { best })
+            .1;
+        let pair = [o, last + o];
         let d = pr.collective(CollectiveOp::AllReduce, &pair, plan.embedding_sync_bytes);
         let start = ends[a].max(ends[b]);
         // The collective starts when both stages have reached it; waiting for the other is

@@ -154,13 +154,31 @@ impl<'a> Pricer<'a> {
 
     /// A collective over `devices` with the algorithm the profile picks.
     pub(super) fn collective(&self, op: CollectiveOp, devices: &[u32], bytes: u64) -> f64 {
-        let key = (op, devices.to_vec(), bytes);
+        // A group moved by whole leaves of the fabric (whole nodes without a spine) costs the
+        // same: its links, rails and leaves are the same ones shifted. Keyed where it starts in
+        // its first leaf, the stages of an aligned pipeline share one price.
+        let hw = self.cost.hardware();
+        let per_leaf = hw
+            .inter_node
+            .spine
+            .as_ref()
+            .map_or(1, |sp| sp.nodes_per_leaf.max(1));
+        let unit = hw.gpus_per_node.max(1).saturating_mul(per_leaf);
+        let shift = devices
+            .iter()
+            .min()
+            .map_or(0, |&d| u64::from(d) / unit * unit) as u32;
+        let key = (
+            op,
+            devices.iter().map(|&d| d - shift).collect::<Vec<u32>>(),
+            bytes,
+        );
         if let Some(&t) = self.collectives.borrow().get(&key) {
             return t;
         }
         let t = self
             .memo
-            .get_or(&key, || self.cost.collective_s(op, devices, bytes));
+            .get_or(&key, || self.cost.collective_s(op, &key.1, bytes));
         self.collectives.borrow_mut().insert(key, t);
         t
     }

@@ -462,15 +462,21 @@ impl ValidWorkload {
     /// replica replicate the weights (`over_p`), else rank 0 of every context-parallel rank
     /// and replica.
     pub fn replica_group(&self, over_p: bool) -> Vec<u32> {
+        self.replica_group_at(0, 0, over_p)
+    }
+
+    /// [`Self::replica_group`] of the devices at `stage` and method rank `rank` (the rank is
+    /// ignored when `over_p`: the group holds every rank).
+    fn replica_group_at(&self, stage: u32, rank: u32, over_p: bool) -> Vec<u32> {
         let a = self.axes();
         let mut out = Vec::new();
         for replica in 0..a.dp {
             for cp in 0..a.cp {
-                let ranks = if over_p { a.p } else { 1 };
-                for rank in 0..ranks {
+                let ranks = if over_p { 0..a.p } else { rank..rank + 1 };
+                for rank in ranks {
                     out.push(a.rank_of(Coord {
                         replica,
-                        stage: 0,
+                        stage,
                         cp,
                         rank,
                     }));
@@ -478,6 +484,73 @@ impl ValidWorkload {
             }
         }
         out
+    }
+
+    /// Of every stage's and method rank's replica groups, the one that spans the most nodes
+    /// (the first such, stage 0 and rank 0 on ties). Where nodes do not divide the layout —
+    /// GB200 NVL72 racks of 72 GPUs filled in rank order — groups differ: some straddle two
+    /// nodes and synchronise over the network while device 0's stays on NVLink, and a step waits
+    /// for its slowest group. The closed form and the composition price the gradient
+    /// synchronisation and the weights' gathers over this group. Costs one pass over the
+    /// devices.
+    pub fn widest_replica_group(&self, over_p: bool) -> Vec<u32> {
+        self.widest_of((0..self.axes().pp).collect(), over_p)
+    }
+
+    /// [`Self::widest_replica_group`] among the groups of stage `stage` alone (the group a
+    /// stage's own synchronisations and gathers wait for).
+    pub fn widest_replica_group_in(&self, stage: u32, over_p: bool) -> Vec<u32> {
+        self.widest_of(vec![stage], over_p)
+    }
+
+    fn widest_of(&self, stages: Vec<u32>, over_p: bool) -> Vec<u32> {
+        let a = self.axes();
+        let gpn = self.hardware.gpus_per_node.max(1);
+        let first = stages.first().copied().unwrap_or(0);
+        // Every group spans as many nodes as the first where the stages are whole nodes and
+        // the members' spacing (p apart, or every rank) meets node boundaries alike, or where
+        // every stage lies inside one node: no scan.
+        let stage_devices = u64::from(a.p) * u64::from(a.cp) * u64::from(a.dp);
+        if (stage_devices.is_multiple_of(gpn) && (over_p || gpn.is_multiple_of(u64::from(a.p))))
+            || gpn.is_multiple_of(stage_devices)
+        {
+            return self.replica_group_at(first, 0, over_p);
+        }
+        // Nodes a group spans, counted as [`Self::replica_group_at`] lists it, without listing
+        // it (a planner asks this of every configuration).
+        let nodes_of = |stage: u32, rank: u32| {
+            let ranks = if over_p { 0..a.p } else { rank..rank + 1 };
+            let (mut n, mut last) = (0u32, None);
+            for replica in 0..a.dp {
+                for cp in 0..a.cp {
+                    for rank in ranks.clone() {
+                        let d = a.rank_of(Coord {
+                            replica,
+                            stage,
+                            cp,
+                            rank,
+                        });
+                        let node = u64::from(d) / gpn;
+                        if last != Some(node) {
+                            n += 1;
+                            last = Some(node);
+                        }
+                    }
+                }
+            }
+            n
+        };
+        let (mut best, mut most) = ((first, 0), nodes_of(first, 0));
+        let ranks = if over_p { 1 } else { a.p };
+        for &stage in &stages {
+            for rank in 0..ranks {
+                let n = nodes_of(stage, rank);
+                if n > most {
+                    (best, most) = ((stage, rank), n);
+                }
+            }
+        }
+        self.replica_group_at(best.0, best.1, over_p)
     }
 
     /// Layers per virtual stage (`config::layout::virtual_stage_layers`), in virtual-stage

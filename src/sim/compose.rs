@@ -447,7 +447,7 @@ pub fn simulate_composed(
     let msg = |a: u32, b: u32| cost.message_s(rank(a), rank(b), plan.pipeline_bytes as f64);
     // The devices holding the same weights: the updated weights' all-gathers, in the first
     // forward or after the optimizer.
-    let gather_group = w.replica_group(plan.grad_sync_over_p);
+    let gather_group = w.widest_replica_group(plan.grad_sync_over_p);
     let walker = Walker {
         pp,
         v: v as u32,
