@@ -347,43 +347,36 @@ fn groups_that_straddle_nodes_are_priced_by_the_closed_form_as_simulated() {
     let path = dir.path().join("nemotron-16l.json");
     std::fs::write(&path, serde_json::to_vec(&model).unwrap()).unwrap();
     for gather in ["after-step", "overlapped"] {
-        let out = assert_cmd::Command::cargo_bin("metp-sim")
-            .unwrap()
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args([
-                "simulate",
-                "--hw",
-                "gb200-nvl72",
-                "--nodes",
-                "2",
-                "--model",
-                path.to_str().unwrap(),
-                "--method",
-                "tp-sp",
-                "--p",
-                "8",
-                "--pp",
-                "4",
-                "--pp-interleave",
-                "2",
-                "--dp",
-                "4",
-                "--global-batch",
-                "32",
-                "--seq",
-                "4k",
-                "--zero",
-                "1",
-                "--causal",
-                "--param-gather",
-                gather,
-                "--format",
-                "json",
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = super::common::cli_json(&[
+            "simulate",
+            "--hw",
+            "gb200-nvl72",
+            "--nodes",
+            "2",
+            "--model",
+            path.to_str().unwrap(),
+            "--method",
+            "tp-sp",
+            "--p",
+            "8",
+            "--pp",
+            "4",
+            "--pp-interleave",
+            "2",
+            "--dp",
+            "4",
+            "--global-batch",
+            "32",
+            "--seq",
+            "4k",
+            "--zero",
+            "1",
+            "--causal",
+            "--param-gather",
+            gather,
+            "--format",
+            "json",
+        ]);
         let find = |v: &serde_json::Value, key: &str| -> Option<f64> {
             v.get(key).and_then(serde_json::Value::as_f64)
         };

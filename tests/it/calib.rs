@@ -262,30 +262,25 @@ fn calib_failure_midway_leaves_no_partial_file() {
 #[test]
 fn calib_cli_run_cpu_prints_the_design_fields() {
     for unit in ["attention", "mlp"] {
-        let out = cmd()
-            .args([
-                "run",
-                "--backend",
-                "cpu",
-                "--unit",
-                unit,
-                "--p",
-                "2",
-                "--seq",
-                "64",
-                "--hidden",
-                "32",
-                "--heads",
-                "4",
-                "--ffn",
-                "64",
-                "--format",
-                "json",
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = super::common::cli_json(&[
+            "run",
+            "--backend",
+            "cpu",
+            "--unit",
+            unit,
+            "--p",
+            "2",
+            "--seq",
+            "64",
+            "--hidden",
+            "32",
+            "--heads",
+            "4",
+            "--ffn",
+            "64",
+            "--format",
+            "json",
+        ]);
         for f in [
             "max_rel_error",
             "measured_peak_bytes",

@@ -76,24 +76,19 @@ fn memory_table_groups_by_block_and_marks_replicated() {
 
 #[test]
 fn maxseq_json_lists_every_method_and_degree_with_reasons() {
-    let out = cmd()
-        .args([
-            "maxseq",
-            "--model",
-            "llama2-70b",
-            "--p",
-            "1,2,4,8,16",
-            "--zero",
-            "3",
-            "--nodes",
-            "2",
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = super::common::cli_json(&[
+        "maxseq",
+        "--model",
+        "llama2-70b",
+        "--p",
+        "1,2,4,8,16",
+        "--zero",
+        "3",
+        "--nodes",
+        "2",
+        "--format",
+        "json",
+    ]);
     let rows = v.as_array().unwrap();
     assert_eq!(rows.len(), 6 * 5);
     for r in rows {

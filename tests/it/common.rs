@@ -101,3 +101,16 @@ pub fn lowered_step(w: &metp_sim::config::ValidWorkload) -> metp_sim::schedule::
         },
     )
 }
+
+/// `metp-sim ARGS` run from the repository root, which must succeed, its standard output
+/// parsed as JSON (commands given `--format json`).
+pub fn cli_json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
+    let out = assert_cmd::Command::cargo_bin("metp-sim")
+        .unwrap()
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
