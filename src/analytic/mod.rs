@@ -28,7 +28,7 @@ pub use overlap::{solve_thresholds, thresholds, SolvedThresholds, Thresholds};
 pub(crate) use pricer::PartTimes;
 use pricer::Pricer;
 
-use crate::config::{GradSync, ValidWorkload, Workload};
+use crate::config::{GradSync, ValidWorkload};
 use crate::cost::CostModel;
 use crate::schedule::KernelShape;
 use crate::schedule::{

@@ -75,7 +75,7 @@ impl std::ops::AddAssign for PartTimes {
 pub(crate) struct Pricer<'a> {
     pub(super) cost: CostModel<'a>,
     pub(super) p: u64,
-    /// The devices of the representative group, 0..p.
+    /// The devices of the representative group: the method group spanning the most nodes.
     pub(super) group: Vec<u32>,
     /// The links a transfer between the group's members crosses, at their narrowest.
     pub(super) path: PathFigures,
@@ -96,11 +96,13 @@ pub(crate) struct Pricer<'a> {
 
 impl<'a> Pricer<'a> {
     /// A pricer for the p devices of `w`'s group (and its cp context-parallel ranks).
-    pub(super) fn new(w: &'a Workload) -> Self {
+    pub(super) fn new(w: &'a ValidWorkload) -> Self {
         let cost = CostModel::new(&w.hardware);
-        let group: Vec<u32> = (0..w.p as u32).collect();
+        // The groups that span the most nodes: where nodes do not divide the layout, a step
+        // waits for a straddling group, not for device 0's (`Workload::widest_method_group`).
+        let group = w.widest_method_group();
         let cp = w.outer.cp;
-        let cp_group: Vec<u32> = (0..cp as u32).map(|c| c * w.p as u32).collect();
+        let cp_group = w.widest_context_group();
         Pricer {
             cost,
             p: w.p,

@@ -486,6 +486,64 @@ impl ValidWorkload {
         out
     }
 
+    /// Of every method group (the p devices of one context rank of one replica of one stage),
+    /// the one that spans the most nodes (device 0's on ties): p consecutive ranks, which on
+    /// nodes that p does not divide or fill (p = 16 on racks of 72) straddle a node boundary for
+    /// some replicas. The closed form prices the method's collectives and rings over it.
+    pub fn widest_method_group(&self) -> Vec<u32> {
+        let a = self.axes();
+        let gpn = self.hardware.gpus_per_node.max(1);
+        let p = u64::from(a.p);
+        let spans = |base: u64| (base + p - 1) / gpn - base / gpn + 1;
+        let mut best = 0u64;
+        if !(gpn.is_multiple_of(p) || p.is_multiple_of(gpn)) {
+            let groups = u64::from(a.devices()) / p;
+            for g in 1..groups {
+                if spans(g * p) > spans(best) {
+                    best = g * p;
+                }
+            }
+        }
+        (best as u32..(best + p) as u32).collect()
+    }
+
+    /// Of every context-parallel group (the cp devices at one method rank of one replica of
+    /// one stage, p apart), the one that spans the most nodes (device 0's on ties).
+    pub fn widest_context_group(&self) -> Vec<u32> {
+        let a = self.axes();
+        let gpn = self.hardware.gpus_per_node.max(1);
+        let group = |base: u32| -> Vec<u32> { (0..a.cp).map(|c| base + c * a.p).collect() };
+        let span = u64::from(a.p) * u64::from(a.cp);
+        if a.cp < 2
+            || gpn.is_multiple_of(span)
+            || (span.is_multiple_of(gpn) && gpn.is_multiple_of(u64::from(a.p)))
+        {
+            return group(0);
+        }
+        let nodes_of = |g: &[u32]| {
+            let (mut n, mut last) = (0u32, None);
+            for &d in g {
+                let node = u64::from(d) / gpn;
+                if last != Some(node) {
+                    n += 1;
+                    last = Some(node);
+                }
+            }
+            n
+        };
+        let (mut best, mut most) = (0u32, nodes_of(&group(0)));
+        for block in 0..a.devices() / (a.p * a.cp) {
+            for rank in 0..a.p {
+                let base = block * a.p * a.cp + rank;
+                let n = nodes_of(&group(base));
+                if n > most {
+                    (best, most) = (base, n);
+                }
+            }
+        }
+        group(best)
+    }
+
     /// Of every stage's and method rank's replica groups, the one that spans the most nodes
     /// (the first such, stage 0 and rank 0 on ties). Where nodes do not divide the layout —
     /// GB200 NVL72 racks of 72 GPUs filled in rank order — groups differ: some straddle two
