@@ -347,12 +347,7 @@ fn groups_that_straddle_nodes_are_priced_by_the_closed_form_as_simulated() {
     let path = dir.path().join("nemotron-16l.json");
     std::fs::write(&path, serde_json::to_vec(&model).unwrap()).unwrap();
     for gather in ["after-step", "overlapped"] {
-        let v = super::common::cli_json(&[
-            "simulate",
-            "--hw",
-            "gb200-nvl72",
-            "--nodes",
-            "2",
+        let (twin, sim) = on_two_racks_of_72(&[
             "--model",
             path.to_str().unwrap(),
             "--method",
@@ -374,14 +369,7 @@ fn groups_that_straddle_nodes_are_priced_by_the_closed_form_as_simulated() {
             "--causal",
             "--param-gather",
             gather,
-            "--format",
-            "json",
         ]);
-        let find = |v: &serde_json::Value, key: &str| -> Option<f64> {
-            v.get(key).and_then(serde_json::Value::as_f64)
-        };
-        let sim = find(&v, "step_time_s").expect("step_time_s");
-        let twin = find(&v["analytic"], "step_time_s").expect("analytic.step_time_s");
         let gap = twin / sim - 1.0;
         assert!(
             gap.abs() < 0.03,
@@ -400,12 +388,7 @@ fn groups_that_straddle_nodes_are_priced_by_the_closed_form_as_simulated() {
 #[test]
 fn method_groups_that_straddle_nodes_are_priced_by_the_closed_form_as_simulated() {
     for (p, dp, batch) in [("16", "8", "16"), ("32", "4", "8")] {
-        let v = super::common::cli_json(&[
-            "simulate",
-            "--hw",
-            "gb200-nvl72",
-            "--nodes",
-            "2",
+        let (twin, sim) = on_two_racks_of_72(&[
             "--model",
             "llama2-7b",
             "--method",
@@ -419,16 +402,24 @@ fn method_groups_that_straddle_nodes_are_priced_by_the_closed_form_as_simulated(
             "--seq",
             "64k",
             "--causal",
-            "--format",
-            "json",
         ]);
-        let sim = v["step_time_s"].as_f64().expect("step_time_s");
-        let twin = v["analytic"]["step_time_s"]
-            .as_f64()
-            .expect("analytic.step_time_s");
         assert!(
             (twin / sim - 1.0).abs() < 0.03,
             "p = {p}: closed form {twin} s against {sim} s"
         );
     }
+}
+
+/// `simulate ARGS` on two GB200 NVL72 racks filled in rank order: (closed form, simulated)
+/// step seconds.
+fn on_two_racks_of_72(args: &[&str]) -> (f64, f64) {
+    let mut all = vec!["simulate", "--hw", "gb200-nvl72", "--nodes", "2"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--format", "json"]);
+    let v = super::common::cli_json(&all);
+    let sim = v["step_time_s"].as_f64().expect("step_time_s");
+    let twin = v["analytic"]["step_time_s"]
+        .as_f64()
+        .expect("analytic.step_time_s");
+    (twin, sim)
 }
