@@ -383,8 +383,9 @@ fn groups_that_straddle_nodes_are_priced_by_the_closed_form_as_simulated() {
 /// all-to-alls over InfiniBand; the closed form prices the method group that spans the most
 /// nodes and follows the simulation (it was 20% and 26% below it on device 0's group). At 16k,
 /// one sequence per replica, the closed form stays 18–20% below on segments of 64 as on racks
-/// of 72 — a gap of its own (it prices 24 ms of exposed communication where the simulation
-/// has 42 ms, in a 0.1 s step), not the straddling one; not explained yet.
+/// of 72 — a gap of its own, not the straddling one: the data-parallel synchronisations sharing
+/// NICs in the max-min simulation (24 ms exposed in the closed form, 42 ms simulated; with
+/// ideal links the simulation gives the closed form's 81.5 ms step).
 #[test]
 fn method_groups_that_straddle_nodes_are_priced_by_the_closed_form_as_simulated() {
     for (p, dp, batch) in [("16", "8", "16"), ("32", "4", "8")] {
