@@ -52,7 +52,7 @@ fn parts(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer) -> pipeline::Parts {
     let replicas = w.dp * w.outer.cp * if plan.grad_sync_over_p { w.p } else { 1 };
     // Each stage's collectives over its replica group that spans the most nodes: where nodes
     // do not divide the layout, a stage waits for a straddling group, not for its first
-    // device's (`Workload::widest_replica_group_in`).
+    // device's (`config::groups`).
     let groups: Vec<Vec<u32>> = (0..w.outer.pp as u32)
         .map(|s| w.widest_replica_group_in(s, plan.grad_sync_over_p))
         .collect();

@@ -38,7 +38,7 @@ pub(super) struct Parts {
     pub emb_f: f64,
     pub emb_b: f64,
     /// Per stage: ZeRO-3's gather of one layer's weights (over the stage's replica group that
-    /// spans the most nodes: `Workload::widest_replica_group_in`).
+    /// spans the most nodes: `config::groups`).
     pub gather: Vec<f64>,
     /// Per stage: one layer's gradient synchronisation.
     pub sync: Vec<f64>,
@@ -195,16 +195,9 @@ fn walk(w: &ValidWorkload, plan: &StepPlan, pr: &Pricer, parts: &Parts, m: u32) 
     let stage_devices = (w.p * w.outer.cp * w.dp) as u32;
     // Every piece crosses the same links where the stages are whole nodes (and whole leaves of
     // a spine) or each lies inside one node: the first piece stands for all.
-    let gpn = w.hardware.gpus_per_node.max(1);
-    let per_leaf = w
-        .hardware
-        .inter_node
-        .spine
-        .as_ref()
-        .map_or(1, |sp| sp.nodes_per_leaf.max(1));
     let sd = u64::from(stage_devices);
-    let alike =
-        (sd.is_multiple_of(gpn) && (sd / gpn).is_multiple_of(per_leaf)) || gpn.is_multiple_of(sd);
+    let alike = sd.is_multiple_of(w.hardware.gpus_per_leaf())
+        || w.hardware.gpus_per_node.max(1).is_multiple_of(sd);
     let pieces = if alike { 1 } else { stage_devices };
     let slowest = std::cell::RefCell::new(std::collections::HashMap::<(u32, u32), f64>::new());
     let msg = |a: u32, b: u32| {

@@ -99,7 +99,7 @@ impl<'a> Pricer<'a> {
     pub(super) fn new(w: &'a ValidWorkload) -> Self {
         let cost = CostModel::new(&w.hardware);
         // The groups that span the most nodes: where nodes do not divide the layout, a step
-        // waits for a straddling group, not for device 0's (`Workload::widest_method_group`).
+        // waits for a straddling group, not for device 0's (`config::groups`).
         let group = w.widest_method_group();
         let cp = w.outer.cp;
         let cp_group = w.widest_context_group();
@@ -159,13 +159,7 @@ impl<'a> Pricer<'a> {
         // A group moved by whole leaves of the fabric (whole nodes without a spine) costs the
         // same: its links, rails and leaves are the same ones shifted. Keyed where it starts in
         // its first leaf, the stages of an aligned pipeline share one price.
-        let hw = self.cost.hardware();
-        let per_leaf = hw
-            .inter_node
-            .spine
-            .as_ref()
-            .map_or(1, |sp| sp.nodes_per_leaf.max(1));
-        let unit = hw.gpus_per_node.max(1).saturating_mul(per_leaf);
+        let unit = self.cost.hardware().gpus_per_leaf();
         let shift = devices
             .iter()
             .min()

@@ -621,6 +621,17 @@ impl Hardware {
         }
     }
 
+    /// GPUs under one leaf switch of the fabric (one node's without a spine): moved by a
+    /// multiple of this, a group crosses the same kinds of links, rails and leaves.
+    pub fn gpus_per_leaf(&self) -> u64 {
+        let per_leaf = self
+            .inter_node
+            .spine
+            .as_ref()
+            .map_or(1, |sp| sp.nodes_per_leaf.max(1));
+        self.gpus_per_node.max(1).saturating_mul(per_leaf)
+    }
+
     /// Total GPUs described (saturating: a validated profile is within
     /// [`MAX_GPUS`](super::limits::MAX_GPUS), and `--nodes` is checked against it).
     pub fn total_gpus(&self) -> u64 {

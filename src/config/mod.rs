@@ -15,6 +15,7 @@ mod attention;
 mod dims;
 mod figure;
 mod files;
+mod groups;
 mod hardware;
 mod hf;
 mod kernel_model;
