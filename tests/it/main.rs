@@ -45,10 +45,10 @@ fn skipped(why: impl std::fmt::Display) {
     let _ = writeln!(std::io::stderr(), "skipped: {why}");
 }
 
-/// Held by the tests whose assertions rest on CPU timings and by the test that loads every
-/// core (the CUDA emulator's build and its thread-per-CUDA-thread run), so that neither runs
-/// beside the other on a 2-core machine: the emulator slows the measured compute by a factor
-/// the timing tests cannot tell from the link they check.
+/// Held by the tests that load every core (the CUDA emulator's build and its
+/// thread-per-CUDA-thread run, torchrun's two ranks), so that two of them do not run at once on
+/// a 2-core machine. The tests whose assertions rest on CPU timings are a binary of their own
+/// (tests/timing), where nothing runs beside them.
 fn cpu_exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
     CPU.write().unwrap_or_else(|e| e.into_inner())
 }
