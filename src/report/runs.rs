@@ -24,6 +24,9 @@ struct RunsJson<'a> {
     runs: &'a [RunResult],
     /// Runs that differ only in micro-batches per replica, their steps split (`runs::pairs`).
     pairs: Vec<crate::runs::Pair>,
+    /// Runs that differ only in data-parallel replicas, their step growth measured and
+    /// predicted (`runs::weak_scaling`).
+    weak_scaling: Vec<crate::runs::WeakScaling>,
     /// The runs grouped by source, with the tool's speed error on them (`runs::by_source`).
     sources: Vec<crate::runs::SourceSummary>,
     /// The runs by memory verdict (`runs::fit_summary`).
@@ -41,6 +44,7 @@ pub fn runs_json(runs: &[RunResult], timing: RunTiming) -> String {
         within_tolerance: runs.iter().filter(|r| r.within_tolerance).count(),
         runs,
         pairs: crate::runs::pairs(runs),
+        weak_scaling: crate::runs::weak_scaling(runs),
         sources: crate::runs::by_source(runs),
         memory: crate::runs::fit_summary(runs),
     })
@@ -54,6 +58,11 @@ fn fig(q: Quantity, v: f64) -> String {
         Quantity::Mfu => format!("{:.1}% MFU", 100.0 * v),
         Quantity::TokensPerSPerGpu => format!("{v:.0} tokens/s"),
     }
+}
+
+/// `n` and the noun, singular for one.
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 fn pct(x: f64) -> String {
@@ -134,6 +143,7 @@ pub fn runs_markdown(runs: &[RunResult], timing: RunTiming, exts: &[&str]) -> St
     ));
     sources_section(&mut s, runs);
     pairs_section(&mut s, runs);
+    scaling_section(&mut s, runs);
     for r in runs {
         section(&mut s, r);
     }
@@ -315,6 +325,78 @@ fn pairs_section(s: &mut String, runs: &[RunResult]) {
             rest.abs(),
             if rest > 0.0 { "longer" } else { "shorter" },
             pair_verdict(per, rest, p),
+        ));
+    }
+}
+
+/// The groups of runs that differ only in data-parallel replicas: the step's growth from the
+/// fewest GPUs to the most, measured and predicted, and which way they differ
+/// (`runs::weak_scaling`).
+fn scaling_section(s: &mut String, runs: &[RunResult]) {
+    let groups = crate::runs::weak_scaling(runs);
+    if groups.is_empty() {
+        return;
+    }
+    let follows = groups.iter().filter(|g| g.follows).count();
+    let missing = groups
+        .iter()
+        .filter(|g| !g.follows && g.measured_growth_s > g.predicted_growth_s)
+        .count();
+    let over = groups.len() - follows - missing;
+    s.push_str(&format!(
+        "\n## Runs that differ only in data-parallel replicas (weak scaling)\n\n\
+         Each GPU does the same work in every run of a group (one source; the same layout \
+         inside a replica, sequence and micro-batches per replica; more replicas), so on an \
+         ideal cluster the step would not grow; what it grows by from the fewest GPUs to the \
+         most is the cost of scaling out, the line a planner extrapolates along. **{} groups: \
+         the prediction follows the measured growth in {follows} (within {:.1}% of the \
+         step); in {missing} the measured step grows more — a cost growing with the number of \
+         GPUs that the prediction leaves out; in {over} the predicted step grows more.** Step \
+         times at the fewest and the most GPUs; throughput per GPU at the most against the \
+         fewest.\n\n\
+         | runs | GPUs | measured step | predicted step | per-GPU throughput, measured | \
+         predicted | |\n|---|---|---|---|---|---|---|\n",
+        groups.len(),
+        100.0 * crate::runs::scaling::FOLLOWS,
+    ));
+    for g in &groups {
+        let (a, b) = (&g.points[0], &g.points[g.points.len() - 1]);
+        let ids = g
+            .points
+            .iter()
+            .map(|p| format!("[{}](#{})", p.gpus, p.id))
+            .collect::<Vec<_>>()
+            .join(", ");
+        s.push_str(&format!(
+            "| {}: {} on {}, {} per replica | {ids} | {:.3} → {:.3} s | \
+             {:.3} → {:.3} s | {} | {} | {} |\n",
+            g.source,
+            g.model,
+            g.hardware,
+            plural(g.micro_batches, "micro-batch", "micro-batches"),
+            a.measured_step_s,
+            b.measured_step_s,
+            a.predicted_step_s,
+            b.predicted_step_s,
+            pct(g.measured_throughput_change),
+            pct(g.predicted_throughput_change),
+            if g.follows {
+                "follows"
+            } else if g.measured_growth_s > g.predicted_growth_s {
+                "misses a cost of scale"
+            } else {
+                "charges more than measured"
+            },
+        ));
+    }
+    s.push('\n');
+    for g in groups.iter().filter(|g| !g.follows) {
+        s.push_str(&format!(
+            "- {}, {} on {}: {}.\n",
+            g.source,
+            g.model,
+            g.hardware,
+            g.verdict()
         ));
     }
 }

@@ -18,6 +18,7 @@ pub mod fit;
 pub mod knobs;
 pub mod pairs;
 pub mod peak;
+pub mod scaling;
 pub mod sources;
 
 use serde::Serialize;
@@ -28,6 +29,7 @@ pub use fit::{fit_summary, FitSummary};
 pub use knobs::{Knob, Knobs};
 pub use pairs::{pairs, Pair, PartSplit, Split};
 pub use peak::PeakParts;
+pub use scaling::{weak_scaling, ScalingPoint, WeakScaling};
 pub use sources::{by_source, speed_error, SourceSummary};
 
 use crate::config::{

@@ -42,7 +42,7 @@ pub fn speed_error(r: &RunResult) -> f64 {
 }
 
 /// The source's short name: up to `, "` (a title follows) or ` (` (where it appeared).
-fn short(paper: &str) -> &str {
+pub(crate) fn short(paper: &str) -> &str {
     let cut = [paper.find(", \""), paper.find(" (")]
         .into_iter()
         .flatten()

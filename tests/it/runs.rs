@@ -787,3 +787,48 @@ fn a_run_too_large_to_simulate_exactly_is_composed_and_says_so() {
     let md = metp_sim::report::runs_markdown(&results, RunTiming::Simulated, &["svg"]);
     assert_eq!(md.matches("- Timed: composed").count(), 1, "{md}");
 }
+
+/// The weak-scaling verdict can lose: MosaicML's 7B on 128 and 512 GPUs (the same work per
+/// GPU) is called a cost of scale the prediction misses; with the 512-GPU figure moved so that
+/// its measured step grows as much as the predicted one, the prediction follows; moved further,
+/// so that the measured step shrinks, the prediction charges scaling out more than measured.
+#[test]
+fn weak_scaling_says_which_way_the_prediction_misses_the_growth_of_the_step() {
+    let small = edited_run("mosaicml-2024-mpt-7b-128gpus", |_| {});
+    let large_as = |step_s: Option<f64>| {
+        edited_run("mosaicml-2024-mpt-7b-512gpus", |run| {
+            if let Some(t) = step_s {
+                // tokens/s per GPU of a step of t seconds: 6 sequences of 2048 tokens per GPU.
+                run["measured"]["value"] = (6.0 * 2048.0 / t).into();
+            }
+        })
+    };
+    let committed = large_as(None);
+    let growth_s = committed.predicted_step_s - small.predicted_step_s;
+    let follows = large_as(Some(small.measured_step_s + growth_s));
+    let shrinks = large_as(Some(small.measured_step_s * 0.97));
+    let verdict = |large: &RunResult| {
+        let groups = runs::weak_scaling(&[small.clone(), large.clone()]);
+        assert_eq!(groups.len(), 1);
+        let g = &groups[0];
+        assert_eq!((g.points[0].gpus, g.points[1].gpus), (128, 512), "{g:?}");
+        (
+            g.follows,
+            g.measured_growth_s - g.predicted_growth_s,
+            g.verdict(),
+        )
+    };
+    let (f, gap, words) = verdict(&committed);
+    assert!(!f && gap > 0.05, "{gap}: {words}");
+    assert!(words.contains("missing from the prediction"), "{words}");
+    let (f, gap, words) = verdict(&follows);
+    assert!(f && gap.abs() < 1e-6, "{gap}: {words}");
+    assert!(words.contains("follows"), "{words}");
+    let (f, gap, words) = verdict(&shrinks);
+    assert!(!f && gap < 0.0, "{gap}: {words}");
+    assert!(words.contains("charges scaling out more"), "{words}");
+    // A run on the same number of GPUs, or another layout, forms no group.
+    assert!(runs::weak_scaling(&[small.clone(), small.clone()]).is_empty());
+    let other = edited_run("mosaicml-2024-mpt-3b-512gpus", |_| {});
+    assert!(runs::weak_scaling(&[small, other]).is_empty());
+}
