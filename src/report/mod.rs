@@ -14,6 +14,7 @@ mod memory;
 mod overlap;
 mod plan;
 mod runs;
+mod runs_groups;
 mod simulate;
 mod sweep;
 mod sweep_plots;

@@ -61,11 +61,11 @@ fn fig(q: Quantity, v: f64) -> String {
 }
 
 /// `n` and the noun, singular for one.
-fn plural(n: u64, one: &str, many: &str) -> String {
+pub(super) fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-fn pct(x: f64) -> String {
+pub(super) fn pct(x: f64) -> String {
     format!("{:+.1}%", 100.0 * x)
 }
 
@@ -141,9 +141,9 @@ pub fn runs_markdown(runs: &[RunResult], timing: RunTiming, exts: &[&str]) -> St
     s.push_str(&format!(
         "\n![predicted against measured step time]({PLOT_STEM}.{ext})\n"
     ));
-    sources_section(&mut s, runs);
-    pairs_section(&mut s, runs);
-    scaling_section(&mut s, runs);
+    super::runs_groups::sources_section(&mut s, runs);
+    super::runs_groups::pairs_section(&mut s, runs);
+    super::runs_groups::scaling_section(&mut s, runs);
     for r in runs {
         section(&mut s, r);
     }
@@ -246,171 +246,6 @@ fn memory_line(r: &RunResult) -> String {
     }
     s.push('\n');
     s
-}
-
-/// The runs by source: how many meet the goal and which way and how far the tool is off on
-/// them, as speed (`runs::by_source`).
-fn sources_section(s: &mut String, runs: &[RunResult]) {
-    let pct = |e: f64| format!("{:+.1}%", 100.0 * e);
-    s.push_str(
-        "\n## By source\n\nThe tool's error on each source's runs as speed (predicted speed / \
-         measured speed − 1: positive when the tool says faster, for iteration times and \
-         TFLOP/s alike). A source whose runs all lie on one side points at something the runs \
-         share — the hardware profile, the software of the time — more than at any one \
-         layout.\n\n| source | runs | hardware | within 5% | median speed error | range | \
-         predicted faster |\n|---|---|---|---|---|---|---|\n",
-    );
-    for g in crate::runs::by_source(runs) {
-        s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} to {} | {} of {} |\n",
-            g.source,
-            g.runs,
-            g.hardware.join(", "),
-            g.within_goal,
-            pct(g.median_speed_error),
-            pct(g.speed_error_range.0),
-            pct(g.speed_error_range.1),
-            g.faster,
-            g.runs
-        ));
-    }
-}
-
-/// The pairs of runs that differ only in micro-batches per replica: measured and predicted
-/// step split into a cost per micro-batch and a rest (`runs::pairs`).
-fn pairs_section(s: &mut String, runs: &[RunResult]) {
-    let pairs = crate::runs::pairs(runs);
-    if pairs.is_empty() {
-        return;
-    }
-    s.push_str(
-        "\n## Runs that differ only in micro-batches per replica\n\n\
-         Each GPU does the same work per micro-batch in both runs of a pair (the same layout \
-         inside a data-parallel replica, more replicas sharing the same global batch), so two \
-         step times split into a cost per micro-batch and a rest of the step (pipeline fill and \
-         drain, the last gradient synchronisation, the optimizer): step = micro-batches × per \
-         micro-batch + rest. The predicted split is shown part by part (the parts add up to it).\n",
-    );
-    for p in &pairs {
-        let (ma, mb) = p.micro_batches;
-        s.push_str(&format!(
-            "\n**[{}](#{}) ({ma} micro-batches per replica) and [{}](#{}) ({mb})**: per-GPU \
-             throughput {} measured, {} predicted.\n\n\
-             | | per micro-batch | rest of the step |\n|---|---|---|\n\
-             | measured | {:.3} s | {:.3} s |\n| predicted | {:.3} s | {:.3} s |\n",
-            p.more,
-            p.more,
-            p.fewer,
-            p.fewer,
-            pct(p.measured_throughput_change),
-            pct(p.predicted_throughput_change),
-            p.measured.per_micro_batch_s,
-            p.measured.rest_s,
-            p.predicted.per_micro_batch_s,
-            p.predicted.rest_s,
-        ));
-        for x in &p.predicted_parts {
-            s.push_str(&format!(
-                "| — {} | {:.3} s | {:.3} s |\n",
-                x.part, x.split.per_micro_batch_s, x.split.rest_s
-            ));
-        }
-        let per = p.predicted.per_micro_batch_s / p.measured.per_micro_batch_s - 1.0;
-        let rest = p.predicted.rest_s - p.measured.rest_s;
-        s.push_str(&format!(
-            "\nThe predicted cost per micro-batch is {:.0}% {} than measured and the rest of \
-             the step {:.2} s {}: {}.\n",
-            100.0 * per.abs(),
-            if per < 0.0 { "cheaper" } else { "dearer" },
-            rest.abs(),
-            if rest > 0.0 { "longer" } else { "shorter" },
-            pair_verdict(per, rest, p),
-        ));
-    }
-}
-
-/// The groups of runs that differ only in data-parallel replicas: the step's growth from the
-/// fewest GPUs to the most, measured and predicted, and which way they differ
-/// (`runs::weak_scaling`).
-fn scaling_section(s: &mut String, runs: &[RunResult]) {
-    let groups = crate::runs::weak_scaling(runs);
-    if groups.is_empty() {
-        return;
-    }
-    let follows = groups.iter().filter(|g| g.follows).count();
-    let missing = groups
-        .iter()
-        .filter(|g| !g.follows && g.measured_growth_s > g.predicted_growth_s)
-        .count();
-    let over = groups.len() - follows - missing;
-    s.push_str(&format!(
-        "\n## Runs that differ only in data-parallel replicas (weak scaling)\n\n\
-         Each GPU does the same work in every run of a group (one source; the same layout \
-         inside a replica, sequence and micro-batches per replica; more replicas), so on an \
-         ideal cluster the step would not grow; what it grows by from the fewest GPUs to the \
-         most is the cost of scaling out, the line a planner extrapolates along. **{} groups: \
-         the prediction follows the measured growth in {follows} (within {:.1}% of the \
-         step); in {missing} the measured step grows more — a cost growing with the number of \
-         GPUs that the prediction leaves out; in {over} the predicted step grows more.** Step \
-         times at the fewest and the most GPUs; throughput per GPU at the most against the \
-         fewest.\n\n\
-         | runs | GPUs | measured step | predicted step | per-GPU throughput, measured | \
-         predicted | |\n|---|---|---|---|---|---|---|\n",
-        groups.len(),
-        100.0 * crate::runs::scaling::FOLLOWS,
-    ));
-    for g in &groups {
-        let (a, b) = (&g.points[0], &g.points[g.points.len() - 1]);
-        let ids = g
-            .points
-            .iter()
-            .map(|p| format!("[{}](#{})", p.gpus, p.id))
-            .collect::<Vec<_>>()
-            .join(", ");
-        s.push_str(&format!(
-            "| {}: {} on {}, {} per replica | {ids} | {:.3} → {:.3} s | \
-             {:.3} → {:.3} s | {} | {} | {} |\n",
-            g.source,
-            g.model,
-            g.hardware,
-            plural(g.micro_batches, "micro-batch", "micro-batches"),
-            a.measured_step_s,
-            b.measured_step_s,
-            a.predicted_step_s,
-            b.predicted_step_s,
-            pct(g.measured_throughput_change),
-            pct(g.predicted_throughput_change),
-            if g.follows {
-                "follows"
-            } else if g.measured_growth_s > g.predicted_growth_s {
-                "misses a cost of scale"
-            } else {
-                "charges more than measured"
-            },
-        ));
-    }
-    s.push('\n');
-    for g in groups.iter().filter(|g| !g.follows) {
-        s.push_str(&format!(
-            "- {}, {} on {}: {}.\n",
-            g.source,
-            g.model,
-            g.hardware,
-            g.verdict()
-        ));
-    }
-}
-
-/// Which side of a pair's split is off, in words.
-fn pair_verdict(per: f64, rest_s: f64, p: &crate::runs::Pair) -> String {
-    let m = p.micro_batches.0 as f64;
-    // Share of the larger step's error that each side carries.
-    let per_s = per * p.measured.per_micro_batch_s * m;
-    format!(
-        "at {} micro-batches per replica {:+.2} s of the step's error comes from the cost per \
-         micro-batch and {:+.2} s from the rest (positive: the prediction is longer)",
-        p.micro_batches.0, per_s, rest_s
-    )
 }
 
 fn section(s: &mut String, r: &RunResult) {
