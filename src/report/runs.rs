@@ -432,6 +432,16 @@ pub fn runs_summary(runs: &[RunResult], out: &Path) -> String {
             verdict(r)
         ));
     }
+    let groups = crate::runs::weak_scaling(runs);
+    if !groups.is_empty() {
+        let (follows, missing, over) = crate::runs::scaling::tally(&groups);
+        s.push_str(&format!(
+            "weak scaling: of {} groups that differ only in replicas, the prediction follows the \
+             measured growth of the step in {follows}, misses a cost of scale in {missing}, \
+             charges more in {over}\n",
+            groups.len(),
+        ));
+    }
     s.push_str(&format!(
         "{} of {} within 5%; wrote {}/runs.md, runs.json and {PLOT_STEM} plots\n",
         runs.iter().filter(|r| r.within_goal).count(),

@@ -95,12 +95,7 @@ pub(super) fn scaling_section(s: &mut String, runs: &[RunResult]) {
     if groups.is_empty() {
         return;
     }
-    let follows = groups.iter().filter(|g| g.follows).count();
-    let missing = groups
-        .iter()
-        .filter(|g| !g.follows && g.measured_growth_s > g.predicted_growth_s)
-        .count();
-    let over = groups.len() - follows - missing;
+    let (follows, missing, over) = crate::runs::scaling::tally(&groups);
     s.push_str(&format!(
         "\n## Runs that differ only in data-parallel replicas (weak scaling)\n\n\
          Each GPU does the same work in every run of a group (one source; the same layout \

@@ -91,6 +91,17 @@ impl WeakScaling {
     }
 }
 
+/// How many `groups` the prediction follows, how many show a cost of scale it leaves out (the
+/// measured step grows more), and how many it charges more than measured.
+pub fn tally(groups: &[WeakScaling]) -> (usize, usize, usize) {
+    let follows = groups.iter().filter(|g| g.follows).count();
+    let missing = groups
+        .iter()
+        .filter(|g| !g.follows && g.measured_growth_s > g.predicted_growth_s)
+        .count();
+    (follows, missing, groups.len() - follows - missing)
+}
+
 /// Per-GPU throughput of `b` against `a` at the same work per GPU: `t_a / t_b − 1`.
 fn throughput_change(t_a: f64, t_b: f64) -> f64 {
     t_a / t_b - 1.0

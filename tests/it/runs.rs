@@ -827,6 +827,12 @@ fn weak_scaling_says_which_way_the_prediction_misses_the_growth_of_the_step() {
     let (f, gap, words) = verdict(&shrinks);
     assert!(!f && gap < 0.0, "{gap}: {words}");
     assert!(words.contains("charges scaling out more"), "{words}");
+    // Counted together, one of each verdict.
+    let all: Vec<_> = [&committed, &follows, &shrinks]
+        .iter()
+        .flat_map(|large| runs::weak_scaling(&[small.clone(), (*large).clone()]))
+        .collect();
+    assert_eq!(runs::scaling::tally(&all), (1, 1, 1));
     // A run on the same number of GPUs, or another layout, forms no group.
     assert!(runs::weak_scaling(&[small.clone(), small.clone()]).is_empty());
     let other = edited_run("mosaicml-2024-mpt-3b-512gpus", |_| {});
