@@ -128,7 +128,9 @@ NOTES = (
     "(llmfoundry/models/layers/attention.py); the benchmark image is not named (sweep.py: "
     "'<insert_image_name>'), and no profile models FlashAttention 1: fa2 is priced. Layers as MPT writes "
     "them in PyTorch eager (layer_ops eager: the LayerNorm one ATen kernel each way, GeLU its own kernel). "
-    "Composer's DecoupledAdamW on the sharded FP32 weights. The cluster is not described: the dgx-h100 "
+    "The loss: llm-foundry's default loss_fn, fused_crossentropy, flash-attn's xentropy kernel "
+    "(llmfoundry/models/mpt/modeling_mpt.py at the same commit, which refuses to run without it): a fused "
+    "cross-entropy, as the tool prices it. Composer's DecoupledAdamW on the sharded FP32 weights. The cluster is not described: the dgx-h100 "
     "profile (8 H100 SXM per node on NVLink, 8 × 400 Gb/s NDR InfiniBand) is assumed."
 )
 
