@@ -133,13 +133,7 @@ pub(super) fn scaling_section(s: &mut String, runs: &[RunResult]) {
             b.predicted_step_s,
             pct(g.measured_throughput_change),
             pct(g.predicted_throughput_change),
-            if g.follows {
-                "follows"
-            } else if g.measured_growth_s > g.predicted_growth_s {
-                "misses a cost of scale"
-            } else {
-                "charges more than measured"
-            },
+            g.kind().label(),
         ));
     }
     s.push('\n');

@@ -29,7 +29,7 @@ pub use fit::{fit_summary, FitSummary};
 pub use knobs::{Knob, Knobs};
 pub use pairs::{pairs, Pair, PartSplit, Split};
 pub use peak::PeakParts;
-pub use scaling::{weak_scaling, ScalingPoint, WeakScaling};
+pub use scaling::{weak_scaling, ScalingPoint, ScalingVerdict, WeakScaling};
 pub use sources::{by_source, speed_error, SourceSummary};
 
 use crate::config::{

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use super::sources::short;
+use super::sources::{group_by, short};
 use super::RunResult;
 
 /// How far the predicted growth of the step may differ from the measured one, as a share of
@@ -60,33 +60,64 @@ pub struct WeakScaling {
     pub follows: bool,
 }
 
+/// Which way a group's predicted growth of the step stands to the measured one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScalingVerdict {
+    /// Within [`FOLLOWS`] of it.
+    Follows,
+    /// The measured step grows more: a cost of scale the prediction leaves out.
+    MissesCost,
+    /// The predicted step grows more.
+    ChargesMore,
+}
+
+impl ScalingVerdict {
+    /// The verdict in a table cell.
+    pub fn label(self) -> &'static str {
+        match self {
+            ScalingVerdict::Follows => "follows",
+            ScalingVerdict::MissesCost => "misses a cost of scale",
+            ScalingVerdict::ChargesMore => "charges more than measured",
+        }
+    }
+}
+
 impl WeakScaling {
+    /// Which way the prediction stands to the measured growth.
+    pub fn kind(&self) -> ScalingVerdict {
+        if self.follows {
+            ScalingVerdict::Follows
+        } else if self.measured_growth_s > self.predicted_growth_s {
+            ScalingVerdict::MissesCost
+        } else {
+            ScalingVerdict::ChargesMore
+        }
+    }
+
     /// The group's verdict in words, computed from its numbers.
     pub fn verdict(&self) -> String {
         let first = &self.points[0];
         let last = &self.points[self.points.len() - 1];
         let gap_s = self.measured_growth_s - self.predicted_growth_s;
-        if self.follows {
-            format!(
+        match self.kind() {
+            ScalingVerdict::Follows => format!(
                 "the prediction follows the measured scaling from {} to {} GPUs (the growth of \
                  the step within {:.1}% of it)",
                 first.gpus,
                 last.gpus,
                 100.0 * FOLLOWS
-            )
-        } else if gap_s > 0.0 {
-            format!(
+            ),
+            ScalingVerdict::MissesCost => format!(
                 "from {} to {} GPUs the measured step grows {:.3} s more than the predicted one: \
                  a cost that grows with the number of GPUs is missing from the prediction, and \
                  an extrapolation to more GPUs along this line is optimistic",
                 first.gpus, last.gpus, gap_s
-            )
-        } else {
-            format!(
+            ),
+            ScalingVerdict::ChargesMore => format!(
                 "from {} to {} GPUs the predicted step grows {:.3} s more than the measured one: \
                  the prediction charges scaling out more than the runs paid",
                 first.gpus, last.gpus, -gap_s
-            )
+            ),
         }
     }
 }
@@ -94,12 +125,12 @@ impl WeakScaling {
 /// How many `groups` the prediction follows, how many show a cost of scale it leaves out (the
 /// measured step grows more), and how many it charges more than measured.
 pub fn tally(groups: &[WeakScaling]) -> (usize, usize, usize) {
-    let follows = groups.iter().filter(|g| g.follows).count();
-    let missing = groups
-        .iter()
-        .filter(|g| !g.follows && g.measured_growth_s > g.predicted_growth_s)
-        .count();
-    (follows, missing, groups.len() - follows - missing)
+    let count = |v: ScalingVerdict| groups.iter().filter(|g| g.kind() == v).count();
+    (
+        count(ScalingVerdict::Follows),
+        count(ScalingVerdict::MissesCost),
+        count(ScalingVerdict::ChargesMore),
+    )
 }
 
 /// Per-GPU throughput of `b` against `a` at the same work per GPU: `t_a / t_b − 1`.
@@ -111,19 +142,13 @@ fn throughput_change(t_a: f64, t_b: f64) -> f64 {
 /// micro-batches per replica on different numbers of GPUs, in order of each group's first run;
 /// a group's runs by GPUs (runs on the same number of GPUs: the first in report order).
 pub fn weak_scaling(runs: &[RunResult]) -> Vec<WeakScaling> {
-    let mut groups: Vec<(String, Vec<&RunResult>)> = Vec::new();
-    for r in runs {
-        let key = format!(
-            "{}\u{0}{}\u{0}{}",
+    let groups = group_by(runs, |r| {
+        (
             short(&r.source.paper),
-            r.replica_layout,
-            r.micro_batches
-        );
-        match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, members)) => members.push(r),
-            None => groups.push((key, vec![r])),
-        }
-    }
+            r.replica_layout.as_str(),
+            r.micro_batches,
+        )
+    });
     let mut out = Vec::new();
     for (_, members) in groups {
         let mut points: Vec<ScalingPoint> = Vec::new();

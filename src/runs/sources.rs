@@ -53,11 +53,11 @@ pub(crate) fn short(paper: &str) -> &str {
 
 /// `runs` grouped by `key`, the groups in order of their first run, each group's runs in
 /// report order.
-pub fn group_by<'a>(
+pub fn group_by<'a, K: PartialEq>(
     runs: &'a [RunResult],
-    key: impl Fn(&'a RunResult) -> &'a str,
-) -> Vec<(&'a str, Vec<&'a RunResult>)> {
-    let mut groups: Vec<(&str, Vec<&RunResult>)> = Vec::new();
+    key: impl Fn(&'a RunResult) -> K,
+) -> Vec<(K, Vec<&'a RunResult>)> {
+    let mut groups: Vec<(K, Vec<&RunResult>)> = Vec::new();
     for r in runs {
         let k = key(r);
         match groups.iter_mut().find(|(g, _)| *g == k) {
