@@ -14,13 +14,9 @@ per node is gb200-nvl72's. Run it again whenever gb200-nvl72.json changes:
 
     python3 scripts/derive-gb200-segments.py
 """
-import json
-import pathlib
+from derived_profile import start, write
 
-root = pathlib.Path(__file__).resolve().parent.parent
-base = json.loads((root / "hardware-profiles/gb200-nvl72.json").read_text())
-d = dict(base)
-d["name"] = "gb200-nvl72-seg64"
+base, d = start("gb200-nvl72", "gb200-nvl72-seg64")
 d["description"] = (
     "GB200 NVL72 racks used as NVLink segments of 16 compute trays, 64 GPUs, as NVIDIA's llmb-run "
     "places power-of-two GB200 jobs (SBATCH_SEGMENT_SIZE 16; dgxc-benchmarking v26.02): one node here "
@@ -31,6 +27,4 @@ d["gpus_per_node"] = 64
 inter = dict(base["inter_node"])
 inter["nics_per_node"] = 64
 d["inter_node"] = inter
-out = root / "hardware-profiles/gb200-nvl72-seg64.json"
-out.write_text(json.dumps(d, indent=2, ensure_ascii=False) + "\n")
-print(f"wrote {out.relative_to(root)}")
+write(d)

@@ -12,13 +12,9 @@ Run it again whenever dgx-h100.json changes (scripts/derive-dgx-h100.py):
 
     python3 scripts/derive-grand-teton.py
 """
-import json
-import pathlib
+from derived_profile import start, write
 
-root = pathlib.Path(__file__).resolve().parent.parent
-base = json.loads((root / "hardware-profiles/dgx-h100.json").read_text())
-d = dict(base)
-d["name"] = "grand-teton-h100-roce"
+base, d = start("dgx-h100", "grand-teton-h100-roce")
 d["description"] = (
     "Meta's Llama 3 405B training cluster (Grattafiori et al. 2024 §3.3.1): Grand Teton servers of "
     "8x H100-SXM5-80GB (700 W) on NVLink/NVSwitch, one 400 Gb/s RoCE NIC per GPU, a ToR switch per "
@@ -57,6 +53,4 @@ d["inter_node"] = {
     },
     "wiring": "node",
 }
-out = root / "hardware-profiles/grand-teton-h100-roce.json"
-out.write_text(json.dumps(d, indent=2, ensure_ascii=False) + "\n")
-print(f"wrote {out.relative_to(root)}")
+write(d)

@@ -17,13 +17,9 @@ bandwidth, latency and wiring, not the kind). Run it again whenever dgx-a100-80g
 
     python3 scripts/derive-jean-zay.py
 """
-import json
-import pathlib
+from derived_profile import start, write
 
-root = pathlib.Path(__file__).resolve().parent.parent
-base = json.loads((root / "hardware-profiles/dgx-a100-80gb.json").read_text())
-d = dict(base)
-d["name"] = "a100-jean-zay-opa"
+base, d = start("dgx-a100-80gb", "a100-jean-zay-opa")
 d["description"] = (
     "IDRIS Jean Zay's A100 partition, where BLOOM-176B was trained (BigScience 2022 §3.4.1): nodes of "
     "8x A100-SXM4-80GB on NVLink, 4x Omni-Path 100 Gb/s per node (two GPUs per link; the 8D hypercube "
@@ -63,6 +59,4 @@ d["inter_node"] = {
     },
     "wiring": "node",
 }
-out = root / "hardware-profiles/a100-jean-zay-opa.json"
-out.write_text(json.dumps(d, indent=2, ensure_ascii=False) + "\n")
-print(f"wrote {out.relative_to(root)}")
+write(d)
