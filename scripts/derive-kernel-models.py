@@ -402,8 +402,10 @@ def other_gpus():
         k.pop("attention", None)
         k["gemm"].pop("power_fraction", None)
         k["gemm"].pop("power_time_s", None)
-        # Nor the H200's step clock (measured on an H200 only).
+        # Nor the H200's step clock (measured on an H200 only), nor the H100's FP8 fractions
+        # (no FP8 GEMM measured here, and these profiles state no FP8 peak).
         k["gemm"].pop("step_clock_fraction", None)
+        k["gemm"].pop("fp8", None)
         carried = (f"carried over from dgx-h100 ({SCRIPT}; placeholder: not measured on "
                    f"{g['gpu']}). dgx-h100's source: ")
 

@@ -86,6 +86,7 @@ fn cpu_kernels(fig: &dyn Fn(f64, &str) -> Figure) -> KernelModel {
             power_time_s: None,
             stream_k: None,
             step_clock_fraction: None,
+            fp8: None,
         },
         attention_fwd: attention(0.3),
         attention_bwd: attention(0.3),
@@ -115,7 +116,7 @@ pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
         .iter()
         .filter_map(|c| c.copy_s.or(c.mul_s).map(|t| 2.0 * c.bytes as f64 / t))
         .fold(0.0, f64::max);
-    let (kernels, peak, sm_count) = if gpu_like {
+    let (kernels, peak, fp8_peak, sm_count) = if gpu_like {
         let h200 = crate::config::load_hardware("hgx-h200")?;
         let mut k = h200.kernels.clone();
         let prior = |f: &mut Figure| {
@@ -147,6 +148,10 @@ pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
         .flatten()
         {
             prior(f);
+        }
+        if let Some(f8) = &mut k.gemm.fp8 {
+            prior(&mut f8.mma_fraction);
+            prior(&mut f8.power_fraction);
         }
         for a in [&mut k.attention_fwd, &mut k.attention_bwd] {
             for f in [&mut a.solo_fraction, &mut a.max_splits]
@@ -191,7 +196,11 @@ pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
         prior(&mut peak);
         let mut sm = h200.gpu.sm_count;
         prior(&mut sm);
-        (k, peak, sm)
+        let mut fp8_peak = h200.gpu.peak_fp8_flops_per_s;
+        if let Some(f) = &mut fp8_peak {
+            prior(f);
+        }
+        (k, peak, fp8_peak, sm)
     } else {
         (
             cpu_kernels(&fig),
@@ -209,6 +218,7 @@ pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
                     meta.devices
                 ),
             ),
+            None,
             fig(1.0, "one virtual device runs one tile at a time"),
         )
     };
@@ -236,6 +246,9 @@ pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
                 "memory of one device as the backend reports it (CPU: MemTotal of the host)",
             ),
             peak_bf16_flops_per_s: peak,
+            // GPU backends start from hgx-h200's, FP8 included (not measured here); the CPU
+            // and mock backends have none.
+            peak_fp8_flops_per_s: fp8_peak,
             hbm_bytes_per_s: fig(
                 if best_copy > 0.0 { best_copy } else { 1e10 },
                 "best copy or element-wise rate (bytes read + written per second); the fit \

@@ -21,6 +21,10 @@ pub struct Gpu {
     pub memory_bytes: Figure,
     /// Dense bf16 peak.
     pub peak_bf16_flops_per_s: Figure,
+    /// Dense FP8 peak, where the tensor cores have FP8 (Hopper and later; absent on Ampere and
+    /// in profiles without a source for it: FP8 training is then refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_fp8_flops_per_s: Option<Figure>,
     /// Achievable HBM bandwidth.
     pub hbm_bytes_per_s: Figure,
     /// Streaming multiprocessors (the units thread blocks are scheduled on).
@@ -203,8 +207,13 @@ impl Hardware {
                 &self.inter_node.bytes_per_s_per_nic,
             ),
         ];
+        let fp8 = self
+            .gpu
+            .peak_fp8_flops_per_s
+            .as_ref()
+            .map(|f| ("gpu.peak_fp8_flops_per_s", f));
         let (lo, hi) = PROFILE_RATE_RANGE;
-        for (field, fig) in positive {
+        for (field, fig) in positive.into_iter().chain(fp8) {
             if !(fig.value.is_finite() && fig.value >= lo && fig.value <= hi) {
                 return Err(bad(
                     &format!("{field}.value"),

@@ -73,6 +73,21 @@ pub struct GemmModel {
     /// fp32 partial tiles fixed up) when tiles quantize badly; 0 or absent: it does not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_k: Option<Figure>,
+    /// FP8 GEMMs' own figures where they differ from bf16's (`cost::gemm`); absent: FP8 GEMMs
+    /// reach the bf16 fractions of the FP8 peak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8: Option<Fp8GemmModel>,
+}
+
+/// What FP8 GEMMs reach of `gpu.peak_fp8_flops_per_s`, where measured FP8 calls say it differs
+/// from the bf16 fractions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fp8GemmModel {
+    /// Fraction of one SM's FP8 peak reached inside a tile's k-loop.
+    pub mma_fraction: Figure,
+    /// The sustained fraction of the FP8 peak a long FP8 GEMM keeps at the power cap.
+    pub power_fraction: Figure,
 }
 
 /// The kernel model's parameters (DESIGN §4; formulas in `src/cost`).
@@ -132,6 +147,10 @@ impl KernelModel {
             if let Some(f) = f {
                 v.push((format!("kernels.gemm.{name}"), f));
             }
+        }
+        if let Some(f8) = &self.gemm.fp8 {
+            v.push(("kernels.gemm.fp8.mma_fraction".into(), &f8.mma_fraction));
+            v.push(("kernels.gemm.fp8.power_fraction".into(), &f8.power_fraction));
         }
         for (pass, a) in self.attention_passes() {
             for (f, fig) in a.figures() {

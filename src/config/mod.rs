@@ -45,7 +45,7 @@ pub use files::{
 pub use hardware::{Gpu, Hardware, InterNode, InterNodeKind, IntraNode, IntraNodeKind, Reserved};
 pub use hf::{from_hf_config, is_hf_config, FAMILIES as HF_FAMILIES};
 pub use kernel_model::{
-    AttentionModel, AttentionTiles, GemmModel, HostModel, KernelModel, MemoryModel,
+    AttentionModel, AttentionTiles, Fp8GemmModel, GemmModel, HostModel, KernelModel, MemoryModel,
 };
 pub use layout::{
     flexible_op, flexible_order, pipeline_op, pipeline_order, steady_rounds, virtual_stage_layers,
@@ -55,7 +55,7 @@ pub use library::{CollectiveLibrary, Nvls, P2pChannels, Protocol, ProtocolFigure
 pub use method::MethodId;
 pub use model::{Activation, LinearBiases, Model, Norm};
 pub use options::{MetpOptions, Options, Recompute, WeightExchange, ZeroStage};
-pub use precision::{GradAccumulation, GradDtype, OptimizerDtype, OptimizerState};
+pub use precision::{GradAccumulation, GradDtype, LinearDtype, OptimizerDtype, OptimizerState};
 pub use runtime::{CpComm, GradSync, LayerOps, ParamGather, PipeP2p, Runtime, Shown, Zero3Gather};
 pub use scale::{apply_scales, parse_scales, Scale, ALIASES as SCALE_ALIASES};
 pub use seq::{parse_amount, parse_count, parse_list, parse_seq_spec};

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::precision::{GradAccumulation, GradDtype, OptimizerDtype, OptimizerState};
+use super::precision::{GradAccumulation, GradDtype, LinearDtype, OptimizerDtype, OptimizerState};
 use super::{AttentionKernel, Hardware, Runtime};
 
 /// Activation recomputation policy.
@@ -137,6 +137,10 @@ pub struct Options {
     /// Whether weight gradients are accumulated by their GEMM or in a pass of their own (time).
     #[serde(default, skip_serializing_if = "GradAccumulation::is_default")]
     pub grad_accumulation: GradAccumulation,
+    /// The dtype of the layers' linear GEMMs (`config::precision::LinearDtype`; absent from
+    /// JSON when bf16).
+    #[serde(default, skip_serializing_if = "LinearDtype::is_bf16")]
+    pub linear_dtype: LinearDtype,
     /// TP + SP: each layer's all-gathers and reduce-scatters overlapped with the GEMMs next to
     /// them (Megatron-Core's `tp_comm_overlap`, Transformer Engine's userbuffers;
     /// `schedule::tp_sp`).
@@ -164,6 +168,7 @@ impl Default for Options {
             optimizer_state: None,
             optimizer_dtype: OptimizerDtype::Fp32,
             grad_accumulation: GradAccumulation::Fused,
+            linear_dtype: LinearDtype::Bf16,
             tp_comm_overlap: false,
             runtime: Runtime::default(),
         }
@@ -171,6 +176,15 @@ impl Default for Options {
 }
 
 impl Options {
+    /// The options reports print only where they are not the defaults: the runtime's
+    /// ([`Runtime::shown`]) and the linear layers' dtype.
+    pub fn shown(&self) -> super::Shown {
+        super::Shown {
+            linear_dtype: (!self.linear_dtype.is_bf16()).then(|| self.linear_dtype.id()),
+            ..self.runtime.shown()
+        }
+    }
+
     /// The implementation these options run on `hw`: `unfused` when `flash` is off or it is
     /// named, else the named one, else the profile's default.
     pub fn attention_kernel(&self, hw: &Hardware) -> AttentionKernel {

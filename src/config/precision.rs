@@ -220,3 +220,37 @@ mod tests {
         );
     }
 }
+
+/// The dtype the transformer layers' linear GEMMs compute in (QKV, the attention output
+/// projection, the MLP's up and down projections, forward and backward). Attention, the
+/// embedding and the output head stay bf16 either way, as in Transformer Engine's FP8 training
+/// under Megatron-Core and NeMo (TE's `Linear`/`LayerNormLinear` modules run FP8; the output
+/// layer is Megatron's own bf16 `ColumnParallelLinear`; FP8 attention is a separate switch,
+/// off by default, not modelled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LinearDtype {
+    /// bf16 (the default).
+    #[default]
+    Bf16,
+    /// FP8 with per-tensor scales (Transformer Engine's delayed-scaling recipe; NeMo's
+    /// `fp8: true`, Megatron-LM's `--fp8-format hybrid`: E4M3 forward, E5M2 gradients; both one
+    /// byte, priced alike): each GEMM at the FP8 tensor-core peak, with its bf16 inputs cast
+    /// to FP8 first (`schedule`'s FP8 pass).
+    Fp8,
+}
+
+impl LinearDtype {
+    /// `bf16` or `fp8`, as on the command line and in run files.
+    pub fn id(self) -> &'static str {
+        match self {
+            LinearDtype::Bf16 => "bf16",
+            LinearDtype::Fp8 => "fp8",
+        }
+    }
+
+    /// Whether this is the default, bf16 (serde's `skip_serializing_if` takes a reference).
+    pub fn is_bf16(&self) -> bool {
+        *self == LinearDtype::Bf16
+    }
+}

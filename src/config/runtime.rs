@@ -317,6 +317,7 @@ impl Runtime {
             layer_ops: self.layer_ops.shown(),
             zero3_gather: self.zero3_gather.shown(),
             param_gather: self.param_gather.shown(),
+            linear_dtype: None,
         }
     }
 }
@@ -335,4 +336,8 @@ pub struct Shown {
     /// absent: after the step).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub param_gather: Option<&'static str>,
+    /// The layers' linear GEMMs' dtype (`fp8`; absent: bf16). Not a runtime option: set by
+    /// `Options::shown`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub linear_dtype: Option<&'static str>,
 }

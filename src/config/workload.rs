@@ -35,6 +35,18 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// The dense peak an MFU of this workload refers to: the profile's FP8 peak where the
+    /// layers' linear GEMMs run FP8 (NVIDIA's convention for FP8 training), else its bf16 one.
+    pub fn peak_flops_per_s(&self) -> f64 {
+        match (
+            self.options.linear_dtype,
+            &self.hardware.gpu.peak_fp8_flops_per_s,
+        ) {
+            (super::LinearDtype::Fp8, Some(f)) => f.value,
+            _ => self.hardware.gpu.peak_bf16_flops_per_s.value,
+        }
+    }
+
     /// The ZeRO stage in force (resolving automatic).
     pub fn zero_stage(&self) -> ZeroStage {
         match (self.options.zero, self.options.optimizer_state) {
@@ -293,6 +305,21 @@ impl Workload {
                  cross the inter-node network",
                 self.p
             )));
+        }
+        if self.options.linear_dtype == super::LinearDtype::Fp8 {
+            if self.hardware.gpu.peak_fp8_flops_per_s.is_none() {
+                return Err(self.invalid(format!(
+                    "--linear-dtype fp8 needs FP8 tensor cores: profile {} has no \
+                     gpu.peak_fp8_flops_per_s",
+                    self.hardware.name
+                )));
+            }
+            if self.method == MethodId::Metp {
+                return Err(self.invalid(
+                    "--linear-dtype fp8 prices Transformer Engine's FP8 linear layers: METP runs \
+                     its own bf16 kernels",
+                ));
+            }
         }
         if self.options.runtime.layer_ops.eager() && self.method == MethodId::Metp {
             return Err(self.invalid(format!(

@@ -30,6 +30,9 @@
 //! interpolates smoothly (the H200 measurements: ~800 TFLOP/s for ~1 ms GEMMs, ~690 for
 //! 5 ms ones).
 //!
+//! FP8 GEMMs (the layers' linear GEMMs under `--linear-dtype fp8`) run the same model at the
+//! FP8 peak with their own two fractions ([`peak_flops_per_s`], `device_at_clock_s`).
+//!
 //! Those figures are fitted to calls timed in short bursts (ten calls after three warm-ups),
 //! which is what [`device_s`] prices. Inside a training step GEMMs run back to back for
 //! seconds, and the clock they hold there is the profile's `step_clock_fraction` of the
@@ -37,7 +40,7 @@
 //! plateau, scaled by it; memory traffic and the fixed call time are not).
 
 use crate::config::Hardware;
-use crate::schedule::Gemm;
+use crate::schedule::{Gemm, GemmDtype};
 
 /// Largest split-K factor considered.
 const MAX_SPLIT: u64 = 4;
@@ -62,15 +65,38 @@ pub fn step_clock_fraction(hw: &Hardware) -> f64 {
         .map_or(1.0, |f| f.value)
 }
 
+/// The dense tensor-core peak for `dtype`'s operands: the bf16 peak, or the profile's FP8 peak
+/// (the bf16 one where the profile has none; validation refuses FP8 training there).
+pub fn peak_flops_per_s(hw: &Hardware, dtype: GemmDtype) -> f64 {
+    match (dtype, &hw.gpu.peak_fp8_flops_per_s) {
+        (GemmDtype::Fp8, Some(f)) => f.value,
+        _ => hw.gpu.peak_bf16_flops_per_s.value,
+    }
+}
+
 /// Device seconds of one GEMM call with the tensor-core peak at `clock` × the profile's.
+///
+/// FP8 runs the same tiles at its own peak with k-steps twice as deep in elements (one byte
+/// per operand element: the same bytes staged per step, as Hopper's FP8 kernels take k = 128
+/// where bf16 ones take 64), reaching the profile's `kernels.gemm.fp8` fractions of that peak
+/// inside a tile and at the power cap; without them, the bf16 fractions. On H100 they are
+/// fitted to FP8 calls timed after thousands of warm-up calls, so to the step-clock price
+/// ([`step_device_s`]): a tile reaches 0.835 of its FP8 peak (bf16 0.91) and the plateau sits
+/// at 0.795 of it (bf16 0.73) at the calibrated clock.
 fn device_at_clock_s(hw: &Hardware, g: &Gemm, clock: f64) -> f64 {
     let p = &hw.kernels.gemm;
     let sms = hw.gpu.sm_count.value.max(1.0);
     let hbm = hw.gpu.hbm_bytes_per_s.value;
-    let peak = hw.gpu.peak_bf16_flops_per_s.value * clock;
+    let peak = peak_flops_per_s(hw, g.dtype) * clock;
     let t = (p.tile.value as u64).max(1);
-    let bk = (p.k_step.value as u64).max(1);
-    let rate_sm = peak / sms * p.mma_fraction.value;
+    let depth = match g.dtype {
+        GemmDtype::Bf16 => 1,
+        GemmDtype::Fp8 => 2,
+    };
+    let bk = (p.k_step.value as u64).max(1) * depth;
+    let fp8 = p.fp8.as_ref().filter(|_| g.dtype == GemmDtype::Fp8);
+    let mma = fp8.map_or(p.mma_fraction.value, |f| f.mma_fraction.value);
+    let rate_sm = peak / sms * mma;
     let stream_k = p.stream_k.as_ref().is_some_and(|f| f.value == 1.0);
     let batch = g.batch as f64;
     let mn = batch * g.m as f64 * g.n as f64;
@@ -101,7 +127,8 @@ fn device_at_clock_s(hw: &Hardware, g: &Gemm, clock: f64) -> f64 {
     }
     let compute = match (&p.power_fraction, &p.power_time_s) {
         (Some(fraction), Some(tau)) => {
-            let capped = g.flops() / (peak * fraction.value);
+            let fraction = fp8.map_or(fraction.value, |f| f.power_fraction.value);
+            let capped = g.flops() / (peak * fraction);
             if capped > best {
                 best + (capped - best) * best / (best + tau.value)
             } else {
@@ -119,7 +146,7 @@ mod tests {
     use crate::config::load_hardware;
 
     fn gemm(m: u64, n: u64, k: u64) -> Gemm {
-        Gemm { batch: 1, m, n, k }
+        Gemm::bf16(1, m, n, k)
     }
 
     #[test]

@@ -46,7 +46,7 @@ impl Metrics {
         let step = times.step_time_s;
         let ok = step.is_finite() && step > 0.0;
         let per_step = |x: f64| if ok { x / step } else { 0.0 };
-        let peak_flops = w.hardware.gpu.peak_bf16_flops_per_s.value * w.devices() as f64;
+        let peak_flops = w.peak_flops_per_s() * w.devices() as f64;
         Metrics {
             step_time_s: step,
             compute_s: times.compute_s,
@@ -107,7 +107,8 @@ impl Metrics {
         if self.mfu > 1.0 {
             return impossible(format!(
                 "the {what} MFU is {:.4} (> 1): the step would run faster than the hardware's \
-                 peak; check the profile's gpu.peak_bf16_flops_per_s and kernel model",
+                 peak; check the profile's gpu.peak_bf16_flops_per_s (peak_fp8_flops_per_s for FP8) and \
+                 kernel model",
                 self.mfu
             ));
         }
@@ -168,9 +169,20 @@ impl FlopConvention {
 
 /// The tool's MFU convention in words, printed next to every MFU it reports.
 pub fn mfu_convention() -> String {
+    mfu_convention_with(false)
+}
+
+/// [`mfu_convention`], saying where FP8 changes the peak when some MFU it stands next to is of
+/// a workload with FP8 linear layers (`fp8`).
+pub fn mfu_convention_with(fp8: bool) -> String {
     format!(
-        "MFU: {} — of the profile's dense bf16 peak",
-        FlopConvention::TOOL.words()
+        "MFU: {} — of the profile's dense bf16 peak{}",
+        FlopConvention::TOOL.words(),
+        if fp8 {
+            " (its dense FP8 peak where the layers' linear GEMMs run FP8)"
+        } else {
+            ""
+        }
     )
 }
 

@@ -56,7 +56,8 @@ mod reported;
 pub use crate::schedule::Devices;
 pub use extrapolate::{fast_path, whole_is_cheap, FastPath, SimDepth, FAST_EXACT_TASKS};
 pub use metrics::{
-    mfu_convention, model_flops, step_flops, AttentionFlops, FlopConvention, Metrics, Training,
+    mfu_convention, mfu_convention_with, model_flops, step_flops, AttentionFlops, FlopConvention,
+    Metrics, Training,
 };
 pub use reported::{check_reported, check_reported_memory, Reported, REPORTED_TOLERANCE};
 

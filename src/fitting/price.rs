@@ -23,7 +23,7 @@ use super::measurements::{KernelMeasurements, Timing};
 use crate::config::{AttentionKernel, Hardware};
 use crate::cost::CostModel;
 use crate::error::{Error, Result};
-use crate::schedule::{Attention, AttnPass, Gemm, KernelKind, KernelShape};
+use crate::schedule::{Attention, AttnPass, Gemm, GemmDtype, KernelKind, KernelShape};
 
 /// Errors of one kind of kernel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -175,12 +175,31 @@ fn item(path: &Path, i: usize, v: &Value) -> Result<Item> {
     })?;
     let d = |key: &str, default: Option<u64>| dim(path, o, i, key, default);
     let shape = match op {
-        "gemm" => KernelShape::Gemm(Gemm {
-            batch: d("batch", Some(1))?,
-            m: d("m", None)?,
-            n: d("n", None)?,
-            k: d("k", None)?,
-        }),
+        "gemm" => {
+            let dtype = match o.get("dtype") {
+                None => GemmDtype::Bf16,
+                Some(v) => match v.as_str() {
+                    Some("bf16") => GemmDtype::Bf16,
+                    Some("fp8") => GemmDtype::Fp8,
+                    _ => {
+                        return Err(bad(
+                            path,
+                            format!("[{i}].dtype"),
+                            &format!("must be \"bf16\" or \"fp8\", got {v}"),
+                        ))
+                    }
+                },
+            };
+            KernelShape::Gemm(Gemm {
+                dtype,
+                ..Gemm::bf16(
+                    d("batch", Some(1))?,
+                    d("m", None)?,
+                    d("n", None)?,
+                    d("k", None)?,
+                )
+            })
+        }
         "attention" => {
             let pass = match o.get("pass").and_then(Value::as_str) {
                 Some("fwd") => AttnPass::Fwd,
@@ -299,6 +318,9 @@ pub fn shape_object(shape: &KernelShape) -> Map<String, Value> {
             let mut v = json!({"op": "gemm", "m": g.m, "n": g.n, "k": g.k});
             if g.batch != 1 {
                 v["batch"] = json!(g.batch);
+            }
+            if !g.dtype.is_bf16() {
+                v["dtype"] = json!("fp8");
             }
             v
         }
@@ -505,9 +527,21 @@ pub fn check_measured(hw: &Hardware, items: &[Item], path: &Path) -> Result<()> 
 }
 
 /// Refuses an item naming an implementation `hw` lacks: `[i].implementation` and what the
-/// profile has.
+/// profile has; or an FP8 GEMM on a profile without FP8 tensor cores (`[i].dtype`).
 pub fn check_implementations(hw: &Hardware, items: &[Item], path: &Path) -> Result<()> {
     for (i, it) in items.iter().enumerate() {
+        if let KernelShape::Gemm(g) = it.shape {
+            if g.dtype == GemmDtype::Fp8 && hw.gpu.peak_fp8_flops_per_s.is_none() {
+                return Err(bad(
+                    path,
+                    format!("[{i}].dtype"),
+                    &format!(
+                        "fp8 needs FP8 tensor cores: profile {} has no gpu.peak_fp8_flops_per_s",
+                        hw.name
+                    ),
+                ));
+            }
+        }
         if let Some(k) = it.attention {
             if !hw.kernels.has_attention(k) {
                 return Err(bad(

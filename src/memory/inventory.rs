@@ -369,6 +369,15 @@ fn stage_inventory(
             notes.push(n);
         }
     }
+    if w.options.linear_dtype == crate::config::LinearDtype::Fp8 {
+        // Time is priced in FP8 (`schedule`'s FP8 pass); memory is not re-counted.
+        notes.push(
+            "FP8 linear layers: tensors counted as in bf16 — Transformer Engine keeps some \
+             saved inputs in FP8 (fewer bytes) and, without FP8 primary weights, an FP8 copy \
+             and transpose of each weight (2 bytes per parameter more); neither is modelled"
+                .to_string(),
+        );
+    }
     Inventory {
         stage,
         layers: share.layers,

@@ -124,7 +124,7 @@ pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
         optimizer_dtype: spec.options.optimizer_dtype.id(),
         grad_accumulation: spec.options.grad_accumulation.id(),
         tp_comm_overlap: spec.options.tp_comm_overlap,
-        shown: spec.options.runtime.shown(),
+        shown: spec.options.shown(),
         gpus: spec.gpus,
         nodes: hw.nodes,
         gpus_per_node: hw.gpus_per_node,

@@ -244,8 +244,18 @@ pub fn calibration_table(r: &Report) -> String {
 fn shape_text(o: &serde_json::Value) -> String {
     let g = |k: &str| o[k].as_u64().unwrap_or(0);
     match o["op"].as_str().unwrap_or("") {
-        "gemm" if g("batch") > 1 => format!("{}x {}x{}x{}", g("batch"), g("m"), g("n"), g("k")),
-        "gemm" => format!("{}x{}x{}", g("m"), g("n"), g("k")),
+        "gemm" => {
+            let dims = format!("{}x{}x{}", g("m"), g("n"), g("k"));
+            let batch = if g("batch") > 1 {
+                format!("{}x ", g("batch"))
+            } else {
+                String::new()
+            };
+            let dtype = o["dtype"]
+                .as_str()
+                .map_or(String::new(), |d| format!(" {d}"));
+            format!("{batch}{dims}{dtype}")
+        }
         "attention" => format!(
             "{} b={} h={} q={} kv={} d={}{}",
             o["pass"].as_str().unwrap_or(""),

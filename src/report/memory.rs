@@ -58,7 +58,8 @@ struct MemoryJson<'a> {
 /// (`fp32`|`fp32-remainders`|`bf16`), `grad_accumulation` (`fused`|`separate`) and `zero` (the
 /// stage in force, 0–3);
 /// with the software's schedule options (`config::runtime`): `grad_sync`, `pp_p2p`, `pp_round`, `cp_comm`,
-/// and `layer_ops`, `zero3_gather` and `param_gather` where not the defaults.
+/// and `layer_ops`, `zero3_gather` and `param_gather` where not the defaults; `linear_dtype`
+/// (`fp8`) where the layers' linear GEMMs are not bf16.
 #[derive(Serialize)]
 pub struct TrainingState {
     grad_dtype: &'static str,
@@ -76,7 +77,7 @@ pub struct TrainingState {
     pp_round: Option<u64>,
     /// How context parallelism exchanges K/V (`ring`|`all-gather`).
     cp_comm: &'static str,
-    /// `layer_ops`, `zero3_gather`, `param_gather` where not the defaults.
+    /// `layer_ops`, `zero3_gather`, `param_gather`, `linear_dtype` where not the defaults.
     #[serde(flatten)]
     shown: crate::config::Shown,
 }
@@ -95,7 +96,7 @@ impl TrainingState {
             pp_p2p: w.options.runtime.pp_p2p.id(),
             pp_round: w.options.runtime.pp_round,
             cp_comm: w.options.runtime.cp_comm.id(),
-            shown: w.options.runtime.shown(),
+            shown: w.options.shown(),
         }
     }
 }

@@ -83,6 +83,16 @@ pub fn attention_header(w: &crate::config::Workload) -> String {
             f.value
         ));
     }
+    if let (crate::config::LinearDtype::Fp8, Some(f)) =
+        (w.options.linear_dtype, &w.hardware.gpu.peak_fp8_flops_per_s)
+    {
+        s.push_str(&format!(
+            "linear layers in FP8: QKV, projection and MLP GEMMs at the FP8 peak ({:.0} \
+             TFLOP/s, the profile's gpu.peak_fp8_flops_per_s), their bf16 inputs cast first; \
+             attention, embedding and head bf16; MFU of the FP8 peak (--linear-dtype fp8)\n",
+            f.value / 1e12
+        ));
+    }
     let accumulation = w
         .options
         .grad_accumulation

@@ -401,6 +401,9 @@ fn header(p: &Plan) -> String {
             p.shown
                 .param_gather
                 .map(|g| format!("; ZeRO 1-2 candidates' updated weights gathered {g}")),
+            p.shown
+                .linear_dtype
+                .map(|d| format!("; {d} linear layers (METP candidates refused)")),
         ]
         .into_iter()
         .flatten()
@@ -460,7 +463,11 @@ pub fn plan_table(p: &Plan) -> String {
     }
     if !p.ranked.is_empty() {
         out.push_str(&columns::table(&ranked_columns_for(p), &p.ranked));
-        out.push_str(&format!("{}\n\n", crate::evaluate::mfu_convention()));
+        let fp8 = p.shown.linear_dtype.is_some();
+        out.push_str(&format!(
+            "{}\n\n",
+            crate::evaluate::mfu_convention_with(fp8)
+        ));
         let cmp = comparison(p);
         if !cmp.is_empty() {
             out.push_str(&cmp);

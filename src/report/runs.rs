@@ -27,6 +27,10 @@ struct RunsJson<'a> {
     /// Runs that differ only in data-parallel replicas, their step growth measured and
     /// predicted (`runs::weak_scaling`).
     weak_scaling: Vec<crate::runs::WeakScaling>,
+    /// Runs measured in bf16 and in FP8 on the same layout, their speed-ups measured and
+    /// predicted (`runs::precision_pairs`; absent when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    precision_pairs: Vec<crate::runs::PrecisionPair>,
     /// The runs grouped by source, with the tool's speed error on them (`runs::by_source`).
     sources: Vec<crate::runs::SourceSummary>,
     /// The runs by memory verdict (`runs::fit_summary`).
@@ -39,12 +43,13 @@ pub fn runs_json(runs: &[RunResult], timing: RunTiming) -> String {
     to_json(&RunsJson {
         goal: GOAL,
         timing,
-        mfu_convention: crate::evaluate::mfu_convention(),
+        mfu_convention: crate::evaluate::mfu_convention_with(any_fp8(runs)),
         within_goal: runs.iter().filter(|r| r.within_goal).count(),
         within_tolerance: runs.iter().filter(|r| r.within_tolerance).count(),
         runs,
         pairs: crate::runs::pairs(runs),
         weak_scaling: crate::runs::weak_scaling(runs),
+        precision_pairs: crate::runs::precision_pairs(runs),
         sources: crate::runs::by_source(runs),
         memory: crate::runs::fit_summary(runs),
     })
@@ -135,7 +140,7 @@ pub fn runs_markdown(runs: &[RunResult], timing: RunTiming, exts: &[&str]) -> St
          tolerance.** {} The tool's own {}.\n\n",
         timing.words(),
         fit_sentence(&crate::runs::fit_summary(runs)),
-        crate::evaluate::mfu_convention(),
+        crate::evaluate::mfu_convention_with(any_fp8(runs)),
     );
     s.push_str(&runs_table(runs));
     s.push_str(&format!(
@@ -144,6 +149,7 @@ pub fn runs_markdown(runs: &[RunResult], timing: RunTiming, exts: &[&str]) -> St
     super::runs_groups::sources_section(&mut s, runs);
     super::runs_groups::pairs_section(&mut s, runs);
     super::runs_groups::scaling_section(&mut s, runs);
+    super::runs_groups::precision_section(&mut s, runs);
     for r in runs {
         section(&mut s, r);
     }
@@ -442,6 +448,18 @@ pub fn runs_summary(runs: &[RunResult], out: &Path) -> String {
             groups.len(),
         ));
     }
+    let twins = crate::runs::precision_pairs(runs);
+    if !twins.is_empty() {
+        let (lo, median, hi) = crate::runs::precision::error_spread(&twins);
+        s.push_str(&format!(
+            "FP8 against bf16: {} pairs on the same layout; predicted / measured speed-up {} in \
+             the median ({} to {})\n",
+            twins.len(),
+            pct(median),
+            pct(lo),
+            pct(hi),
+        ));
+    }
     s.push_str(&format!(
         "{} of {} within 5%; wrote {}/runs.md, runs.json and {PLOT_STEM} plots\n",
         runs.iter().filter(|r| r.within_goal).count(),
@@ -449,4 +467,9 @@ pub fn runs_summary(runs: &[RunResult], out: &Path) -> String {
         out.display()
     ));
     s
+}
+
+/// Whether any run's linear layers ran FP8 (what the MFU convention's words depend on).
+fn any_fp8(runs: &[RunResult]) -> bool {
+    runs.iter().any(|r| !r.linear_dtype.is_bf16())
 }

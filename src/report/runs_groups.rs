@@ -1,7 +1,8 @@
 //! The sections of `runs.md` that read several runs together: the runs by source, the pairs
-//! that differ only in micro-batches per replica, and the groups that differ only in
-//! data-parallel replicas (weak scaling). Each is computed from the runs' results
-//! (`runs::by_source`, `runs::pairs`, `runs::weak_scaling`); nothing here is fixed prose.
+//! that differ only in micro-batches per replica, the groups that differ only in
+//! data-parallel replicas (weak scaling) and the runs measured in bf16 and in FP8. Each is
+//! computed from the runs' results (`runs::by_source`, `runs::pairs`, `runs::weak_scaling`,
+//! `runs::precision_pairs`); nothing here is fixed prose.
 
 use super::runs::{pct, plural};
 use crate::runs::RunResult;
@@ -158,4 +159,41 @@ fn pair_verdict(per: f64, rest_s: f64, p: &crate::runs::Pair) -> String {
          micro-batch and {:+.2} s from the rest (positive: the prediction is longer)",
         p.micro_batches.0, per_s, rest_s
     )
+}
+
+/// The runs measured in bf16 and in FP8 on the same layout: the speed-up measured and predicted
+/// (`runs::precision_pairs`).
+pub(super) fn precision_section(s: &mut String, runs: &[RunResult]) {
+    let twins = crate::runs::precision_pairs(runs);
+    if twins.is_empty() {
+        return;
+    }
+    let (lo, median, hi) = crate::runs::precision::error_spread(&twins);
+    let less = twins.iter().filter(|p| p.error() < 0.0).count();
+    s.push_str(&format!(
+        "\n## FP8 against bf16\n\nRuns measured in both precisions of their linear layers on \
+         the same layout and GPUs: whatever the prediction gets wrong in both cancels in the \
+         ratio of their steps, which tests what FP8 changes on its own (the FP8 GEMMs, the casts \
+         that feed them, the FP8 gathers). {} pairs; predicted / measured speed-up {} in the \
+         median ({} to {}); the predicted gain is the smaller in {less} of them.\n\n\
+         | bf16 run | FP8 run | GPUs | measured speed-up | predicted | predicted / measured |\n\
+         |---|---|---|---|---|---|\n",
+        twins.len(),
+        pct(median),
+        pct(lo),
+        pct(hi),
+    ));
+    for p in &twins {
+        s.push_str(&format!(
+            "| [{}](#{}) | [{}](#{}) | {} | {:.3}× | {:.3}× | {} |\n",
+            p.bf16,
+            p.bf16,
+            p.fp8,
+            p.fp8,
+            p.gpus,
+            p.measured_speedup,
+            p.predicted_speedup,
+            pct(p.error()),
+        ));
+    }
 }

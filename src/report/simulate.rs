@@ -164,7 +164,7 @@ pub fn simulate_json_with(e: &Evaluation, training: Option<Training>) -> String 
         simulated_memory_high_water_bytes: run.map(|r| r.result.max_memory_high_water_bytes()),
         tokens_per_s: m.tokens_per_s,
         mfu: m.mfu,
-        mfu_convention: crate::evaluate::mfu_convention(),
+        mfu_convention: crate::evaluate::mfu_convention_with(fp8(w)),
         analytic: AnalyticJson {
             step_time_s: a.step_time_s,
             peak_bytes: a.peak_bytes,
@@ -439,7 +439,7 @@ pub fn simulate_table_with(e: &Evaluation, training: Option<Training>) -> String
         stages,
         fits_line(s),
         counts,
-        crate::evaluate::mfu_convention()
+        crate::evaluate::mfu_convention_with(fp8(w))
     )
 }
 
@@ -565,4 +565,9 @@ pub fn write_timeline(path: &Path, e: &Evaluation, window_ms: Option<f64>) -> Re
         w.method, w.model.name, w.hardware.name, w.p, w.seq
     );
     plot::write_timeline_with(&title, &spans, &opts, path)
+}
+
+/// Whether `w`'s linear layers run FP8 (what the MFU's peak depends on).
+fn fp8(w: &crate::config::Workload) -> bool {
+    w.options.linear_dtype == crate::config::LinearDtype::Fp8
 }

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{
     limits, load_hardware, load_model, read_json, AttentionKernel, CpComm, GradAccumulation,
-    GradDtype, GradSync, Hardware, LayerOps, MethodId, Model, OptimizerDtype, ParamGather, PipeP2p,
-    Recompute, Zero3Gather,
+    GradDtype, GradSync, Hardware, LayerOps, LinearDtype, MethodId, Model, OptimizerDtype,
+    ParamGather, PipeP2p, Recompute, Zero3Gather,
 };
 use crate::error::{shown, Error, Result};
 use crate::evaluate::{AttentionFlops, FlopConvention};
@@ -207,6 +207,10 @@ pub struct RunFile {
     /// `--overlap-param-gather`; `config::runtime`).
     #[serde(default)]
     pub param_gather: ParamGather,
+    /// The dtype of its layers' linear GEMMs: `bf16` (default) or `fp8` (Transformer
+    /// Engine's FP8 training; `config::precision::LinearDtype`).
+    #[serde(default)]
+    pub linear_dtype: LinearDtype,
     /// The published figure.
     pub measured: Measured,
     /// The largest relative error this run may show before the CI test fails.
@@ -291,6 +295,14 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Run>> {
     paths.iter().map(|p| load(p)).collect()
 }
 
+/// The dense peak the run's linear GEMMs ran at: FP8's where they ran FP8 (checked present).
+fn file_peak(file: &RunFile, hardware: &Hardware) -> f64 {
+    match (file.linear_dtype, &hardware.gpu.peak_fp8_flops_per_s) {
+        (LinearDtype::Fp8, Some(f)) => f.value,
+        _ => hardware.gpu.peak_bf16_flops_per_s.value,
+    }
+}
+
 /// Reads and checks one run file (module docs).
 pub fn load(path: &Path) -> Result<Run> {
     let file: RunFile = read_json(path)?;
@@ -354,6 +366,15 @@ pub fn load(path: &Path) -> Result<Run> {
             }
         }
     }
+    if file.linear_dtype == LinearDtype::Fp8 && hardware.gpu.peak_fp8_flops_per_s.is_none() {
+        return Err(bad(
+            "linear_dtype",
+            format!(
+                "fp8 needs FP8 tensor cores: profile {} has no gpu.peak_fp8_flops_per_s",
+                hardware.name
+            ),
+        ));
+    }
     let gpus = file.p * file.cp * file.pp * file.dp;
     if gpus > hardware.total_gpus() {
         return Err(bad(
@@ -371,7 +392,7 @@ pub fn load(path: &Path) -> Result<Run> {
         let params = (model.total_params() - model.embedding_params() - model.head_params())
             .saturating_add(head) as f64;
         let needs = 6.0 * params * file.measured.value;
-        let peak = hardware.gpu.peak_bf16_flops_per_s.value;
+        let peak = file_peak(&file, &hardware);
         if needs > peak {
             return Err(bad(
                 "measured.value",
@@ -386,7 +407,7 @@ pub fn load(path: &Path) -> Result<Run> {
         }
     }
     if file.measured.quantity == Quantity::TflopsPerGpu {
-        let peak = hardware.gpu.peak_bf16_flops_per_s.value / 1e12;
+        let peak = file_peak(&file, &hardware) / 1e12;
         if file.measured.value > peak {
             return Err(bad(
                 "measured.value",

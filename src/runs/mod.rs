@@ -18,6 +18,7 @@ pub mod fit;
 pub mod knobs;
 pub mod pairs;
 pub mod peak;
+pub mod precision;
 pub mod scaling;
 pub mod sources;
 
@@ -29,11 +30,12 @@ pub use fit::{fit_summary, FitSummary};
 pub use knobs::{Knob, Knobs};
 pub use pairs::{pairs, Pair, PartSplit, Split};
 pub use peak::PeakParts;
+pub use precision::{precision_pairs, PrecisionPair};
 pub use scaling::{weak_scaling, ScalingPoint, ScalingVerdict, WeakScaling};
 pub use sources::{by_source, speed_error, SourceSummary};
 
 use crate::config::{
-    CpComm, GradSync, Options, OuterAxes, PipeP2p, Runtime, ValidWorkload, Workload,
+    CpComm, GradSync, LinearDtype, Options, OuterAxes, PipeP2p, Runtime, ValidWorkload, Workload,
 };
 use crate::error::{Error, Result};
 use crate::evaluate::{step_flops, Evaluation, FlopConvention, SimDepth, SimulateOptions};
@@ -148,6 +150,12 @@ pub struct RunResult {
     pub replica_layout: String,
     /// Micro-batches per data-parallel replica.
     pub micro_batches: u64,
+    /// The dtype of its layers' linear GEMMs (left out of JSON when bf16).
+    #[serde(skip_serializing_if = "LinearDtype::is_bf16")]
+    pub linear_dtype: LinearDtype,
+    /// What it shares with a twin in the other dtype ([`precision`]; not serialized).
+    #[serde(skip)]
+    pub precision_twin: String,
     /// What was measured.
     pub quantity: Quantity,
     /// The published figure.
@@ -244,6 +252,7 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
             optimizer_dtype: f.optimizer_dtype,
             grad_accumulation: f.grad_accumulation,
             tp_comm_overlap: f.tp_comm_overlap,
+            linear_dtype: f.linear_dtype,
             causal: f.causal,
             runtime: Runtime {
                 pp_round: k.pp_round,
@@ -277,9 +286,7 @@ fn figure(run: &Run, k: &Knobs, w: &Workload, step_s: f64) -> f64 {
         }
         (Quantity::IterationS, _) | (_, None) => step_s,
         (Quantity::TflopsPerGpu, Some(c)) => step_flops(w, c) / step_s / gpus / 1e12,
-        (Quantity::Mfu, Some(c)) => {
-            step_flops(w, c) / step_s / gpus / w.hardware.gpu.peak_bf16_flops_per_s.value
-        }
+        (Quantity::Mfu, Some(c)) => step_flops(w, c) / step_s / gpus / w.peak_flops_per_s(),
     }
 }
 
@@ -351,7 +358,7 @@ fn spread(configs: &[Configuration]) -> Spread {
 /// `tp-sp: TP 8 × PP 8 (v 3) × DP 1; b 1 × 64; s 2048; selective; ZeRO 0; unfused, causal`:
 /// the run's own layout in one line (b = micro-batch × micro-batches per replica).
 fn layout(run: &Run, w: &ValidWorkload) -> String {
-    layout_with(run, w, true)
+    layout_with(run, w, true, true)
 }
 
 /// [`layout`] inside one replica: without the data-parallel degree and the micro-batches per
@@ -361,11 +368,24 @@ fn replica_layout(run: &Run, w: &ValidWorkload) -> String {
         "{} on {}: {}",
         run.model.name,
         run.hardware.name,
-        layout_with(run, w, false)
+        layout_with(run, w, false, true)
     )
 }
 
-fn layout_with(run: &Run, w: &ValidWorkload, replicas: bool) -> String {
+/// What a run shares with its twin in the other precision of the linear layers ([`precision`]):
+/// model, profile and the whole layout but the dtype.
+fn precision_twin(run: &Run, w: &ValidWorkload) -> String {
+    format!(
+        "{} on {}: {}",
+        run.model.name,
+        run.hardware.name,
+        layout_with(run, w, true, false)
+    )
+}
+
+/// The layout in one line: with the data-parallel degree and the micro-batches per replica
+/// where `replicas`, with the linear layers' dtype (where not bf16) where `dtype`.
+fn layout_with(run: &Run, w: &ValidWorkload, replicas: bool, dtype: bool) -> String {
     let f = &run.file;
     let k = run.chosen();
     let mut s = format!("{}: TP {}", f.method.id(), f.p);
@@ -406,6 +426,9 @@ fn layout_with(run: &Run, w: &ValidWorkload, replicas: bool) -> String {
     ));
     if let Some(n) = k.pp_round {
         s.push_str(&format!("; {n} micro-batches per round"));
+    }
+    if dtype && !f.linear_dtype.is_bf16() {
+        s.push_str(&format!("; {} linear layers", f.linear_dtype.id()));
     }
     // What the software did, where it shows: exchanges with a pipeline, the gradient
     // synchronisation with data-parallel replicas.
@@ -501,6 +524,8 @@ pub fn evaluate(run: &Run, timing: RunTiming) -> Result<RunResult> {
         layout: layout(run, w),
         replica_layout: replica_layout(run, w),
         micro_batches: w.micro_batches,
+        linear_dtype: f.linear_dtype,
+        precision_twin: precision_twin(run, w),
         quantity: f.measured.quantity,
         measured,
         flop_convention: convention(run, k).map(|c| c.words()),

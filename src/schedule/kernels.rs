@@ -9,19 +9,19 @@
 //! score and mask them in the softmax, as Megatron's fused scale-mask-softmax does.
 
 use super::shape::{Attention, AttnPass};
-use super::stage::{CausalBlocks, Kernel};
+use super::stage::{CausalBlocks, Kernel, LinearGemm};
 use crate::config::{Activation, LayerOps, Norm, OptimizerDtype, Workload};
 
 /// Linear layer forward: rows × k_in times k_in × n_out.
 pub fn linear_fwd(name: &'static str, rows: f64, n_out: f64, k_in: f64) -> Kernel {
-    Kernel::gemm(name, rows, n_out, k_in)
+    Kernel::gemm(name, rows, n_out, k_in).as_linear(LinearGemm::Forward)
 }
 
 /// Linear layer backward: input gradient and weight gradient GEMMs.
 pub fn linear_bwd(name: &'static str, rows: f64, n_out: f64, k_in: f64) -> [Kernel; 2] {
     [
-        Kernel::gemm(name, rows, k_in, n_out),
-        Kernel::gemm(name, k_in, n_out, rows),
+        Kernel::gemm(name, rows, k_in, n_out).as_linear(LinearGemm::InputGrad),
+        Kernel::gemm(name, k_in, n_out, rows).as_linear(LinearGemm::WeightGrad),
     ]
 }
 

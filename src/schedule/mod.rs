@@ -7,6 +7,7 @@
 //! plan in closed form. Depends on `config`, `memory`, `error`; never on `sim` or `analytic`.
 
 mod common;
+mod fp8;
 mod graph;
 mod kernels;
 mod lower;
@@ -31,26 +32,31 @@ pub use lower::{
     ProgramSize, Rounds, GRAPH_BYTES_PER_TASK,
 };
 pub use mailbox::Mailboxes;
-pub use shape::{Attention, AttnPass, Gemm, KernelKind, KernelShape};
+pub use shape::{Attention, AttnPass, Gemm, GemmDtype, KernelKind, KernelShape};
 pub use stage::{
-    Axis, Block, CausalBlocks, Exchange, Kernel, Outer, PhaseBlock, Ring, RingStep, Stage, StepPlan,
+    Axis, Block, CausalBlocks, Exchange, Kernel, LinearGemm, Outer, PhaseBlock, Ring, RingStep,
+    Stage, StepPlan,
 };
 pub use times::StepTimes;
 
-use crate::config::{MethodId, ValidWorkload};
+use crate::config::{LinearDtype, MethodId, ValidWorkload};
 
 /// The step plan of a validated workload (its tensors' sizes come from the memory inventory
 /// when the plan is lowered, [`lower`]).
 pub fn plan(w: &ValidWorkload) -> StepPlan {
     PLANS_BUILT.with(|n| n.set(n.get() + 1));
-    match w.method {
+    let mut plan = match w.method {
         MethodId::Metp => metp::plan(w),
         MethodId::Tp => tp::plan(w),
         MethodId::TpSp => tp_sp::plan(w),
         MethodId::Ulysses => ulysses::plan(w),
         MethodId::Ring => ring::plan(w),
         MethodId::Rsa => rsa::plan(w),
+    };
+    if w.options.linear_dtype == LinearDtype::Fp8 {
+        fp8::apply(&mut plan);
     }
+    plan
 }
 
 thread_local! {

@@ -6,7 +6,38 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A (batched) bf16 GEMM: `batch` independent products of an m×k and a k×n matrix.
+/// The operand precision of a GEMM's tensor-core products (its output is bf16 either way).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum GemmDtype {
+    /// bf16 operands (the default).
+    #[default]
+    Bf16,
+    /// FP8 operands (E4M3 or E5M2, one byte each, per-tensor scales), as Transformer Engine's
+    /// FP8 linear layers run them: the tensor-core peak doubles and operands move half the
+    /// bytes. Turning bf16 tensors into FP8 is kernels of its own (`schedule`'s FP8 pass).
+    Fp8,
+}
+
+impl GemmDtype {
+    /// Whether this is the default, bf16 (serde's `skip_serializing_if` takes a reference).
+    pub fn is_bf16(&self) -> bool {
+        *self == GemmDtype::Bf16
+    }
+
+    /// Bytes per operand element.
+    pub fn operand_bytes(self) -> f64 {
+        match self {
+            GemmDtype::Bf16 => 2.0,
+            GemmDtype::Fp8 => 1.0,
+        }
+    }
+}
+
+/// A (batched) GEMM: `batch` independent products of an m×k and a k×n matrix, bf16 unless
+/// `dtype` says FP8.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Gemm {
     /// Independent products in the call (1 for a plain GEMM).
@@ -17,18 +48,34 @@ pub struct Gemm {
     pub n: u64,
     /// Inner dimension.
     pub k: u64,
+    /// Operand precision (absent from JSON when bf16).
+    #[serde(default, skip_serializing_if = "GemmDtype::is_bf16")]
+    pub dtype: GemmDtype,
 }
 
 impl Gemm {
+    /// A bf16 GEMM of `batch` m×k by k×n products.
+    pub fn bf16(batch: u64, m: u64, n: u64, k: u64) -> Gemm {
+        Gemm {
+            batch,
+            m,
+            n,
+            k,
+            dtype: GemmDtype::Bf16,
+        }
+    }
+
     /// 2·batch·m·n·k.
     pub fn flops(&self) -> f64 {
         2.0 * self.batch as f64 * self.m as f64 * self.n as f64 * self.k as f64
     }
 
-    /// bf16 bytes read and written once: 2·batch·(mk + kn + mn).
+    /// Bytes read and written once: the operands at their precision and the bf16 output,
+    /// batch·(e·(mk + kn) + 2·mn) with e = 2 (bf16) or 1 (FP8).
     pub fn bytes(&self) -> f64 {
         let (m, n, k) = (self.m as f64, self.n as f64, self.k as f64);
-        2.0 * self.batch as f64 * (m * k + k * n + m * n)
+        let e = self.dtype.operand_bytes();
+        self.batch as f64 * (e * (m * k + k * n) + 2.0 * m * n)
     }
 }
 
@@ -168,7 +215,7 @@ impl KernelKind {
 impl KernelShape {
     /// A plain GEMM.
     pub fn gemm(m: u64, n: u64, k: u64) -> KernelShape {
-        KernelShape::Gemm(Gemm { batch: 1, m, n, k })
+        KernelShape::Gemm(Gemm::bf16(1, m, n, k))
     }
 
     /// Floating-point operations (0 for memory-bound kernels).

@@ -19,6 +19,21 @@ pub struct Kernel {
     pub name: &'static str,
     /// What the GPU runs.
     pub shape: KernelShape,
+    /// Which GEMM of a linear layer this is, if it is one (what FP8 training turns into FP8
+    /// GEMMs; never serialized).
+    #[serde(skip)]
+    pub linear: Option<LinearGemm>,
+}
+
+/// The three GEMMs of a linear layer Y = X·W.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinearGemm {
+    /// Y = X·W.
+    Forward,
+    /// dX = dY·Wᵀ.
+    InputGrad,
+    /// dW = Xᵀ·dY.
+    WeightGrad,
 }
 
 /// A dimension computed in f64 (the plans' arithmetic) as a whole count.
@@ -37,12 +52,8 @@ impl Kernel {
     pub fn batched_gemm(name: &'static str, batch: f64, m: f64, n: f64, k: f64) -> Kernel {
         Kernel {
             name,
-            shape: KernelShape::Gemm(Gemm {
-                batch: dim(batch),
-                m: dim(m),
-                n: dim(n),
-                k: dim(k),
-            }),
+            shape: KernelShape::Gemm(Gemm::bf16(dim(batch), dim(m), dim(n), dim(k))),
+            linear: None,
         }
     }
 
@@ -57,6 +68,15 @@ impl Kernel {
         Kernel {
             name,
             shape: KernelShape::Elementwise { bytes: dim(bytes) },
+            linear: None,
+        }
+    }
+
+    /// This kernel marked as the `role` GEMM of a linear layer.
+    pub fn as_linear(self, role: LinearGemm) -> Kernel {
+        Kernel {
+            linear: Some(role),
+            ..self
         }
     }
 
@@ -65,6 +85,7 @@ impl Kernel {
         Kernel {
             name,
             shape: KernelShape::Attention(a),
+            linear: None,
         }
     }
 }

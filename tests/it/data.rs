@@ -65,11 +65,12 @@ fn every_bundled_profile_loads_and_cites_each_figure() {
         check_sources(&json, n, &mut figures);
         // Every figure of the schema, each with its source: 4 GPU, 26 kernel model (host 3,
         // memory 2, GEMM 5, attention 2 × 8), 3 intra-node, 2 inter-node, 3 reserved, slowdown;
-        // plus the optional topology figures (a mesh's per-pair link, a spine's
+        // plus the optional FP8 peak and topology figures (a mesh's per-pair link, a spine's
         // oversubscription) and the kernel model's optional figures (power plateau, stream-K,
         // lone-block share, split-KV, per-head-dimension kernels) where the profile has them,
         // and the collective library's (protocols, NVLS, point-to-point rate).
         let want = 39
+            + usize::from(hw.gpu.peak_fp8_flops_per_s.is_some())
             + usize::from(hw.intra_node.link_bytes_per_s_per_direction.is_some())
             + usize::from(hw.inter_node.spine.is_some())
             + (hw.kernels.figures().len() - 26)

@@ -713,7 +713,10 @@ fn dgxc_405b_rows_are_fast_with_the_tp_overlap_the_recipes_ran_and_slow_without(
         .filter_map(|e| e.unwrap().file_name().into_string().ok())
         // H100 rows (release 25.05's GB200 rows run another kernel model, tested on their own).
         .filter(|n| {
-            n.starts_with("nvidia-dgxc-") && n.contains("-llama31-405b-") && !n.contains("-gb200-")
+            n.starts_with("nvidia-dgxc-")
+                && n.contains("-llama31-405b-")
+                && !n.contains("-gb200-")
+                && !n.contains("-fp8-")
         })
         .map(|n| n.trim_end_matches(".json").to_string())
         .collect();
