@@ -35,7 +35,10 @@
 #      fabric (scripts/derive-jean-zay.py; after 3, before 7), and
 #      hardware-profiles/gb200-nvl72-seg64.json — gb200-nvl72's racks as 64-GPU NVLink segments
 #      (scripts/derive-gb200-segments.py; after 3, before 7).
-#   9. reports/runs/ — `validate --runs` (every published run simulated: about two minutes in a
+#   9. runs/nvidia-dgxc-*-fp8-*.json — the FP8 twins of the DGX Cloud Benchmarking H100 run
+#      files, from their bf16 run files and the FP8 tables' figures
+#      (scripts/write-dgxc-fp8-runs.py).
+#  10. reports/runs/ — `validate --runs` (every published run simulated: about two minutes in a
 #      debug build), README's published-runs table copied from its runs.md, and
 #      tests/data/runs-22b/ — `validate --runs` on a folder holding the two 22B run files
 #      (tests/it/runs.rs).
@@ -138,6 +141,9 @@ quiet python3 scripts/derive-gb200-segments.py
 say "reports/claims/ (validate)"
 quiet "$bin" validate
 
+say "runs/nvidia-dgxc-*-fp8-*.json (scripts/write-dgxc-fp8-runs.py)"
+quiet python3 scripts/write-dgxc-fp8-runs.py
+
 say "reports/runs/ (validate --runs), README's published-runs table, tests/data/runs-22b/"
 quiet "$bin" validate --runs
 quiet python3 - <<'PY'
@@ -160,7 +166,7 @@ quiet "$bin" validate --runs target/regen/runs-22b --out tests/data/runs-22b
 if [ "$check" = 1 ]; then
     paths=("$meas"/*.json hardware-profiles/*.json "$gpu/profile-units.json"
         reports/kernels/metp-llama2-7b-h200.json "$base" reports/claims reports/runs
-        tests/data/runs-22b README.md)
+        runs tests/data/runs-22b README.md)
     new=$(git ls-files --others --exclude-standard -- "${paths[@]}")
     if ! git diff --exit-code --stat -- "${paths[@]}" || [ -n "$new" ]; then
         [ -n "$new" ] && printf 'new, not committed: %s\n' $new

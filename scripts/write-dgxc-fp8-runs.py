@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Writes the FP8 twins of the NVIDIA DGX Cloud Benchmarking H100 run files (runs/nvidia-dgxc-*-fp8-*.json).
+
+Each recipe of releases v24.11.1 (commit 35a9aec) and v25.02 (commit 8f5cbb3) of
+github.com/NVIDIA/dgxc-benchmarking publishes a BF16 and an FP8 table side by side for the
+same layout (the tables' headers give the same TP, PP, CP, VP, MBS and GA), measured with the
+same launch script run with DTYPE=fp8 instead of bf16. For every BF16 run file of those two
+releases in runs/, this script writes the FP8 row at the same GPU count as a run file of its
+own: the BF16 file's fields, with `linear_dtype: fp8`, the FP8 step time, and the source and
+notes saying what DTYPE=fp8 changes (configure.sh at each tag: model.fp8=true,
+model.fp8_hybrid=true, +model.fp8_params=true; for 405B also the userbuffers' FP8 buffers of the
+projection and FC2 reduce-scatters).
+
+The values below are transcribed from the FP8 tables (README_<size>.md of each recipe at each
+tag: the "Training step time (seconds per step)" row, and where the table has them the tokens/s
+and MFU rows). The run files are inputs; this script records how they were made and rewrites
+them byte for byte:
+
+    python3 scripts/write-dgxc-fp8-runs.py
+"""
+import json
+import pathlib
+import re
+
+root = pathlib.Path(__file__).resolve().parent.parent
+
+# (release prefix of the BF16 files, model part of their names) -> (the tolerance of the group's
+# run files, the FP8 table's title, {GPUs: (step s, tokens/s or None, MFU % or None)}). The
+# tolerances guard against regressions: each is a little above the group's largest error when
+# the files were written (runs.md gives the errors).
+FP8 = {
+    ("2411", "llama31-405b"): (
+        0.1,
+        "Llama 3.1 405b 24.09 FP8 (TP=8, PP=9, CP=2, VP=7, MBS=1, GA=63)",
+        {576: (11.24, None, None), 1152: (11.31, None, None), 2304: (12.35, None, None)},
+    ),
+    ("2411", "llama31-70b"): (
+        0.13,
+        "Llama 3.1 70b 24.09 FP8 (TP=4, PP=4, CP=2, VP=5, MBS=1, GA=64)",
+        {
+            64: (11.01, 95239, 36.17),
+            128: (10.93, 191871, 36.43),
+            256: (11.16, 375834, 35.68),
+            512: (11.18, 750323, 35.62),
+            1024: (11.28, 1487342, 35.30),
+            2048: (11.39, 2945955, 34.96),
+        },
+    ),
+    ("2411", "nemotron4-15b"): (
+        0.11,
+        "Nemotron4 15b 24.11 FP8 (TP=4, PP=1, MBS=4, GA=4)",
+        {
+            16: (2.08, 126031, 42.22),
+            32: (2.07, 253279, 42.43),
+            64: (2.09, 501711, 42.02),
+            128: (2.08, 1008246, 42.22),
+            256: (2.1, 1997288, 41.82),
+            512: (2.12, 3956891, 41.43),
+            1024: (2.12, 7913781, 41.43),
+            2048: (2.18, 15391941, 40.29),
+        },
+    ),
+    ("2411", "nemotron4-340b"): (
+        0.08,
+        "Nemotron4 340b 24.11 FP8 (TP=8, PP=8, MBS=1, GA=16, VP=12)",
+        {
+            128: (3.16, 41478, 40.38),
+            256: (3.21, 81665, 39.75),
+            512: (3.26, 160825, 39.14),
+            1024: (3.34, 313945, 38.20),
+            2048: (3.49, 600903, 36.56),
+        },
+    ),
+    ("2502", "llama31-405b"): (
+        0.12,
+        "Llama 3.1 405b FP8 (TP=8, PP=9, CP=2, VP=7, MBS=1, GA=63)",
+        {576: (11.00, None, None), 1152: (11.10, None, None), 2304: (11.20, None, None)},
+    ),
+    ("2502", "llama31-70b"): (
+        0.1,
+        "Llama 3.1 70b FP8 (TP=4, PP=4, CP=2, VP=5, MBS=1, GA=64)",
+        {
+            64: (10.46, 100275, 38.08),
+            128: (10.52, 199292, 37.84),
+            256: (10.75, 390167, 37.04),
+            512: (10.76, 779393, 37.00),
+            1024: (10.83, 1549142, 36.77),
+            2048: (10.99, 3053178, 36.23),
+        },
+    ),
+    ("2502", "llama31-8b"): (
+        0.15,
+        "Llama 3.1 8b FP8 (TP=1, PP=1, CP=2, MBS=1, GA=32)",
+        {
+            8: (9.44, 111054, 40.59),
+            16: (9.47, 221358, 40.45),
+            32: (9.60, 437088, 39.94),
+            64: (9.64, 870639, 39.77),
+            128: (9.73, 1725163, 39.41),
+        },
+    ),
+}
+
+FP8_NOTE = (
+    "FP8 twin of {bf16} (the same recipe, layout, data and container, launched with DTYPE=fp8 "
+    "instead of bf16): configure.sh at the same tag then sets model.fp8=true and "
+    "model.fp8_hybrid=true (Transformer Engine's delayed-scaling FP8 recipe: E4M3 forward, E5M2 "
+    "gradients, amax history 1024 as the model yaml says) — the layers' QKV, projection and MLP "
+    "GEMMs run FP8 forward and backward, their bf16 inputs cast to FP8 first, while attention "
+    "(cuDNN, bf16: FP8 attention is a separate switch the recipe leaves off), the embedding and "
+    "the output layer stay bf16: the tool's linear_dtype fp8 — and +model.fp8_params=true (the "
+    "weights kept as FP8 primary weights, cast once in the optimizer step, and all-gathered in "
+    "FP8), which the tool does not model: it keeps the bf16 weights' memory and prices the "
+    "after-step weight all-gather in bf16{extra}. Everything else is the BF16 row's: its run "
+    "file's notes give the recipe (model, parallel layout, attention kernel, optimizer, "
+    "overlaps) as read from the same launch script."
+)
+EXTRA_405B = (
+    "; for 405B the recipe also sets the userbuffers of the projection and FC2 reduce-scatters "
+    "to FP8 (ub_tp_comm_overlap_cfg.proj_fprop.fp8_buf, fc2_fprop.fp8_buf), which the tool "
+    "prices in bf16 (overlapped with the GEMMs either way)"
+)
+
+
+def twin(path, tolerance, table, rows, model):
+    bf16 = json.loads(path.read_text())
+    gpus = bf16["p"] * bf16["cp"] * bf16["pp"] * bf16["dp"]
+    if gpus not in rows:
+        raise SystemExit(f"{path.name}: no FP8 row for {gpus} GPUs")
+    step, tokens, mfu = rows[gpus]
+    header = re.search(r"\(TP=[^)]*\)", table).group(0)
+    if header not in bf16["source"]["table"]:
+        raise SystemExit(f"{path.name}: FP8 layout {header} differs from the BF16 table's")
+    out = dict(bf16)
+    out["title"] = bf16["title"].replace(", BF16,", ", FP8,")
+    src = dict(bf16["source"])
+    src["table"] = re.sub(r"'[^']*BF16[^']*'", f"'{table}'", src["table"])
+    gbs = bf16["global_batch"]
+    src["row"] = f"{gpus}x H100 GPUs (GBS={gbs}): training step time {step:.2f} s"
+    extra = EXTRA_405B if "405b" in model else ""
+    src["notes"] = FP8_NOTE.format(bf16=path.name, extra=extra)
+    out["source"] = src
+    measured = {"quantity": "iteration-s", "value": step}
+    if tokens is not None:
+        measured["also_published"] = (
+            f"{tokens:,} tokens/s on {gpus} GPUs; MFU {mfu:.2f}% of 1979 TFLOP/s (the FP8 peak) "
+            "by the recipe's FLOP count (attention scores counted in full)"
+        )
+    out["measured"] = measured
+    # Keys in the BF16 file's order, linear_dtype just before what was measured.
+    ordered = {}
+    for k, v in out.items():
+        if k == "measured":
+            ordered["linear_dtype"] = "fp8"
+        ordered[k] = v
+    bf16_s = bf16["measured"]["value"]
+    ordered["tolerance"] = tolerance
+    ordered["tolerance_why"] = TOLERANCE_WHY.format(
+        step=step, bf16_s=bf16_s, speedup=bf16_s / step, bf16=path.name
+    )
+    name = path.name.replace(f"-{gpus}gpus.json", f"-fp8-{gpus}gpus.json")
+    (root / "runs" / name).write_text(json.dumps(ordered, indent=2, ensure_ascii=False) + "\n")
+    return name
+
+
+TOLERANCE_WHY = (
+    "Measured {step:.2f} s, {speedup:.2f}× faster than the BF16 row ({bf16_s:.2f} s, {bf16}): "
+    "the FP8 speed-up is what this row tests beyond its twin, whose analysis (kernel model, "
+    "overlapped tensor-parallel communication, the cost of scale) holds here too. FP8 GEMMs are "
+    "priced at the profile's FP8 peak with the two fractions fitted to the H100's cuBLASLt FP8 "
+    "GEMMs timed after 10,000 warm-up calls, the sustained clock a training step holds "
+    "(kernels.gemm.fp8), and each forward and input-gradient GEMM is preceded by the cast of its bf16 input "
+    "(schedule's FP8 pass); nothing is fitted to this run. runs.md's section \"FP8 against "
+    "bf16\" compares the predicted speed-up with the measured one pair by pair. The tolerance "
+    "guards against regressions; the 5% goal stands."
+)
+
+
+def main():
+    written = []
+    for (release, model), (tolerance, table, rows) in FP8.items():
+        pattern = f"nvidia-dgxc-{release}-{model}-*gpus.json"
+        for path in sorted((root / "runs").glob(pattern)):
+            if "-fp8-" in path.name or not re.fullmatch(
+                rf"nvidia-dgxc-{release}-{model}-\d+gpus\.json", path.name
+            ):
+                continue
+            written.append(twin(path, tolerance, table, rows, model))
+    print(f"wrote {len(written)} run files")
+
+
+main()
