@@ -628,6 +628,23 @@ fn fp8_linear_layers_are_refused_where_they_cannot_run_and_priced_where_they_can
     let err = fails(&metp, 1);
     assert!(err.contains("METP"), "{err}");
     fails(&["simulate", "--linear-dtype", "fp4"], 2);
+    // plan says so once, not once per candidate.
+    let plan = [
+        "plan",
+        "--model",
+        "llama2-7b",
+        "--hw",
+        "dgx-a100-80gb",
+        "--gpus",
+        "8",
+        "--seq",
+        "8k",
+        "--global-batch",
+        "8",
+        "--linear-dtype",
+        "fp8",
+    ];
+    assert!(fails(&plan, 2).contains("peak_fp8_flops_per_s"));
     // `kernels` prices FP8 GEMMs where the profile has FP8, and names the item otherwise.
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("k.json");
