@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
 """Writes the FP8 twins of the NVIDIA DGX Cloud Benchmarking H100 run files (runs/nvidia-dgxc-*-fp8-*.json).
 
-Each recipe of releases v24.11.1 (commit 35a9aec) and v25.02 (commit 8f5cbb3) of
-github.com/NVIDIA/dgxc-benchmarking publishes a BF16 and an FP8 table side by side for the
-same layout (the tables' headers give the same TP, PP, CP, VP, MBS and GA), measured with the
-same launch script run with DTYPE=fp8 instead of bf16. For every BF16 run file of those two
-releases in runs/, this script writes the FP8 row at the same GPU count as a run file of its
+Each recipe of releases v24.11.1 (commit 35a9aec), v25.02 (commit 8f5cbb3) and v25.04 (commit
+741c886) of github.com/NVIDIA/dgxc-benchmarking publishes a BF16 and an FP8 table side by side
+for the same layout (in 24.11.1 and 25.02 the tables' headers give the same TP, PP, CP, VP, MBS
+and GA; in 25.04 the layout table lists the size as "BF16/FP8"), measured with the same launch
+script run with DTYPE=fp8 instead of bf16. For every BF16 run file of those releases in runs/
+that has such a twin, this script writes the FP8 row at the same GPU count as a run file of its
 own: the BF16 file's fields, with `linear_dtype: fp8`, the FP8 step time, and the source and
-notes saying what DTYPE=fp8 changes (configure.sh at each tag: model.fp8=true,
-model.fp8_hybrid=true, +model.fp8_params=true; for 405B also the userbuffers' FP8 buffers of the
-projection and FC2 reduce-scatters).
+notes saying what DTYPE=fp8 changes (NeMo 1's configure.sh: model.fp8, fp8_hybrid,
++model.fp8_params; NeMo 2's pretrain_llama31.py: the bf16_with_fp8_mixed() plugin and FP8
+userbuffer configurations).
 
-The values below are transcribed from the FP8 tables (README_<size>.md of each recipe at each
-tag: the "Training step time (seconds per step)" row, and where the table has them the tokens/s
-and MFU rows). The run files are inputs; this script records how they were made and rewrites
+The values below are transcribed from the FP8 tables (README_<size>.md of each recipe at 24.11.1
+and 25.02, llama3.1/README.md at 25.04: the "Training step time (seconds per step)" row, and
+where the table has them the tokens/s and MFU rows). The run files are inputs; this script records how they were made and rewrites
 them byte for byte:
 
     python3 scripts/write-dgxc-fp8-runs.py
@@ -99,46 +100,84 @@ FP8 = {
             128: (9.73, 1725163, 39.41),
         },
     ),
+    # Release 25.04 (NeMo 25.02.01): the README's layout table lists these sizes as
+    # "BF16/FP8", one layout for both; the FP8 tables are titled by model and dtype only. (Its
+    # 70B FP8 rows run another layout, TP 4 × PP 8 without CP: no bf16 twin, not written.)
+    ("2504", "llama31-8b"): (
+        0.15,
+        "Llama 3.1 8b FP8",
+        {
+            8: (9.33, 112388, 41.07),
+            16: (9.36, 224055, 40.94),
+            32: (9.43, 444783, 40.64),
+            64: (9.48, 884874, 40.42),
+            128: (9.54, 1758618, 40.17),
+        },
+    ),
+    ("2504", "llama31-405b"): (
+        0.14,
+        "Llama 3.1 405b FP8",
+        {512: (12.37, 169535, 44.35), 1024: (12.42, 337706, 44.17), 2048: (12.56, 667883, 43.68)},
+    ),
+    ("2504", "llama31-405b-proxy"): (
+        0.12,
+        "Llama 3.1 405b FP8",
+        {32: (3.53, 148524, 42.24), 64: (6.32, 82957, 41.97), 128: (12.18, 86090, 44.55)},
+    ),
 }
 
+NEMO1 = (
+    "configure.sh at the same tag then sets model.fp8=true and model.fp8_hybrid=true "
+    "(Transformer Engine's delayed-scaling FP8 recipe: E4M3 forward, E5M2 gradients, amax "
+    "history 1024 as the model yaml says) and +model.fp8_params=true"
+)
+NEMO2 = (
+    "pretrain_llama31.py at the same tag then sets the trainer's precision plugin to NeMo's "
+    "bf16_with_fp8_mixed() (nemo/collections/llm/recipes/precision/mixed_precision.py: "
+    "fp8='hybrid', delayed scaling with amax history 1024, fp8_params=True) and the FP8 "
+    "userbuffer configurations (userbuffers_fp8_h100_*)"
+)
+LAUNCH = {"2411": NEMO1, "2502": NEMO1, "2504": NEMO2}
 FP8_NOTE = (
     "FP8 twin of {bf16} (the same recipe, layout, data and container, launched with DTYPE=fp8 "
-    "instead of bf16): configure.sh at the same tag then sets model.fp8=true and "
-    "model.fp8_hybrid=true (Transformer Engine's delayed-scaling FP8 recipe: E4M3 forward, E5M2 "
-    "gradients, amax history 1024 as the model yaml says) — the layers' QKV, projection and MLP "
-    "GEMMs run FP8 forward and backward, their bf16 inputs cast to FP8 first, while attention "
-    "(cuDNN, bf16: FP8 attention is a separate switch the recipe leaves off), the embedding and "
-    "the output layer stay bf16: the tool's linear_dtype fp8 — and +model.fp8_params=true (the "
-    "weights kept as FP8 primary weights, cast once in the optimizer step, and all-gathered in "
-    "FP8), which the tool does not model: it keeps the bf16 weights' memory and prices the "
-    "after-step weight all-gather in bf16{extra}. Everything else is the BF16 row's: its run "
-    "file's notes give the recipe (model, parallel layout, attention kernel, optimizer, "
-    "overlaps) as read from the same launch script."
+    "instead of bf16): {launch} — the layers' QKV, projection and MLP GEMMs run FP8 forward "
+    "and backward, their bf16 inputs cast to FP8 first, while attention (bf16: FP8 attention is "
+    "a separate switch the recipe leaves off), the embedding and the output layer stay bf16: "
+    "the tool's linear_dtype fp8. fp8_params keeps the weights as FP8 primary weights, cast "
+    "once in the optimizer step and all-gathered in FP8, which the tool does not model: it "
+    "keeps the bf16 weights' memory and prices the weight all-gather in bf16{extra}. "
+    "Everything else is the BF16 row's: its run file's notes give the recipe (model, parallel "
+    "layout, attention kernel, optimizer, overlaps) as read from the same launch scripts."
 )
 EXTRA_405B = (
     "; for 405B the recipe also sets the userbuffers of the projection and FC2 reduce-scatters "
     "to FP8 (ub_tp_comm_overlap_cfg.proj_fprop.fp8_buf, fc2_fprop.fp8_buf), which the tool "
     "prices in bf16 (overlapped with the GEMMs either way)"
 )
+EXTRA_405B_NEMO2 = (
+    "; for 405B the FP8 userbuffer configuration (NeMo's userbuffers_fp8_h100_h16384_tp8_cp2_"
+    "mbs1_seqlen8192) also runs the projection and FC2 forward reduce-scatters as ring exchanges "
+    "instead of pipelined splits, which the tool prices as for bf16"
+)
 
 
-def twin(path, tolerance, table, rows, model):
+def twin(path, release, tolerance, table, rows, model):
     bf16 = json.loads(path.read_text())
     gpus = bf16["p"] * bf16["cp"] * bf16["pp"] * bf16["dp"]
     if gpus not in rows:
         raise SystemExit(f"{path.name}: no FP8 row for {gpus} GPUs")
     step, tokens, mfu = rows[gpus]
-    header = re.search(r"\(TP=[^)]*\)", table).group(0)
-    if header not in bf16["source"]["table"]:
-        raise SystemExit(f"{path.name}: FP8 layout {header} differs from the BF16 table's")
+    header = re.search(r"\(TP=[^)]*\)", table)
+    if header is not None and header.group(0) not in bf16["source"]["table"]:
+        raise SystemExit(f"{path.name}: FP8 layout {header.group(0)} differs from the BF16 table's")
     out = dict(bf16)
     out["title"] = bf16["title"].replace(", BF16,", ", FP8,")
     src = dict(bf16["source"])
     src["table"] = re.sub(r"'[^']*BF16[^']*'", f"'{table}'", src["table"])
     gbs = bf16["global_batch"]
     src["row"] = f"{gpus}x H100 GPUs (GBS={gbs}): training step time {step:.2f} s"
-    extra = EXTRA_405B if "405b" in model else ""
-    src["notes"] = FP8_NOTE.format(bf16=path.name, extra=extra)
+    extra = (EXTRA_405B_NEMO2 if release == "2504" else EXTRA_405B) if "405b" in model else ""
+    src["notes"] = FP8_NOTE.format(bf16=path.name, launch=LAUNCH[release], extra=extra)
     out["source"] = src
     measured = {"quantity": "iteration-s", "value": step}
     if tokens is not None:
@@ -185,7 +224,7 @@ def main():
                 rf"nvidia-dgxc-{release}-{model}-\d+gpus\.json", path.name
             ):
                 continue
-            written.append(twin(path, tolerance, table, rows, model))
+            written.append(twin(path, release, tolerance, table, rows, model))
     print(f"wrote {len(written)} run files")
 
 
