@@ -134,12 +134,20 @@ fn run(cli: Cli) -> Result<()> {
 fn list() -> String {
     use crate::config::{list_names, load_hardware, DataKind};
     let mut out = format!("models: {}\n", list_names(DataKind::Model).join(", "));
-    out.push_str("hardware profiles (attention implementations, default first):\n");
+    out.push_str(
+        "hardware profiles (attention implementations, default first; FP8 where the profile \
+         prices --linear-dtype fp8):\n",
+    );
     for name in list_names(DataKind::Hardware) {
         match load_hardware(&name) {
             Ok(hw) => {
                 let k = &hw.kernels;
-                out.push_str(&format!("  {name}: {}\n", k.attention_list()));
+                let fp8 = if hw.gpu.peak_fp8_flops_per_s.is_some() {
+                    "; FP8"
+                } else {
+                    ""
+                };
+                out.push_str(&format!("  {name}: {}{fp8}\n", k.attention_list()));
                 if let Some(p) = k.placeholder_note(k.default_attention()) {
                     out.push_str(&format!("    placeholder: {p}\n"));
                 }

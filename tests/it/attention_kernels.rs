@@ -493,24 +493,26 @@ fn kernels_price_each_implementation() {
     }
 }
 
-/// `list` states each profile's implementations with the default first, and the placeholder
-/// note of the profiles whose kernel model is not (all) measured on their GPU.
+/// `list` states each profile's implementations with the default first, whether it prices FP8
+/// linear layers, and the placeholder note of the profiles whose kernel model is not (all)
+/// measured on their GPU.
 #[test]
 fn list_states_defaults_and_placeholders() {
     let (code, out, _) = run(&["list"]);
     assert_eq!(code, 0);
     for (profile, line) in [
+        // Whole lines: FP8 marked where the profile has an FP8 peak, and only there.
         (
             "dgx-h100",
-            "dgx-h100: sdpa-fa2 (default), fa2, fa3, cudnn, unfused",
+            "dgx-h100: sdpa-fa2 (default), fa2, fa3, cudnn, unfused; FP8\n",
         ),
         (
             "hgx-h200",
-            "hgx-h200: sdpa-fa2 (default), fa2, fa3, cudnn, unfused",
+            "hgx-h200: sdpa-fa2 (default), fa2, fa3, cudnn, unfused; FP8\n",
         ),
-        ("dgx-a100-80gb", "dgx-a100-80gb: fa2 (default), unfused"),
-        ("b200-8", "b200-8: cudnn (default), fa4, unfused"),
-        ("mi300x-8", "mi300x-8: ck (default), unfused"),
+        ("dgx-a100-80gb", "dgx-a100-80gb: fa2 (default), unfused\n"),
+        ("b200-8", "b200-8: cudnn (default), fa4, unfused\n"),
+        ("mi300x-8", "mi300x-8: ck (default), unfused\n"),
     ] {
         assert!(out.contains(line), "{profile}: {out}");
     }
