@@ -4,7 +4,7 @@
 //! in both, so the ratio of the two steps tests what FP8 changes on its own — the FP8 GEMMs,
 //! the casts that feed them, the FP8 gathers — against the measured ratio.
 //!
-//! Reads [`RunResult`]s only; depends on nothing else.
+//! Reads [`RunResult`]s (and `config::LinearDtype`, their dtype) only.
 
 use serde::Serialize;
 

@@ -12,6 +12,7 @@ mod cuda_emu;
 mod data;
 mod evaluate;
 mod fabric;
+mod fp8;
 mod gpu;
 mod gpu_data;
 mod gpu_dist;
