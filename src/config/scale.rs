@@ -28,7 +28,12 @@ pub struct Scale {
 /// Short names and the figures they scale. `spine` scales the spine's bandwidth, i.e. divides
 /// its oversubscription.
 pub const ALIASES: &[(&str, &[&str])] = &[
-    ("flops", &["gpu.peak_bf16_flops_per_s"]),
+    // Both tensor-core peaks where the profile has an FP8 one: a faster GPU in a what-if is
+    // faster in FP8 too.
+    (
+        "flops",
+        &["gpu.peak_bf16_flops_per_s", "gpu.peak_fp8_flops_per_s"],
+    ),
     ("hbm", &["gpu.hbm_bytes_per_s"]),
     ("memory", &["gpu.memory_bytes"]),
     (
@@ -225,6 +230,11 @@ mod tests {
             h.gpu.peak_bf16_flops_per_s.value,
             base.gpu.peak_bf16_flops_per_s.value * 2.0
         );
+        let fp8 = |h: &Hardware| h.gpu.peak_fp8_flops_per_s.as_ref().unwrap().value;
+        assert_eq!(fp8(&h), fp8(&base) * 2.0);
+        // A profile without an FP8 peak scales its bf16 one and gains none.
+        let a100 = scaled("dgx-a100-80gb", "flops=2").unwrap();
+        assert!(a100.gpu.peak_fp8_flops_per_s.is_none());
         assert_eq!(h.name, "dgx-h100 (--scale nvlink=0.5,flops=2)");
         assert!(h
             .gpu
