@@ -18,7 +18,8 @@
 //!   known operation over 2 to [`MAX_GPUS`] ranks, a bus bandwidth that is a rate.
 //!
 //! The file walks its entries (`measurements`, `price`); this module holds the bounds. Depends on
-//! `config` (limits, the profile) and `schedule`'s kernel shapes.
+//! `config` (limits, the profile), `schedule`'s kernel shapes and `cost::gemm`'s peak per GEMM
+//! dtype.
 
 use std::collections::HashMap;
 
@@ -111,7 +112,11 @@ pub fn check_rate(shape: &KernelShape, t: f64) -> Result<(), String> {
 
 /// A kernel's time against the profile `hw` it is fitted onto or priced with (module docs).
 pub fn check_against(hw: &Hardware, shape: &KernelShape, t: f64) -> Result<(), String> {
-    let peak = hw.gpu.peak_bf16_flops_per_s.value;
+    // An FP8 GEMM against the FP8 peak (`kernels` prices and compares such calls).
+    let peak = match shape {
+        KernelShape::Gemm(g) => crate::cost::gemm::peak_flops_per_s(hw, g.dtype),
+        _ => hw.gpu.peak_bf16_flops_per_s.value,
+    };
     let flops = shape.flops() / t;
     if flops > peak * (1.0 + MEASURED_PEAK_MARGIN) {
         return Err(format!(

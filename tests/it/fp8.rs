@@ -62,6 +62,24 @@ fn fp8_linear_layers_are_refused_where_they_cannot_run_and_priced_where_they_can
         "fp8",
     ];
     assert!(fails(&plan, 2).contains("peak_fp8_flops_per_s"));
+    // A measured FP8 call is held to the FP8 peak, a bf16 one to the bf16 peak: 8192³ in
+    // 0.85 ms (1.29 PFLOP/s) is possible in FP8 only.
+    let dir0 = tempfile::tempdir().unwrap();
+    let measured = dir0.path().join("m.json");
+    let call = |dtype: &str| {
+        format!(r#"[{{"op":"gemm","m":8192,"n":8192,"k":8192{dtype},"measured_s":0.00085}}]"#)
+    };
+    std::fs::write(&measured, call(r#","dtype":"fp8""#)).unwrap();
+    let args = [
+        "kernels",
+        "--hw",
+        "dgx-h100",
+        "--input",
+        measured.to_str().unwrap(),
+    ];
+    crate::common::cli_json(&[&args[..], &["--format", "json"]].concat());
+    std::fs::write(&measured, call("")).unwrap();
+    assert!(fails(&args, 1).contains("faster than its GPU"));
     // `kernels` prices FP8 GEMMs where the profile has FP8, and names the item otherwise.
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("k.json");
