@@ -158,6 +158,27 @@ pub struct Hardware {
 }
 
 impl Hardware {
+    /// The dense tensor-core peak for linear layers of `dtype`: the FP8 peak where `dtype` is FP8
+    /// and the profile has one, else the bf16 peak (what an MFU refers to and what bounds a
+    /// measured rate; [`Hardware::refuses`] says when FP8 cannot run at all).
+    pub fn peak_flops_per_s(&self, dtype: super::LinearDtype) -> f64 {
+        match (dtype, &self.gpu.peak_fp8_flops_per_s) {
+            (super::LinearDtype::Fp8, Some(f)) => f.value,
+            _ => self.gpu.peak_bf16_flops_per_s.value,
+        }
+    }
+
+    /// Why linear layers of `dtype` cannot run on this profile, in words (`None`: they can):
+    /// FP8 needs an FP8 peak.
+    pub fn refuses(&self, dtype: super::LinearDtype) -> Option<String> {
+        (dtype == super::LinearDtype::Fp8 && self.gpu.peak_fp8_flops_per_s.is_none()).then(|| {
+            format!(
+                "fp8 needs FP8 tensor cores: profile {} has no gpu.peak_fp8_flops_per_s",
+                self.name
+            )
+        })
+    }
+
     /// Checks every figure; `path` is used in the error message.
     pub fn validate(&self, path: &Path) -> Result<()> {
         let bad = |field: &str, message: String| Error::InvalidField {

@@ -38,13 +38,7 @@ impl Workload {
     /// The dense peak an MFU of this workload refers to: the profile's FP8 peak where the
     /// layers' linear GEMMs run FP8 (NVIDIA's convention for FP8 training), else its bf16 one.
     pub fn peak_flops_per_s(&self) -> f64 {
-        match (
-            self.options.linear_dtype,
-            &self.hardware.gpu.peak_fp8_flops_per_s,
-        ) {
-            (super::LinearDtype::Fp8, Some(f)) => f.value,
-            _ => self.hardware.gpu.peak_bf16_flops_per_s.value,
-        }
+        self.hardware.peak_flops_per_s(self.options.linear_dtype)
     }
 
     /// The ZeRO stage in force (resolving automatic).
@@ -307,12 +301,8 @@ impl Workload {
             )));
         }
         if self.options.linear_dtype == super::LinearDtype::Fp8 {
-            if self.hardware.gpu.peak_fp8_flops_per_s.is_none() {
-                return Err(self.invalid(format!(
-                    "--linear-dtype fp8 needs FP8 tensor cores: profile {} has no \
-                     gpu.peak_fp8_flops_per_s",
-                    self.hardware.name
-                )));
+            if let Some(why) = self.hardware.refuses(super::LinearDtype::Fp8) {
+                return Err(self.invalid(format!("--linear-dtype {why}")));
             }
             if self.method == MethodId::Metp {
                 return Err(self.invalid(

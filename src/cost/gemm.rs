@@ -39,7 +39,7 @@
 //! calibrated one ([`step_device_s`]: the tensor-core peak, and so the tile rate and the power
 //! plateau, scaled by it; memory traffic and the fixed call time are not).
 
-use crate::config::Hardware;
+use crate::config::{Hardware, LinearDtype};
 use crate::schedule::{Gemm, GemmDtype};
 
 /// Largest split-K factor considered.
@@ -65,12 +65,17 @@ pub fn step_clock_fraction(hw: &Hardware) -> f64 {
         .map_or(1.0, |f| f.value)
 }
 
-/// The dense tensor-core peak for `dtype`'s operands: the bf16 peak, or the profile's FP8 peak
-/// (the bf16 one where the profile has none; validation refuses FP8 training there).
+/// The dense tensor-core peak for `dtype`'s operands ([`Hardware::peak_flops_per_s`]: the
+/// bf16 one where the profile has no FP8 peak; validation refuses FP8 training there).
 pub fn peak_flops_per_s(hw: &Hardware, dtype: GemmDtype) -> f64 {
-    match (dtype, &hw.gpu.peak_fp8_flops_per_s) {
-        (GemmDtype::Fp8, Some(f)) => f.value,
-        _ => hw.gpu.peak_bf16_flops_per_s.value,
+    hw.peak_flops_per_s(linear_dtype(dtype))
+}
+
+/// The linear layers' dtype whose GEMMs have operands of `dtype`.
+pub fn linear_dtype(dtype: GemmDtype) -> LinearDtype {
+    match dtype {
+        GemmDtype::Bf16 => LinearDtype::Bf16,
+        GemmDtype::Fp8 => LinearDtype::Fp8,
     }
 }
 

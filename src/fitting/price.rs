@@ -531,15 +531,8 @@ pub fn check_measured(hw: &Hardware, items: &[Item], path: &Path) -> Result<()> 
 pub fn check_implementations(hw: &Hardware, items: &[Item], path: &Path) -> Result<()> {
     for (i, it) in items.iter().enumerate() {
         if let KernelShape::Gemm(g) = it.shape {
-            if g.dtype == GemmDtype::Fp8 && hw.gpu.peak_fp8_flops_per_s.is_none() {
-                return Err(bad(
-                    path,
-                    format!("[{i}].dtype"),
-                    &format!(
-                        "fp8 needs FP8 tensor cores: profile {} has no gpu.peak_fp8_flops_per_s",
-                        hw.name
-                    ),
-                ));
+            if let Some(why) = hw.refuses(crate::cost::gemm::linear_dtype(g.dtype)) {
+                return Err(bad(path, format!("[{i}].dtype"), &why));
             }
         }
         if let Some(k) = it.attention {

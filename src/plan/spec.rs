@@ -217,16 +217,8 @@ impl PlanSpec {
             ));
         }
         // FP8 on a profile without FP8 tensor cores would refuse every candidate one by one.
-        if self.options.linear_dtype == crate::config::LinearDtype::Fp8
-            && self.hardware.gpu.peak_fp8_flops_per_s.is_none()
-        {
-            return Err(Error::arg(
-                "--linear-dtype",
-                format!(
-                    "fp8 needs FP8 tensor cores: profile {} has no gpu.peak_fp8_flops_per_s",
-                    self.hardware.name
-                ),
-            ));
+        if let Some(why) = self.hardware.refuses(self.options.linear_dtype) {
+            return Err(Error::arg("--linear-dtype", why));
         }
         if self.top == 0 {
             return Err(Error::arg("--top", "must be at least 1"));

@@ -295,14 +295,6 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Run>> {
     paths.iter().map(|p| load(p)).collect()
 }
 
-/// The dense peak the run's linear GEMMs ran at: FP8's where they ran FP8 (checked present).
-fn file_peak(file: &RunFile, hardware: &Hardware) -> f64 {
-    match (file.linear_dtype, &hardware.gpu.peak_fp8_flops_per_s) {
-        (LinearDtype::Fp8, Some(f)) => f.value,
-        _ => hardware.gpu.peak_bf16_flops_per_s.value,
-    }
-}
-
 /// Reads and checks one run file (module docs).
 pub fn load(path: &Path) -> Result<Run> {
     let file: RunFile = read_json(path)?;
@@ -366,14 +358,8 @@ pub fn load(path: &Path) -> Result<Run> {
             }
         }
     }
-    if file.linear_dtype == LinearDtype::Fp8 && hardware.gpu.peak_fp8_flops_per_s.is_none() {
-        return Err(bad(
-            "linear_dtype",
-            format!(
-                "fp8 needs FP8 tensor cores: profile {} has no gpu.peak_fp8_flops_per_s",
-                hardware.name
-            ),
-        ));
+    if let Some(why) = hardware.refuses(file.linear_dtype) {
+        return Err(bad("linear_dtype", why));
     }
     let gpus = file.p * file.cp * file.pp * file.dp;
     if gpus > hardware.total_gpus() {
@@ -392,7 +378,7 @@ pub fn load(path: &Path) -> Result<Run> {
         let params = (model.total_params() - model.embedding_params() - model.head_params())
             .saturating_add(head) as f64;
         let needs = 6.0 * params * file.measured.value;
-        let peak = file_peak(&file, &hardware);
+        let peak = hardware.peak_flops_per_s(file.linear_dtype);
         if needs > peak {
             return Err(bad(
                 "measured.value",
@@ -407,7 +393,7 @@ pub fn load(path: &Path) -> Result<Run> {
         }
     }
     if file.measured.quantity == Quantity::TflopsPerGpu {
-        let peak = file_peak(&file, &hardware) / 1e12;
+        let peak = hardware.peak_flops_per_s(file.linear_dtype) / 1e12;
         if file.measured.value > peak {
             return Err(bad(
                 "measured.value",
