@@ -31,6 +31,10 @@ struct RunsJson<'a> {
     /// predicted (`runs::precision_pairs`; absent when there are none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     precision_pairs: Vec<crate::runs::PrecisionPair>,
+    /// Configurations published by more than one source, their measured steps side by side
+    /// (`runs::repeats`; absent when there are none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    repeats: Vec<crate::runs::Repeated>,
     /// The runs grouped by source, with the tool's speed error on them (`runs::by_source`).
     sources: Vec<crate::runs::SourceSummary>,
     /// The runs by memory verdict (`runs::fit_summary`).
@@ -50,6 +54,7 @@ pub fn runs_json(runs: &[RunResult], timing: RunTiming) -> String {
         pairs: crate::runs::pairs(runs),
         weak_scaling: crate::runs::weak_scaling(runs),
         precision_pairs: crate::runs::precision_pairs(runs),
+        repeats: crate::runs::repeats(runs),
         sources: crate::runs::by_source(runs),
         memory: crate::runs::fit_summary(runs),
     })
@@ -150,6 +155,7 @@ pub fn runs_markdown(runs: &[RunResult], timing: RunTiming, exts: &[&str]) -> St
     super::runs_groups::pairs_section(&mut s, runs);
     super::runs_groups::scaling_section(&mut s, runs);
     super::runs_groups::precision_section(&mut s, runs);
+    super::runs_groups::repeats_section(&mut s, runs);
     for r in runs {
         section(&mut s, r);
     }
@@ -455,6 +461,18 @@ pub fn runs_summary(runs: &[RunResult], out: &Path) -> String {
             "FP8 against bf16: {} pairs on the same layout; predicted / measured speed-up {} in \
              the median ({} to {})\n",
             twins.len(),
+            pct(median),
+            pct(lo),
+            pct(hi),
+        ));
+    }
+    let repeated = crate::runs::repeats(runs);
+    if !repeated.is_empty() {
+        let (lo, median, hi) = crate::runs::repeats::spread_summary(&repeated);
+        s.push_str(&format!(
+            "published more than once: {} configurations; their measured steps lie {} apart in \
+             the median ({} to {})\n",
+            repeated.len(),
             pct(median),
             pct(lo),
             pct(hi),

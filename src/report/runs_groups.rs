@@ -197,3 +197,57 @@ pub(super) fn precision_section(s: &mut String, runs: &[RunResult]) {
         ));
     }
 }
+
+/// The configurations more than one source published: their measured steps side by side, the
+/// tool's one prediction beside them (`runs::repeats`).
+pub(super) fn repeats_section(s: &mut String, runs: &[RunResult]) {
+    let groups = crate::runs::repeats(runs);
+    if groups.is_empty() {
+        return;
+    }
+    let (lo, median, hi) = crate::runs::repeats::spread_summary(&groups);
+    let priced_alike = groups
+        .iter()
+        .filter(|g| g.predicted_spread() < 1e-9)
+        .count();
+    s.push_str(&format!(
+        "\n## The same configuration published more than once\n\nRuns of one configuration \
+         (model, profile, layout with every knob and dtype, GPUs) that more than one source \
+         published — a benchmark's successive releases, or two of a vendor's tables. The tool \
+         prices {priced_alike} of these {} configurations alike in every source; what their \
+         measured steps differ by is what a publication of one configuration varies by (the \
+         software release, the cluster, the day), the floor under the 5% goal: {} apart in the \
+         median ({} to {}).\n\n\
+         | configuration | GPUs | measured steps (source) | apart | predicted |\n\
+         |---|---|---|---|---|\n",
+        groups.len(),
+        pct(median),
+        pct(lo),
+        pct(hi),
+    ));
+    for g in &groups {
+        let measured: Vec<String> = g
+            .runs
+            .iter()
+            .map(|r| format!("[{:.2} s](#{}) ({})", r.measured_step_s, r.id, r.source))
+            .collect();
+        let predicted: Vec<String> = {
+            let mut p: Vec<String> = Vec::new();
+            for r in &g.runs {
+                let v = format!("{:.2} s", r.predicted_step_s);
+                if !p.contains(&v) {
+                    p.push(v);
+                }
+            }
+            p
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            g.configuration,
+            g.gpus,
+            measured.join(", "),
+            pct(g.measured_spread()),
+            predicted.join(", "),
+        ));
+    }
+}

@@ -19,6 +19,7 @@ pub mod knobs;
 pub mod pairs;
 pub mod peak;
 pub mod precision;
+pub mod repeats;
 pub mod scaling;
 pub mod sources;
 
@@ -31,6 +32,7 @@ pub use knobs::{Knob, Knobs};
 pub use pairs::{pairs, Pair, PartSplit, Split};
 pub use peak::PeakParts;
 pub use precision::{precision_pairs, PrecisionPair};
+pub use repeats::{repeats, Repeat, Repeated};
 pub use scaling::{weak_scaling, ScalingPoint, ScalingVerdict, WeakScaling};
 pub use sources::{by_source, speed_error, SourceSummary};
 

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::sources::{group_by, short};
+use super::sources::{group_by, low_median_high, short};
 use super::RunResult;
 use crate::config::LinearDtype;
 
@@ -64,16 +64,5 @@ pub fn precision_pairs(runs: &[RunResult]) -> Vec<PrecisionPair> {
 /// The pairs' errors ([`PrecisionPair::error`]): lowest, median, highest (zeros when there are
 /// none).
 pub fn error_spread(pairs: &[PrecisionPair]) -> (f64, f64, f64) {
-    let mut e: Vec<f64> = pairs.iter().map(PrecisionPair::error).collect();
-    if e.is_empty() {
-        return (0.0, 0.0, 0.0);
-    }
-    e.sort_by(f64::total_cmp);
-    let n = e.len();
-    let median = if n % 2 == 1 {
-        e[n / 2]
-    } else {
-        (e[n / 2 - 1] + e[n / 2]) / 2.0
-    };
-    (e[0], median, e[n - 1])
+    low_median_high(pairs.iter().map(PrecisionPair::error).collect())
 }

@@ -16,7 +16,8 @@ use super::RunResult;
 /// How far the predicted growth of the step may differ from the measured one, as a share of
 /// the smallest run's measured step, and still be said to follow it: one point of the step,
 /// about the spread of two published measurements of one layout (NVIDIA's releases 24.11.1 and
-/// 25.02 time the same nine Llama 3.1 layouts 0.2% to 1.7% apart, 0.5% in the median).
+/// 25.02 time the same nine Llama 3.1 layouts 0.2% to 1.7% apart, 0.5% in the median; runs.md's
+/// section on configurations published more than once, `runs::repeats`, lists them).
 pub const FOLLOWS: f64 = 0.01;
 
 /// One run of a group.

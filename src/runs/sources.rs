@@ -51,6 +51,22 @@ pub(crate) fn short(paper: &str) -> &str {
     paper[..cut].trim_end()
 }
 
+/// The lowest, median and highest of `values` (zeros when there are none): the summary every
+/// group section of the report gives.
+pub(crate) fn low_median_high(mut values: Vec<f64>) -> (f64, f64, f64) {
+    if values.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    let median = if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    };
+    (values[0], median, values[n - 1])
+}
+
 /// `runs` grouped by `key`, the groups in order of their first run, each group's runs in
 /// report order.
 pub fn group_by<'a, K: PartialEq>(

@@ -881,3 +881,44 @@ fn fp8_twins_test_the_speed_up_of_fp8_alone() {
         "{err}"
     );
 }
+
+/// A configuration two sources published is grouped, its measured steps set side by side with
+/// the one prediction; the same source twice, another layout or another dtype is not.
+#[test]
+fn one_configuration_published_twice_shows_how_far_its_measurements_lie_apart() {
+    let nemo = edited_run("nemo-2407-llama3-8b-8gpus", |_| {});
+    let dgxc = edited_run("nvidia-dgxc-2502-llama31-8b-fp8-8gpus", |_| {});
+    let groups = runs::repeats(&[nemo.clone(), dgxc.clone()]);
+    assert_eq!(groups.len(), 1, "{groups:?}");
+    let g = &groups[0];
+    assert_eq!(g.gpus, 8);
+    assert_eq!(g.runs.len(), 2);
+    // 128 sequences of 8,192 tokens at 12,273 tokens/s on each of 8 GPUs, against 9.44 s.
+    let nemo_step_s = 128.0 * 8192.0 / (12273.0 * 8.0);
+    assert!(
+        (g.measured_spread() - (nemo_step_s / 9.44 - 1.0)).abs() < 1e-9,
+        "{g:?}"
+    );
+    assert!(g.predicted_spread() < 1e-9, "{g:?}");
+    // A measurement moved to the other's figure closes the gap; moved further, it reopens.
+    let same = edited_run("nvidia-dgxc-2502-llama31-8b-fp8-8gpus", |run| {
+        run["measured"]["value"] = nemo_step_s.into();
+    });
+    assert!(runs::repeats(&[nemo.clone(), same])[0].measured_spread() < 1e-9);
+    // One source twice, another layout, another dtype: no group.
+    assert!(runs::repeats(&[nemo.clone(), nemo.clone()]).is_empty());
+    let other_layout = edited_run("nvidia-dgxc-2502-llama31-8b-fp8-16gpus", |_| {});
+    assert!(runs::repeats(&[nemo.clone(), other_layout]).is_empty());
+    let bf16 = edited_run("nvidia-dgxc-2502-llama31-8b-8gpus", |_| {});
+    assert!(runs::repeats(&[nemo, bf16]).is_empty());
+}
+
+/// NeMo 24.07's FP8 table is transcribed by its script: the files rewrite byte for byte, and
+/// each row's step follows from its tokens per second per GPU.
+#[test]
+fn nemo_2407_rows_are_the_published_table() {
+    let r = edited_run("nemo-2407-gpt3-175b-512gpus", |_| {});
+    assert_eq!((r.gpus, r.micro_batches), (512, 64));
+    assert!((r.measured_step_s - 2048.0 * 2048.0 / (825.0 * 512.0)).abs() < 1e-9);
+    assert!(r.linear_dtype == metp_sim::config::LinearDtype::Fp8);
+}
