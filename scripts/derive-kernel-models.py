@@ -17,7 +17,8 @@ What it does (every figure it writes says where it came from):
    profiles already were; MI300X, MI325X, B200 and GB200 are set here.
 3. MI300X, MI325X, B200, GB200: GEMM fitted to the maximum achievable matmul FLOPS measured on
    each (stas00/ml-engineering, compute/accelerator/README.md, MAMF table, BF16) as a one-point
-   measurement file; HBM from published bandwidth measurements; B200's attention fitted to the
+   measurement file; B200's and GB200's FP8 GEMMs (`gpu.peak_fp8_flops_per_s`,
+   `kernels.gemm.fp8.mma_fraction`) fitted the same way to the same table's FP8 maxima; HBM from published bandwidth measurements; B200's attention fitted to the
    FlashAttention-4 paper's maxima (FA4, and cuDNN 9.13 derived from FA4's speedup over it). What
    has no measurement is a placeholder and the profile says so (`kernels.placeholder`, the
    implementations' `placeholder`), which `list` and every report header repeat.
@@ -271,6 +272,13 @@ GPUS = {
     "b200-8": {
         "gpu": "NVIDIA B200",
         "mamf": (1792, 16128, 3072, 1745.0e12, "torch 2.7.1+cu128"),
+        "fp8": {
+            "peak": (4.5e15, "4.5 PFLOP/s dense FP8 (E4M3/E5M2) for the HGX B200 at 1000 W, twice "
+                     "its dense BF16 (the 'Theory' column of stas00/ml-engineering's MAMF table at "
+                     "744d01e; NVIDIA's DGX B200 data sheet: 72 PFLOP/s FP8 training for 8 GPUs "
+                     "with sparsity)"),
+            "mamf": (15360, 4096, 3072, 3432.5e12, "torch 2.7.1+cu128, float8_e4m3fn"),
+        },
         "memory": (192265846784, "nvidia-smi total 183359 MiB on B200 (NVIDIA/TensorRT-LLM issue "
                    "#10278; cudaGetDeviceProperties reports 178.35 GiB, pytorch/ao PR #4002); "
                    "NVIDIA's data sheet says 180 GB HBM3e (192 GB physical)"),
@@ -284,6 +292,13 @@ GPUS = {
     "gb200-nvl72": {
         "gpu": "NVIDIA GB200",
         "mamf": (4096, 9728, 2048, 1822.0e12, "torch 2.10.0.dev20250916+cu130"),
+        "fp8": {
+            "peak": (5.0e15, "5.0 PFLOP/s dense FP8 (E4M3/E5M2) per GB200 GPU at 1200 W, twice its "
+                     "dense BF16 (the 'Theory' column of stas00/ml-engineering's MAMF table at "
+                     "744d01e; NVIDIA's DGX Cloud recipes for GB200 state 4.9 PFLOP/s FP8 beside "
+                     "2.45 BF16)"),
+            "mamf": (19456, 5120, 1536, 3615.6e12, "torch 2.10.0.dev20250916+cu130, float8_e4m3fn"),
+        },
         "memory": (198674743296, "nvidia-smi total 189471 MiB on GB200 (nvidia-smi output in "
                    "public logs, e.g. '0MiB / 189471MiB', 1200 W); NVIDIA says 186 GB HBM3e"),
         "hbm": (6.0e12, "derived: B200's measured 6.0 TB/s (see b200-8; the same 8-stack HBM3e "
@@ -328,15 +343,17 @@ SEARCH = [(m, n, k) for m in range(1024, 20481, 1024) for n in range(1024, 20481
           for k in range(1024, 20481, 1024)]
 
 
-def best_rate(p, g):
-    """The model's fastest GEMM (device time, FLOP/s) over the MAMF search and its shape."""
-    m0, n0, k0 = g["mamf"][:3]
+def best_rate(p, g, dtype="bf16"):
+    """The model's fastest GEMM (device time, FLOP/s) over the MAMF search and its shape, in
+    `dtype` (the FP8 search's published best shape where fp8)."""
+    m0, n0, k0 = (g["fp8"]["mamf"] if dtype == "fp8" else g["mamf"])[:3]
     shapes = SEARCH + [(m0, n0, k0)]
     with tempfile.TemporaryDirectory() as tmp:
         hw = pathlib.Path(tmp) / "hw.json"
         hw.write_text(json.dumps(p))
         inp = pathlib.Path(tmp) / "gemms.json"
-        inp.write_text(json.dumps([{"op": "gemm", "m": m, "n": n, "k": k} for m, n, k in shapes]))
+        inp.write_text(json.dumps([{"op": "gemm", "m": m, "n": n, "k": k, "dtype": dtype}
+                                   for m, n, k in shapes]))
         out = json.loads(run(["kernels", "--hw", str(hw), "--input", str(inp), "--format",
                               "json"]))
     rates = [(2 * m * n * k / o["device_s"], (m, n, k)) for (m, n, k), o in zip(shapes, out)]
@@ -389,6 +406,65 @@ def fit_gemm_rate(p, mfile, name, g):
         + (f"; {', '.join(dropped)} set to 0" if dropped else ""))
 
 
+def fit_fp8_rate(p, g):
+    """Sets gpu.peak_fp8_flops_per_s and fits kernels.gemm.fp8.mma_fraction alone by bisection,
+    as fit_gemm_rate does for BF16, so that the model's fastest FP8 GEMM over the shapes MAMF
+    searches runs at the published FP8 maximum (the tiles, fixed times and clock are the BF16
+    model's; FP8 k-steps are twice as deep, src/cost/gemm.rs). No power cap: these profiles
+    have none (the MAMF figures are sustained rates of short GEMMs), so no FP8 power fraction."""
+    f8 = g["fp8"]
+    p["gpu"]["peak_fp8_flops_per_s"] = fig(*f8["peak"])
+    m, n, k, rate, sw = f8["mamf"]
+    gemm = p["kernels"]["gemm"]
+    gemm["fp8"] = {"mma_fraction": fig(1.0, "")}
+    if best_rate(p, g, "fp8")[0] < rate:
+        raise SystemExit(f"{g['gpu']}: the published FP8 maximum is out of the model's reach")
+    lo, hi = 0.01, 1.0
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        gemm["fp8"]["mma_fraction"]["value"] = mid
+        if best_rate(p, g, "fp8")[0] < rate:
+            lo = mid
+        else:
+            hi = mid
+    gemm["fp8"]["mma_fraction"]["value"] = (lo + hi) / 2
+    best, (bm, bn, bk) = best_rate(p, g, "fp8")
+    with tempfile.TemporaryDirectory() as tmp:
+        hw = pathlib.Path(tmp) / "hw.json"
+        hw.write_text(json.dumps(p))
+        inp = pathlib.Path(tmp) / "gemm.json"
+        inp.write_text(json.dumps([{"op": "gemm", "m": m, "n": n, "k": k, "dtype": "fp8"}]))
+        at = json.loads(run(["kernels", "--hw", str(hw), "--input", str(inp), "--format",
+                             "json"]))[0]["device_s"]
+    err = at / (2 * m * n * k / rate) - 1
+    # What the H100's fixed per-tile and per-call times carried over cost at that shape.
+    bare = copy.deepcopy(p)
+    for f in ("tile_s", "call_s"):
+        if f in bare["kernels"]["gemm"]:
+            bare["kernels"]["gemm"][f]["value"] = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        hw = pathlib.Path(tmp) / "hw.json"
+        hw.write_text(json.dumps(bare))
+        inp = pathlib.Path(tmp) / "gemm.json"
+        inp.write_text(json.dumps([{"op": "gemm", "m": m, "n": n, "k": k, "dtype": "fp8"}]))
+        at_bare = json.loads(run(["kernels", "--hw", str(hw), "--input", str(inp), "--format",
+                                  "json"]))[0]["device_s"]
+    err_bare = at_bare / (2 * m * n * k / rate) - 1
+    gemm["fp8"]["mma_fraction"] = fig(
+        (lo + hi) / 2,
+        f"fitted by {SCRIPT} (bisection on this figure alone, the BF16 model's tiles, fixed times "
+        f"and clock held, k-steps twice as deep) so that the model's fastest FP8 GEMM over the "
+        f"shapes MAMF searches (M, N, K every multiple of 1024 up to 20480, and the published "
+        f"best shape) runs at the published FP8 maximum {rate / 1e12:.1f} TFLOP/s at {m}x{n}x{k} "
+        f"({sw}; stas00/ml-engineering at 744d01e, compute/accelerator/README.md, 'Maximum "
+        f"Achievable Matmul FLOPS comparison table', FP8, mean of 100 matmuls after 50 warm-ups): "
+        f"the model's fastest is {bm}x{bn}x{bk} at {best / 1e12:.1f}; at the published best shape "
+        f"the model's time is {100 * err:+.1f}% from the measured one (the GEMM tile structure "
+        f"and its fixed per-tile and per-call times are the H100's, not this GPU's: without them "
+        f"{100 * err_bare:+.1f}%). One point: FP8 calls of other shapes are not measured on this "
+        f"GPU")
+
+
 def other_gpus():
     h100 = load("dgx-h100")
     for name, g in GPUS.items():
@@ -426,14 +502,17 @@ def other_gpus():
         mfile = MEAS / f"{profile_gpu(name)}-published.json"
         mfile.write_text(json.dumps(gemm_file(name, g), indent=1) + "\n")
         fit_gemm_rate(p, mfile, name, g)
+        if "fp8" in g:
+            fit_fp8_rate(p, g)
         mark(p["kernels"]["host"])
         mark(p["kernels"]["memory"])
         for f in ("tile", "k_step", "stream_k", "tile_s", "call_s"):
             if f in p["kernels"]["gemm"] and not p["kernels"]["gemm"][f]["source"].startswith("0:"):
                 mark(p["kernels"]["gemm"][f])
+        rates = "the BF16 and FP8 GEMM rates are each" if "fp8" in g else "the GEMM rate is"
         p["kernels"]["placeholder"] = (
             f"host and memory-latency figures and the GEMM tile structure are dgx-h100's "
-            f"(H100); the GEMM rate is fitted to one published matmul ({MAMF.split(',')[0]}, MAMF)")
+            f"(H100); {rates} fitted to one published matmul ({MAMF.split(',')[0]}, MAMF)")
         save(name, p)
     amd_attention()
     blackwell_attention()

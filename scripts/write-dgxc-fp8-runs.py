@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the FP8 twins of the NVIDIA DGX Cloud Benchmarking H100 run files (runs/nvidia-dgxc-*-fp8-*.json).
+"""Writes the FP8 twins of the NVIDIA DGX Cloud Benchmarking run files (runs/nvidia-dgxc-*-fp8-*.json).
 
 Each recipe of releases v24.11.1 (commit 35a9aec), v25.02 (commit 8f5cbb3) and v25.04 (commit
 741c886) of github.com/NVIDIA/dgxc-benchmarking publishes a BF16 and an FP8 table side by side
@@ -10,7 +10,10 @@ that has such a twin, this script writes the FP8 row at the same GPU count as a 
 own: the BF16 file's fields, with `linear_dtype: fp8`, the FP8 step time, and the source and
 notes saying what DTYPE=fp8 changes (NeMo 1's configure.sh: model.fp8, fp8_hybrid,
 +model.fp8_params; NeMo 2's pretrain_llama31.py: the bf16_with_fp8_mixed() plugin and FP8
-userbuffer configurations).
+userbuffer configurations). Release v25.05 (commit 68eaf7e) does the same for its GB200 tables
+(llama3.1/README.md and nemotron/README.md: one layout table for "BF16/FP8", an FP8 table beside
+each BF16 one; NeMo's scripts.performance set the bf16_with_fp8_mixed() plugin for
+--compute_dtype fp8, its default --fp8_recipe ds, and the FP8 userbuffer configurations).
 
 The values below are transcribed from the FP8 tables (README_<size>.md of each recipe at 24.11.1
 and 25.02, llama3.1/README.md at 25.04: the "Training step time (seconds per step)" row, and
@@ -124,6 +127,23 @@ FP8 = {
         "Llama 3.1 405b FP8",
         {32: (3.53, 148524, 42.24), 64: (6.32, 82957, 41.97), 128: (12.18, 86090, 44.55)},
     ),
+    # Release 25.05 (GB200 NVL72; NeMo 25.04.01 for Llama, 25.04 for Nemotron): the FP8 tables
+    # beside the BF16 ones, same layout table ("BF16/FP8").
+    ("2505", "llama31-405b-gb200"): (
+        0.25,
+        "Llama3.1 405b FP8",
+        {128: (6.131, 85514, 36.1), 256: (6.183, 169590, 35.8), 512: (6.244, 335867, 35.5)},
+    ),
+    ("2505", "nemotron4-340b-gb200"): (
+        0.1,
+        "Nemotron 340b FP8 GB200",
+        {128: (1.483, 88383, 29.7), 256: (1.517, 172804, 28.9), 512: (1.549, 338468, 28.4)},
+    ),
+    ("2505", "nemotron4-340b-gb200-gbs512"): (
+        0.1,
+        "Nemotron 340b FP8 GB200 Strong Scaling",
+        {128: (21.83, 96067, 32.2), 256: (11.21, 187078, 31.4), 512: (5.668, 369998, 31.0)},
+    ),
 }
 
 NEMO1 = (
@@ -137,7 +157,31 @@ NEMO2 = (
     "fp8='hybrid', delayed scaling with amax history 1024, fp8_params=True) and the FP8 "
     "userbuffer configurations (userbuffers_fp8_h100_*)"
 )
-LAUNCH = {"2411": NEMO1, "2502": NEMO1, "2504": NEMO2}
+NEMO2_GB200 = (
+    "launch.sh at the same tag passes --compute_dtype fp8 to NeMo's scripts.performance, whose "
+    "set_primary_perf_configs (scripts/performance/utils.py at the recipe's NeMo commit) then "
+    "sets the trainer's precision plugin to bf16_with_fp8_mixed() (the default --fp8_recipe ds: "
+    "fp8='hybrid', delayed scaling, fp8_param_gather=True) and grad_reduce_in_fp32 False, and leaves "
+    "out the precision-aware optimizer it sets for BF16 (fp32 main weights and moments either "
+    "way, the tool's default optimizer state); the recipe picks the FP8 userbuffer "
+    "configuration (userbuffers_fp8_b200_*)"
+)
+LAUNCH = {"2411": NEMO1, "2502": NEMO1, "2504": NEMO2, "2505": NEMO2_GB200}
+# What each profile's FP8 GEMM figures were fitted to, and the FP8 peak the recipe's MFU is of.
+FP8_FIT = {
+    "dgx-h100": (
+        "with the two fractions fitted to the H100's cuBLASLt FP8 GEMMs timed after 10,000 "
+        "warm-up calls, the "
+        "sustained clock a training step holds (kernels.gemm.fp8)",
+        "1979 TFLOP/s",
+    ),
+    "gb200-nvl72-seg64": (
+        "with its one FP8 fraction fitted to GB200's one published FP8 matmul maximum (MAMF, stas00/ml-engineering; "
+        "kernels.gemm.fp8.mma_fraction: the profile's source gives the fit and what the H100's "
+        "fixed per-tile times, carried over, cost at that shape)",
+        "4.9 PFLOP/s",
+    ),
+}
 FP8_NOTE = (
     "FP8 twin of {bf16} (the same recipe, layout, data and container, launched with DTYPE=fp8 "
     "instead of bf16): {launch} — the layers' QKV, projection and MLP GEMMs run FP8 forward "
@@ -175,14 +219,18 @@ def twin(path, release, tolerance, table, rows, model):
     src = dict(bf16["source"])
     src["table"] = re.sub(r"'[^']*BF16[^']*'", f"'{table}'", src["table"])
     gbs = bf16["global_batch"]
-    src["row"] = f"{gpus}x H100 GPUs (GBS={gbs}): training step time {step:.2f} s"
-    extra = (EXTRA_405B_NEMO2 if release == "2504" else EXTRA_405B) if "405b" in model else ""
+    gpu = "GB200" if bf16["hardware"].startswith("gb200") else "H100"
+    src["row"] = f"{gpus}x {gpu} GPUs (GBS={gbs}): training step time {step:.{3 if release == '2505' else 2}f} s"
+    # The H100 405B recipes' FP8 userbuffer settings (GB200's are named in its LAUNCH text).
+    extra = {"2411": EXTRA_405B, "2502": EXTRA_405B, "2504": EXTRA_405B_NEMO2}.get(release, "")
+    extra = extra if "405b" in model else ""
     src["notes"] = FP8_NOTE.format(bf16=path.name, launch=LAUNCH[release], extra=extra)
     out["source"] = src
     measured = {"quantity": "iteration-s", "value": step}
     if tokens is not None:
         measured["also_published"] = (
-            f"{tokens:,} tokens/s on {gpus} GPUs; MFU {mfu:.2f}% of 1979 TFLOP/s (the FP8 peak) "
+            f"{tokens:,} tokens/s on {gpus} GPUs; MFU {mfu:.{1 if release == '2505' else 2}f}% of "
+            f"{FP8_FIT[bf16['hardware']][1]} (the FP8 peak) "
             "by the recipe's FLOP count (attention scores counted in full)"
         )
     out["measured"] = measured
@@ -195,7 +243,9 @@ def twin(path, release, tolerance, table, rows, model):
     bf16_s = bf16["measured"]["value"]
     ordered["tolerance"] = tolerance
     ordered["tolerance_why"] = TOLERANCE_WHY.format(
-        step=step, bf16_s=bf16_s, speedup=bf16_s / step, bf16=path.name
+        step=f"{step:.{3 if release == '2505' else 2}f}", bf16_s=bf16_s, speedup=bf16_s / step,
+        bf16=path.name,
+        fit=FP8_FIT[bf16["hardware"]][0],
     )
     name = path.name.replace(f"-{gpus}gpus.json", f"-fp8-{gpus}gpus.json")
     (root / "runs" / name).write_text(json.dumps(ordered, indent=2, ensure_ascii=False) + "\n")
@@ -203,12 +253,10 @@ def twin(path, release, tolerance, table, rows, model):
 
 
 TOLERANCE_WHY = (
-    "Measured {step:.2f} s, {speedup:.2f}× faster than the BF16 row ({bf16_s:.2f} s, {bf16}): "
+    "Measured {step} s, {speedup:.2f}× faster than the BF16 row ({bf16_s:.2f} s, {bf16}): "
     "the FP8 speed-up is what this row tests beyond its twin, whose analysis (kernel model, "
     "overlapped tensor-parallel communication, the cost of scale) holds here too. FP8 GEMMs are "
-    "priced at the profile's FP8 peak with the two fractions fitted to the H100's cuBLASLt FP8 "
-    "GEMMs timed after 10,000 warm-up calls, the sustained clock a training step holds "
-    "(kernels.gemm.fp8), and each forward and input-gradient GEMM is preceded by the cast of its bf16 input "
+    "priced at the profile's FP8 peak {fit}, and each forward and input-gradient GEMM is preceded by the cast of its bf16 input "
     "(schedule's FP8 pass); nothing is fitted to this run. runs.md's section \"FP8 against "
     "bf16\" compares the predicted speed-up with the measured one pair by pair. The tolerance "
     "guards against regressions; the 5% goal stands."

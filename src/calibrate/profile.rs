@@ -151,7 +151,9 @@ pub fn backend_base(meta: &Meta, m: &KernelMeasurements) -> Result<Hardware> {
         }
         if let Some(f8) = &mut k.gemm.fp8 {
             prior(&mut f8.mma_fraction);
-            prior(&mut f8.power_fraction);
+            if let Some(p) = &mut f8.power_fraction {
+                prior(p);
+            }
         }
         for a in [&mut k.attention_fwd, &mut k.attention_bwd] {
             for f in [&mut a.solo_fraction, &mut a.max_splits]

@@ -86,8 +86,10 @@ pub struct GemmModel {
 pub struct Fp8GemmModel {
     /// Fraction of one SM's FP8 peak reached inside a tile's k-loop.
     pub mma_fraction: Figure,
-    /// The sustained fraction of the FP8 peak a long FP8 GEMM keeps at the power cap.
-    pub power_fraction: Figure,
+    /// The sustained fraction of the FP8 peak a long FP8 GEMM keeps at the power cap; absent on
+    /// a profile without a power cap (`gemm.power_fraction` absent), where it would go unused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_fraction: Option<Figure>,
 }
 
 /// The kernel model's parameters (DESIGN §4; formulas in `src/cost`).
@@ -150,7 +152,9 @@ impl KernelModel {
         }
         if let Some(f8) = &self.gemm.fp8 {
             v.push(("kernels.gemm.fp8.mma_fraction".into(), &f8.mma_fraction));
-            v.push(("kernels.gemm.fp8.power_fraction".into(), &f8.power_fraction));
+            if let Some(p) = &f8.power_fraction {
+                v.push(("kernels.gemm.fp8.power_fraction".into(), p));
+            }
         }
         for (pass, a) in self.attention_passes() {
             for (f, fig) in a.figures() {

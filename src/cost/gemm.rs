@@ -132,7 +132,9 @@ fn device_at_clock_s(hw: &Hardware, g: &Gemm, clock: f64) -> f64 {
     }
     let compute = match (&p.power_fraction, &p.power_time_s) {
         (Some(fraction), Some(tau)) => {
-            let fraction = fp8.map_or(fraction.value, |f| f.power_fraction.value);
+            let fraction = fp8
+                .and_then(|f| f.power_fraction.as_ref())
+                .map_or(fraction.value, |p| p.value);
             let capped = g.flops() / (peak * fraction);
             if capped > best {
                 best + (capped - best) * best / (best + tau.value)

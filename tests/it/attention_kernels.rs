@@ -511,7 +511,7 @@ fn list_states_defaults_and_placeholders() {
             "hgx-h200: sdpa-fa2 (default), fa2, fa3, cudnn, unfused; FP8\n",
         ),
         ("dgx-a100-80gb", "dgx-a100-80gb: fa2 (default), unfused\n"),
-        ("b200-8", "b200-8: cudnn (default), fa4, unfused\n"),
+        ("b200-8", "b200-8: cudnn (default), fa4, unfused; FP8\n"),
         ("mi300x-8", "mi300x-8: ck (default), unfused\n"),
     ] {
         assert!(out.contains(line), "{profile}: {out}");
