@@ -37,6 +37,8 @@ struct RunsJson<'a> {
     repeats: Vec<crate::runs::Repeated>,
     /// The runs grouped by source, with the tool's speed error on them (`runs::by_source`).
     sources: Vec<crate::runs::SourceSummary>,
+    /// The runs grouped by their model's size, every source together (`runs::by_size`).
+    sizes: Vec<crate::runs::SizeSummary>,
     /// The runs by memory verdict (`runs::fit_summary`).
     memory: crate::runs::FitSummary,
 }
@@ -56,6 +58,7 @@ pub fn runs_json(runs: &[RunResult], timing: RunTiming) -> String {
         precision_pairs: crate::runs::precision_pairs(runs),
         repeats: crate::runs::repeats(runs),
         sources: crate::runs::by_source(runs),
+        sizes: crate::runs::by_size(runs),
         memory: crate::runs::fit_summary(runs),
     })
 }
@@ -152,6 +155,7 @@ pub fn runs_markdown(runs: &[RunResult], timing: RunTiming, exts: &[&str]) -> St
         "\n![predicted against measured step time]({PLOT_STEM}.{ext})\n"
     ));
     super::runs_groups::sources_section(&mut s, runs);
+    super::runs_groups::sizes_section(&mut s, runs);
     super::runs_groups::pairs_section(&mut s, runs);
     super::runs_groups::scaling_section(&mut s, runs);
     super::runs_groups::precision_section(&mut s, runs);

@@ -1,8 +1,10 @@
-//! The sections of `runs.md` that read several runs together: the runs by source, the pairs
+//! The sections of `runs.md` that read several runs together: the runs by source and by model
+//! size, the pairs
 //! that differ only in micro-batches per replica, the groups that differ only in
 //! data-parallel replicas (weak scaling) and the runs measured in bf16 and in FP8. Each is
-//! computed from the runs' results (`runs::by_source`, `runs::pairs`, `runs::weak_scaling`,
-//! `runs::precision_pairs`); nothing here is fixed prose.
+//! computed from the runs' results (`runs::by_source`, `runs::by_size`, `runs::pairs`,
+//! `runs::weak_scaling`, `runs::precision_pairs`, `runs::repeats`); nothing here is fixed
+//! prose.
 
 use super::runs::{pct, plural};
 use crate::runs::RunResult;
@@ -31,6 +33,64 @@ pub(super) fn sources_section(s: &mut String, runs: &[RunResult]) {
             pct(g.speed_error_range.1),
             g.faster,
             g.runs
+        ));
+    }
+}
+
+/// How far apart the smallest and the largest band's median speed errors must be to be called a
+/// trend with the size: the 5% goal.
+const TREND: f64 = 0.05;
+
+/// The runs by their model's size, every source together: which way and how far the tool is
+/// off on small models and on large ones (`runs::by_size`).
+pub(super) fn sizes_section(s: &mut String, runs: &[RunResult]) {
+    let bands = crate::runs::by_size(runs);
+    let (Some(small), Some(large)) = (bands.first(), bands.last()) else {
+        return;
+    };
+    let gap = small.median_speed_error - large.median_speed_error;
+    let trend = if gap > TREND {
+        format!(
+            "the tool is the more optimistic on small models, by {:.1} points: an error that \
+             follows the size across sources and software points at a cost that weighs more on \
+             small models — per kernel, per layer or per micro-batch — that the tool leaves out \
+             or under-prices, more than at any one layout",
+            100.0 * gap
+        )
+    } else if gap < -TREND {
+        format!(
+            "the tool is the more optimistic on large models, by {:.1} points: a cost that \
+             grows with the model (its communication, its memory) is what the tool \
+             under-prices, more than any one layout",
+            -100.0 * gap
+        )
+    } else {
+        "no trend with the size beyond 5 points".to_string()
+    };
+    s.push_str(&format!(
+        "\n## By model size\n\nThe same speed error with every source together, by the \
+         model's parameters. The median is {} on the smallest models ({}) and {} on the \
+         largest ({}): {trend}.\n\n\
+         | model size | runs | sources | hardware | within 5% | median speed error | range | \
+         predicted faster |\n|---|---|---|---|---|---|---|---|\n",
+        pct(small.median_speed_error),
+        small.band,
+        pct(large.median_speed_error),
+        large.band,
+    ));
+    for b in &bands {
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} to {} | {} of {} |\n",
+            b.band,
+            b.runs,
+            b.sources,
+            b.hardware.join(", "),
+            b.within_goal,
+            pct(b.median_speed_error),
+            pct(b.speed_error_range.0),
+            pct(b.speed_error_range.1),
+            b.faster,
+            b.runs
         ));
     }
 }

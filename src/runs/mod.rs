@@ -34,7 +34,7 @@ pub use peak::PeakParts;
 pub use precision::{precision_pairs, PrecisionPair};
 pub use repeats::{repeats, Repeat, Repeated};
 pub use scaling::{weak_scaling, ScalingPoint, ScalingVerdict, WeakScaling};
-pub use sources::{by_source, speed_error, SourceSummary};
+pub use sources::{by_size, by_source, speed_error, SizeSummary, SourceSummary};
 
 use crate::config::{
     CpComm, GradSync, LinearDtype, Options, OuterAxes, PipeP2p, Runtime, ValidWorkload, Workload,
@@ -140,6 +140,8 @@ pub struct RunResult {
     pub source: file::Source,
     /// Model name.
     pub model: String,
+    /// The model's parameters (`config::Model::total_params`: layers, embeddings and head).
+    pub params: u64,
     /// Profile name.
     pub hardware: String,
     /// GPUs.
@@ -521,6 +523,7 @@ pub fn evaluate(run: &Run, timing: RunTiming) -> Result<RunResult> {
         title: f.title.clone(),
         source: f.source.clone(),
         model: run.model.name.clone(),
+        params: run.model.total_params(),
         hardware: run.hardware.name.clone(),
         gpus: run.gpus(),
         layout: layout(run, w),

@@ -1,8 +1,9 @@
-//! Published runs grouped by their source (the paper, or the benchmark release): how many
-//! there are, how many meet the goal, and which way and how far the tool is off on them,
-//! measured as speed so that iteration times and TFLOP/s figures read alike. A tool that is
-//! fast on every run of one source and slow on every run of another has a bias a single
-//! run's error does not show; this says so in numbers.
+//! Published runs grouped by their source (the paper, or the benchmark release) and by the
+//! size of their model: how many there are, how many meet the goal, and which way and how far
+//! the tool is off on them, measured as speed so that iteration times and TFLOP/s figures read
+//! alike. A tool that is fast on every run of one source and slow on every run of another has
+//! a bias a single run's error does not show, and one whose error follows the model's size
+//! across sources misses a cost that weighs more on small models; this says so in numbers.
 //!
 //! Reads [`RunResult`]s only; depends on nothing else.
 
@@ -29,6 +30,89 @@ pub struct SourceSummary {
     pub speed_error_range: (f64, f64),
     /// Runs the tool predicts faster than measured.
     pub faster: usize,
+}
+
+/// The runs of one band of model sizes, from every source.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SizeSummary {
+    /// The band (`under 10B` … `200B and over`).
+    pub band: &'static str,
+    /// Its runs.
+    pub runs: usize,
+    /// How many sources they come from.
+    pub sources: usize,
+    /// The hardware profiles they run on, each once, in order of first use.
+    pub hardware: Vec<String>,
+    /// How many are within the goal.
+    pub within_goal: usize,
+    /// The median speed error (positive: the tool says faster).
+    pub median_speed_error: f64,
+    /// The smallest and the largest speed error.
+    pub speed_error_range: (f64, f64),
+    /// Runs the tool predicts faster than measured.
+    pub faster: usize,
+}
+
+/// The bands of model size (parameters, lower bounds) the runs are grouped by.
+pub const SIZE_BANDS: [(&str, u64); 4] = [
+    ("under 10B", 0),
+    ("10B to 50B", 10_000_000_000),
+    ("50B to 200B", 50_000_000_000),
+    ("200B and over", 200_000_000_000),
+];
+
+/// The runs grouped by their model's size ([`SIZE_BANDS`]), the bands that hold runs in
+/// order of size.
+pub fn by_size(runs: &[RunResult]) -> Vec<SizeSummary> {
+    let band = |params: u64| {
+        SIZE_BANDS
+            .iter()
+            .rev()
+            .find(|(_, lo)| params >= *lo)
+            .map_or(SIZE_BANDS[0].0, |(name, _)| *name)
+    };
+    let mut out = Vec::new();
+    for (name, _) in SIZE_BANDS {
+        let mine: Vec<&RunResult> = runs.iter().filter(|r| band(r.params) == name).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let mut sources: Vec<&str> = Vec::new();
+        for r in &mine {
+            let s = short(&r.source.paper);
+            if !sources.contains(&s) {
+                sources.push(s);
+            }
+        }
+        let e = errors(&mine);
+        out.push(SizeSummary {
+            band: name,
+            runs: mine.len(),
+            sources: sources.len(),
+            hardware: hardware_of(&mine),
+            within_goal: mine.iter().filter(|r| r.within_goal).count(),
+            median_speed_error: e.1,
+            speed_error_range: (e.0, e.2),
+            faster: mine.iter().filter(|r| speed_error(r) > 0.0).count(),
+        });
+    }
+    out
+}
+
+/// The profiles `runs` use, each once, in order of first use.
+fn hardware_of(runs: &[&RunResult]) -> Vec<String> {
+    let mut hardware: Vec<String> = Vec::new();
+    for r in runs {
+        if !hardware.contains(&r.hardware) {
+            hardware.push(r.hardware.clone());
+        }
+    }
+    hardware
+}
+
+/// Lowest, median and highest speed error of `runs`.
+fn errors(runs: &[&RunResult]) -> (f64, f64, f64) {
+    low_median_high(runs.iter().map(|r| speed_error(r)).collect())
 }
 
 /// A run's speed error: predicted over measured speed − 1, positive when the tool says faster
@@ -89,28 +173,15 @@ pub fn by_source(runs: &[RunResult]) -> Vec<SourceSummary> {
     group_by(runs, |r| short(&r.source.paper))
         .into_iter()
         .map(|(name, mine)| {
-            let mut hardware: Vec<String> = Vec::new();
-            for r in &mine {
-                if !hardware.contains(&r.hardware) {
-                    hardware.push(r.hardware.clone());
-                }
-            }
-            let mut errors: Vec<f64> = mine.iter().map(|r| speed_error(r)).collect();
-            errors.sort_by(f64::total_cmp);
-            let n = errors.len();
-            let median = if n % 2 == 1 {
-                errors[n / 2]
-            } else {
-                0.5 * (errors[n / 2 - 1] + errors[n / 2])
-            };
+            let e = errors(&mine);
             SourceSummary {
                 source: name.to_string(),
-                runs: n,
-                hardware,
+                runs: mine.len(),
+                hardware: hardware_of(&mine),
                 within_goal: mine.iter().filter(|r| r.within_goal).count(),
-                median_speed_error: median,
-                speed_error_range: (errors[0], errors[n - 1]),
-                faster: errors.iter().filter(|e| **e > 0.0).count(),
+                median_speed_error: e.1,
+                speed_error_range: (e.0, e.2),
+                faster: mine.iter().filter(|r| speed_error(r) > 0.0).count(),
             }
         })
         .collect()
