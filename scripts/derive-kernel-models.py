@@ -406,6 +406,17 @@ def fit_gemm_rate(p, mfile, name, g):
         + (f"; {', '.join(dropped)} set to 0" if dropped else ""))
 
 
+def fp8_device_s(p, m, n, k):
+    """The device time profile dict `p` gives one FP8 GEMM of shape m × n × k."""
+    with tempfile.TemporaryDirectory() as tmp:
+        hw = pathlib.Path(tmp) / "hw.json"
+        hw.write_text(json.dumps(p))
+        inp = pathlib.Path(tmp) / "gemm.json"
+        inp.write_text(json.dumps([{"op": "gemm", "m": m, "n": n, "k": k, "dtype": "fp8"}]))
+        return json.loads(run(["kernels", "--hw", str(hw), "--input", str(inp), "--format",
+                               "json"]))[0]["device_s"]
+
+
 def fit_fp8_rate(p, g):
     """Sets gpu.peak_fp8_flops_per_s and fits kernels.gemm.fp8.mma_fraction alone by bisection,
     as fit_gemm_rate does for BF16, so that the model's fastest FP8 GEMM over the shapes MAMF
@@ -429,27 +440,13 @@ def fit_fp8_rate(p, g):
             hi = mid
     gemm["fp8"]["mma_fraction"]["value"] = (lo + hi) / 2
     best, (bm, bn, bk) = best_rate(p, g, "fp8")
-    with tempfile.TemporaryDirectory() as tmp:
-        hw = pathlib.Path(tmp) / "hw.json"
-        hw.write_text(json.dumps(p))
-        inp = pathlib.Path(tmp) / "gemm.json"
-        inp.write_text(json.dumps([{"op": "gemm", "m": m, "n": n, "k": k, "dtype": "fp8"}]))
-        at = json.loads(run(["kernels", "--hw", str(hw), "--input", str(inp), "--format",
-                             "json"]))[0]["device_s"]
-    err = at / (2 * m * n * k / rate) - 1
+    err = fp8_device_s(p, m, n, k) / (2 * m * n * k / rate) - 1
     # What the H100's fixed per-tile and per-call times carried over cost at that shape.
     bare = copy.deepcopy(p)
     for f in ("tile_s", "call_s"):
         if f in bare["kernels"]["gemm"]:
             bare["kernels"]["gemm"][f]["value"] = 0.0
-    with tempfile.TemporaryDirectory() as tmp:
-        hw = pathlib.Path(tmp) / "hw.json"
-        hw.write_text(json.dumps(bare))
-        inp = pathlib.Path(tmp) / "gemm.json"
-        inp.write_text(json.dumps([{"op": "gemm", "m": m, "n": n, "k": k, "dtype": "fp8"}]))
-        at_bare = json.loads(run(["kernels", "--hw", str(hw), "--input", str(inp), "--format",
-                                  "json"]))[0]["device_s"]
-    err_bare = at_bare / (2 * m * n * k / rate) - 1
+    err_bare = fp8_device_s(bare, m, n, k) / (2 * m * n * k / rate) - 1
     gemm["fp8"]["mma_fraction"] = fig(
         (lo + hi) / 2,
         f"fitted by {SCRIPT} (bisection on this figure alone, the BF16 model's tiles, fixed times "

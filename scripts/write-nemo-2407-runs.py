@@ -101,6 +101,17 @@ GPT3_VOCAB = {
 
 def model_file(stem, title, layers, hidden, heads, ffn, vocab, gpt3, yaml):
     where = f"{LAUNCHER}, launcher_scripts/conf/training/{yaml}"
+    shape = {
+        "name": title,
+        "layers": layers,
+        "hidden": hidden,
+        "heads": heads,
+        "kv_heads": heads,
+        "ffn_hidden": ffn,
+        "vocab": vocab,
+        "activation": "gelu",
+        "norm": "layernorm",
+    }
     if gpt3:
         source = (
             f"{where}: num_layers {layers}, hidden_size {hidden}, ffn_hidden_size 4 × hidden, "
@@ -112,20 +123,7 @@ def model_file(stem, title, layers, hidden, heads, ffn, vocab, gpt3, yaml):
             f"({GPT3_VOCAB[stem]}). The table's model TFLOP/s per token agree with this shape (6 FLOPs "
             "per parameter and token with the output layer, every attention score counted)."
         )
-        return {
-            "name": title,
-            "layers": layers,
-            "hidden": hidden,
-            "heads": heads,
-            "kv_heads": heads,
-            "ffn_hidden": ffn,
-            "vocab": vocab,
-            "activation": "gelu",
-            "norm": "layernorm",
-            "dropout": True,
-            "tied_embeddings": True,
-            "source": source,
-        }
+        return {**shape, "dropout": True, "tied_embeddings": True, "source": source}
     source = (
         f"{where}: num_layers {layers}, hidden_size {hidden}, ffn_hidden_size {ffn}, "
         f"num_attention_heads {heads} (attention_type multihead, no query groups), activation squared-relu, "
@@ -137,22 +135,7 @@ def model_file(stem, title, layers, hidden, heads, ffn, vocab, gpt3, yaml):
         "matrices (h×f, f×h): written as gelu, the tool's name for the two-matrix MLP. LayerNorm1p is "
         "LayerNorm with zero-centred gamma: written as layernorm."
     )
-    return {
-        "name": title,
-        "layers": layers,
-        "hidden": hidden,
-        "heads": heads,
-        "kv_heads": heads,
-        "ffn_hidden": ffn,
-        "vocab": vocab,
-        "activation": "gelu",
-        "norm": "layernorm",
-        "dropout": False,
-        "tied_embeddings": False,
-        "rotary": True,
-        "source": source,
-    }
-
+    return {**shape, "dropout": False, "tied_embeddings": False, "rotary": True, "source": source}
 
 NOTES = (
     "The table is NVIDIA's own measurement of its NeMo 24.07 container (NeMo 1's megatron_gpt_pretraining "
