@@ -23,6 +23,8 @@ import json
 import pathlib
 import sys
 
+from run_layout import layout_fields
+
 root = pathlib.Path(__file__).resolve().parent.parent
 COMMIT = "9c5c5e9709"
 LAUNCHER = "NVIDIA/NeMo-Framework-Launcher, tag 24.07"
@@ -313,18 +315,7 @@ def run_file(row, stems_seen):
             ),
             "notes": recipe_notes(name, tp, pp, vp, cp, layers, tps),
         },
-        "model": model,
-        "hardware": "dgx-h100",
-        "nodes": gpus // 8,
-        "method": "tp-sp",
-        "p": tp,
-        "cp": cp,
-        "pp": pp,
-        "interleave": vp,
-        "dp": dp,
-        "micro_batch": mbs,
-        "global_batch": gbs,
-        "seq": seq,
+        **layout_fields(model, "dgx-h100", gpus, tp, cp, pp, vp, dp, mbs, gbs, seq),
         "recompute": recompute,
         "zero": 1,
         "grad_dtype": gdtype,

@@ -30,6 +30,8 @@ import json
 import pathlib
 import sys
 
+from run_layout import layout_fields
+
 root = pathlib.Path(__file__).resolve().parent.parent
 PAGE = (
     "NVIDIA NeMo Framework User Guide, 'Performance Summary for Large Language Models' "
@@ -119,18 +121,7 @@ def run_file(row):
                 "step = global batch × sequence / (tokens/s/GPU × GPUs)."
             ),
         },
-        "model": model,
-        "hardware": "b200-8",
-        "nodes": gpus // 8,
-        "method": "tp-sp",
-        "p": tp,
-        "cp": cp,
-        "pp": pp,
-        "interleave": vp,
-        "dp": dp,
-        "micro_batch": mbs,
-        "global_batch": gbs,
-        "seq": seq,
+        **layout_fields(model, "b200-8", gpus, tp, cp, pp, vp, dp, mbs, gbs, seq),
         "grad_dtype": "bf16",
     }
     for k in KNOBS:
