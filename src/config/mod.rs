@@ -17,6 +17,7 @@ mod figure;
 mod files;
 mod groups;
 mod hardware;
+mod hardware_check;
 mod hf;
 mod kernel_model;
 mod layout;

@@ -30,6 +30,8 @@ mod plan;
 mod plot;
 mod properties;
 mod runs;
+mod runs_groups;
+mod runs_llama3;
 mod runtime;
 mod scaling;
 mod schedules;
