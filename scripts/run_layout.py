@@ -18,3 +18,23 @@ def layout_fields(model, hardware, gpus, tp, cp, pp, vp, dp, mbs, gbs, seq, gpus
         "global_batch": gbs,
         "seq": seq,
     }
+
+
+def output_dir(default, script):
+    """The folder a writer writes into: `default` (runs/), or DIR from `--out DIR`; a usage line
+    naming `script` otherwise."""
+    import pathlib
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--out":
+        return pathlib.Path(sys.argv[2]).resolve()
+    if len(sys.argv) != 1:
+        sys.exit(f"usage: {script} [--out DIR]")
+    return default
+
+
+def write_json(path, obj):
+    """`obj` as a run file or model file writes it: indented, UTF-8, one final newline."""
+    import json
+
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")

@@ -21,9 +21,8 @@ and rewrites them byte for byte (scripts/regen-reports.sh runs it):
 """
 import json
 import pathlib
-import sys
 
-from run_layout import layout_fields
+from run_layout import layout_fields, output_dir, write_json
 
 root = pathlib.Path(__file__).resolve().parent.parent
 COMMIT = "9c5c5e9709"
@@ -386,16 +385,11 @@ TOLERANCE = {
 }
 
 
-def write(path, obj):
-    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+write = write_json
 
 
 def main():
-    out = root / "runs"
-    if len(sys.argv) == 3 and sys.argv[1] == "--out":
-        out = pathlib.Path(sys.argv[2]).resolve()
-    elif len(sys.argv) != 1:
-        sys.exit("usage: write-nemo-2407-runs.py [--out DIR]")
+    out = output_dir(root / "runs", "write-nemo-2407-runs.py")
     (out / "models").mkdir(parents=True, exist_ok=True)
     for m in MODELS:
         write(out / f"models/nemo-{m[0]}.json", model_file(*m))

@@ -28,9 +28,8 @@ byte (scripts/regen-reports.sh runs it):
 """
 import json
 import pathlib
-import sys
 
-from run_layout import layout_fields
+from run_layout import layout_fields, output_dir, write_json
 
 root = pathlib.Path(__file__).resolve().parent.parent
 PAGE = (
@@ -161,15 +160,11 @@ def run_file(row):
 
 
 def main():
-    out = root / "runs"
-    if len(sys.argv) == 3 and sys.argv[1] == "--out":
-        out = pathlib.Path(sys.argv[2]).resolve()
-    elif len(sys.argv) != 1:
-        sys.exit("usage: write-nemo-2502-b200-runs.py [--out DIR]")
+    out = output_dir(root / "runs", "write-nemo-2502-b200-runs.py")
     out.mkdir(parents=True, exist_ok=True)
     for row in ROWS:
         slug, f = run_file(row)
-        (out / f"{slug}.json").write_text(json.dumps(f, indent=2, ensure_ascii=False) + "\n")
+        write_json(out / f"{slug}.json", f)
     print(f"wrote {len(ROWS)} run files to {out}")
 
 

@@ -1,7 +1,7 @@
 //! The sections of `runs.md` that read several runs together: the runs by source and by model
-//! size, the pairs
-//! that differ only in micro-batches per replica, the groups that differ only in
-//! data-parallel replicas (weak scaling) and the runs measured in bf16 and in FP8. Each is
+//! size, the pairs that differ only in micro-batches per replica, the groups that differ only
+//! in data-parallel replicas (weak scaling), the runs measured in bf16 and in FP8, and the
+//! configurations published more than once. Each is
 //! computed from the runs' results (`runs::by_source`, `runs::by_size`, `runs::pairs`,
 //! `runs::weak_scaling`, `runs::precision_pairs`, `runs::repeats`); nothing here is fixed
 //! prose.
@@ -12,7 +12,6 @@ use crate::runs::RunResult;
 /// The runs by source: how many meet the goal and which way and how far the tool is off on
 /// them, as speed (`runs::by_source`).
 pub(super) fn sources_section(s: &mut String, runs: &[RunResult]) {
-    let pct = |e: f64| format!("{:+.1}%", 100.0 * e);
     s.push_str(
         "\n## By source\n\nThe tool's error on each source's runs as speed (predicted speed / \
          measured speed − 1: positive when the tool says faster, for iteration times and \
