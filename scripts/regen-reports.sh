@@ -38,8 +38,10 @@
 #   9. runs/nvidia-dgxc-*-fp8-*.json — the FP8 twins of the DGX Cloud Benchmarking H100 run
 #      files, from their bf16 run files and the FP8 tables' figures
 #      (scripts/write-dgxc-fp8-runs.py), and runs/nemo-2407-*.json with their models — NeMo 24.07's
-#      FP8 pre-training table (scripts/write-nemo-2407-runs.py), and runs/nemo-2502-b200-*.json —
-#      NeMo 25.02's DGX B200 FP8 table (scripts/write-nemo-2502-b200-runs.py).
+#      FP8 pre-training table (scripts/write-nemo-2407-runs.py), runs/nemo-2502-b200-*.json —
+#      NeMo 25.02's DGX B200 FP8 table (scripts/write-nemo-2502-b200-runs.py), and
+#      runs/nemo-long-*.json — NeMo's long-sequence H100 table, Llama 2 7B from 4K to 1M tokens
+#      (scripts/write-nemo-long-context-runs.py).
 #  10. reports/runs/ — `validate --runs` (every published run simulated: about two minutes in a
 #      debug build), README's published-runs table copied from its runs.md, and
 #      tests/data/runs-22b/ — `validate --runs` on a folder holding the two 22B run files
@@ -149,6 +151,8 @@ say "runs/nemo-2407-*.json (scripts/write-nemo-2407-runs.py)"
 quiet python3 scripts/write-nemo-2407-runs.py
 say "runs/nemo-2502-b200-*.json (scripts/write-nemo-2502-b200-runs.py)"
 quiet python3 scripts/write-nemo-2502-b200-runs.py
+say "runs/nemo-long-*.json (scripts/write-nemo-long-context-runs.py)"
+quiet python3 scripts/write-nemo-long-context-runs.py
 
 say "reports/runs/ (validate --runs), README's published-runs table, tests/data/runs-22b/"
 quiet "$bin" validate --runs

@@ -138,11 +138,17 @@ fn fp8_twins_test_the_speed_up_of_fp8_alone() {
 }
 
 /// A configuration two sources published is grouped, its measured steps set side by side with
-/// the one prediction; the same source twice, another layout or another dtype is not.
+/// the one prediction; the same source twice, another layout, another dtype or another attention
+/// kernel is not. NeMo 24.07's Llama 3 8B row ran FlashAttention-2 (its launcher switched cuDNN's
+/// off) where DGX Cloud 25.02's ran cuDNN: as published they are two configurations; the NeMo
+/// row edited to cuDNN makes them one.
 #[test]
 fn one_configuration_published_twice_shows_how_far_its_measurements_lie_apart() {
-    let nemo = edited_run("nemo-2407-llama3-8b-8gpus", |_| {});
+    let as_published = edited_run("nemo-2407-llama3-8b-8gpus", |_| {});
     let dgxc = edited_run("nvidia-dgxc-2502-llama31-8b-fp8-8gpus", |_| {});
+    assert!(runs::repeats(&[as_published, dgxc.clone()]).is_empty());
+    let cudnn = |run: &mut serde_json::Value| run["attention_kernel"] = "cudnn".into();
+    let nemo = edited_run("nemo-2407-llama3-8b-8gpus", cudnn);
     let groups = runs::repeats(&[nemo.clone(), dgxc.clone()]);
     assert_eq!(groups.len(), 1, "{groups:?}");
     let g = &groups[0];
@@ -169,8 +175,8 @@ fn one_configuration_published_twice_shows_how_far_its_measurements_lie_apart() 
 }
 
 /// Runs grouped by their model's size say which way the error follows the size, computed: as
-/// published, Llama 2 7B (NeMo 24.07) is priced far faster than measured and Nemotron-4 340B
-/// about right, so the small band is the more optimistic; with the small run's measurement
+/// published, Llama 2 7B (NeMo 24.07) is priced about 11% faster than measured and Nemotron-4
+/// 340B about right, so the small band is the more optimistic; with the small run's measurement
 /// moved to twice the tool's speed the trend turns round, and with both at the prediction
 /// there is none.
 #[test]
@@ -183,7 +189,7 @@ fn runs_by_model_size_say_which_way_the_error_follows_the_size() {
         bands.iter().map(|b| b.band).collect::<Vec<_>>(),
         ["under 10B", "200B and over"]
     );
-    assert!(bands[0].median_speed_error > 0.15, "{bands:?}");
+    assert!(bands[0].median_speed_error > 0.08, "{bands:?}");
     let md = |rs: &[RunResult]| metp_sim::report::runs_markdown(rs, RunTiming::Analytic, &["svg"]);
     assert!(md(&[small.clone(), large.clone()])
         .contains("the tool is the more optimistic on small models"));
