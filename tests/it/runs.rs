@@ -65,16 +65,6 @@ fn every_run_stays_within_its_tolerance() {
             // 5.1% faster; on GB200 segments, where they stay on NVLink, the same layout agrees
             // within 4%.
             0.06
-        } else if r.id.starts_with("nemo-long-llama2-7b-1m")
-            || r.id.starts_with("nemo-long-llama2-7b-512k")
-        {
-            // A known divergence, named rather than absorbed, not yet explained: with a
-            // context ring of 32 ranks, every hop across InfiniBand, the simulator keeps K/V
-            // hops in flight for 9.4 s of the step where the closed form has 6.1 s, so its
-            // kernels run slowed (σ) for longer: 12.97 s of compute on the critical device
-            // against 12.05 s, 3.4% apart in all. Not contention: `--link-model ideal` gives
-            // the same. At 16 ranks (512K) the two are 3.0% apart, at 8 or fewer under 1.5%.
-            0.04
         } else if r.layout.contains("CP by all-gather")
             || r.layout.contains("weights gathered overlapped")
         {

@@ -250,3 +250,58 @@ fn eager_layer_ops_reach_every_pass_of_every_baseline() {
         }
     }
 }
+
+/// A double-buffered ring posts hop k's send together with its receive, at the start of step
+/// k (as a ring's loop issues both — Transformer Engine's context-parallel attention does), not
+/// as soon as hop k − 1 has landed: each send after the first waits for the sending device's
+/// own step k − 1 (a kernel of that ring step among its dependencies). Posted earlier, the send
+/// would sit on its stream waiting on a neighbour still computing step k − 1.
+#[test]
+fn ring_sends_are_posted_with_their_step() {
+    let mut model = load_model("llama2-7b").unwrap();
+    model.layers = 1;
+    let o = Options {
+        causal: true,
+        ..Options::default()
+    };
+    let w = workload(model, MethodId::Ring, 4, 4096, o)
+        .validate()
+        .unwrap();
+    let stages = metp_sim::memory::stage_inventories(&w);
+    let g = lower(
+        &w,
+        &plan(&w),
+        &stages,
+        LowerOptions {
+            devices: metp_sim::schedule::Devices::All,
+            memory: false,
+            optimizer: false,
+            rounds: metp_sim::schedule::Rounds::None,
+        },
+    );
+    g.check().unwrap();
+    let mut checked = 0;
+    for t in &g.tasks {
+        let Some(k) = t.label.step.filter(|&k| k > 0) else {
+            continue;
+        };
+        if t.label.name != "prefetch-send" {
+            continue;
+        }
+        let after_previous_step = t.deps.iter().any(|&d| {
+            let dep = &g.tasks[d as usize];
+            dep.device == t.device
+                && matches!(dep.work, Work::Compute { .. })
+                && dep.label.step == Some(k - 1)
+        });
+        assert!(
+            after_previous_step,
+            "{:?} is posted before step {}",
+            t.label,
+            k - 1
+        );
+        checked += 1;
+    }
+    // Forward and backward rings of 4 devices: 2 later sends each, on each device.
+    assert!(checked >= 16, "{checked} sends checked");
+}

@@ -36,10 +36,19 @@ impl Lower<'_> {
                 let mut recv_k = None;
                 if !last && p > 1 {
                     self.label.name = "prefetch-send";
-                    let send_deps = match pre_recv[d] {
+                    // Posted with the receive, as a ring's loop issues both at once (Transformer
+                    // Engine's context-parallel attention: send and receive together at the start
+                    // of each step): once hop k − 1 has landed and, with two buffers, the
+                    // previous step's compute is done. Posting earlier would leave the send
+                    // waiting on a receiver still computing, counted in flight (σ) though no
+                    // byte moves.
+                    let mut send_deps = match pre_recv[d] {
                         Some(r) => vec![r],
                         None => start[d].clone(),
                     };
+                    if ring.buffers >= 2 {
+                        send_deps.extend_from_slice(&prev_main_end[d]);
+                    }
                     let tag = base | ((k as u64) << 2);
                     self.add(
                         dev,
