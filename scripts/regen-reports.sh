@@ -40,7 +40,8 @@
 #      (scripts/write-dgxc-fp8-runs.py), and runs/nemo-2407-*.json with their models — NeMo 24.07's
 #      FP8 pre-training table (scripts/write-nemo-2407-runs.py), runs/nemo-2502-b200-*.json —
 #      NeMo 25.02's DGX B200 FP8 table (scripts/write-nemo-2502-b200-runs.py), and
-#      runs/nemo-long-*.json — NeMo's long-sequence H100 table, Llama 2 7B from 4K to 1M tokens
+#      runs/nemo-long-*.json — NeMo's long-sequence tables, Llama 2 7B on H100 and Llama 3 8B on
+#      B200 from 4K to 1M tokens
 #      (scripts/write-nemo-long-context-runs.py).
 #  10. reports/runs/ — `validate --runs` (every published run simulated: about two minutes in a
 #      debug build), README's published-runs table copied from its runs.md, and
