@@ -38,3 +38,15 @@ def write_json(path, obj):
     import json
 
     path.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_runs(default, script, files):
+    """Writes `files` — (file stem, run file) pairs — into `default` or `--out DIR` (output_dir),
+    and says how many."""
+    out = output_dir(default, script)
+    out.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for slug, f in files:
+        write_json(out / f"{slug}.json", f)
+        n += 1
+    print(f"wrote {n} run files to {out}")

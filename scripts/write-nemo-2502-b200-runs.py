@@ -29,7 +29,7 @@ byte (scripts/regen-reports.sh runs it):
 import json
 import pathlib
 
-from run_layout import layout_fields, output_dir, write_json
+from run_layout import layout_fields, write_runs
 
 root = pathlib.Path(__file__).resolve().parent.parent
 PAGE = (
@@ -159,13 +159,4 @@ def run_file(row):
     return f"nemo-2502-b200-{stem}-{gpus}gpus", f
 
 
-def main():
-    out = output_dir(root / "runs", "write-nemo-2502-b200-runs.py")
-    out.mkdir(parents=True, exist_ok=True)
-    for row in ROWS:
-        slug, f = run_file(row)
-        write_json(out / f"{slug}.json", f)
-    print(f"wrote {len(ROWS)} run files to {out}")
-
-
-main()
+write_runs(root / "runs", "write-nemo-2502-b200-runs.py", (run_file(row) for row in ROWS))

@@ -38,7 +38,7 @@ byte (scripts/regen-reports.sh runs it):
 """
 import pathlib
 
-from run_layout import layout_fields, output_dir, write_json
+from run_layout import layout_fields, write_runs
 
 root = pathlib.Path(__file__).resolve().parent.parent
 DOC = "docs/source/performance/performance_long_sequence.md"
@@ -133,11 +133,26 @@ UNSTATED = [
 ]
 
 
+def tflops_measured(tflops, why):
+    """The measured block of a row: TFLOP/s per GPU with every attention score counted, no
+    recomputation, `why` saying where that convention comes from."""
+    return {
+        "quantity": "tflops-per-gpu",
+        "value": tflops,
+        "flops": {"attention": "full", "recomputation": False, "source": why},
+    }
+
+
+def seq_label(seq_k):
+    """4K … 512K, 1M: the table's sequence column as titles and file names write it."""
+    return f"{seq_k // 1024}M" if seq_k >= 1024 else f"{seq_k}K"
+
+
 def run_file(row):
     seq_k, gpus, gbs, tp, pp, dp, cp, tflops, without_cp = row
     assert tp * pp * dp * cp == gpus and gbs % dp == 0, row
     seq = seq_k * 1024
-    label = f"{seq_k // 1024}M" if seq_k >= 1024 else f"{seq_k}K"
+    label = seq_label(seq_k)
     fields = layout_fields("llama2-7b", "dgx-h100", gpus, tp, cp, pp, 1, dp, 1, gbs, seq)
     # The 4K row ran on 4 GPUs: half of one node.
     fields["nodes"] = max(1, fields["nodes"])
@@ -173,16 +188,11 @@ def run_file(row):
         f["cp_comm"] = "ring"
     f["linear_dtype"] = "fp8"
     f["measured"] = {
-        "quantity": "tflops-per-gpu",
-        "value": tflops,
-        "flops": {
-            "attention": "full",
-            "recomputation": False,
-            "source": (
-                "Not stated on the page; NVIDIA's formulas of the time count every attention score (notes). "
-                "The knob flop-attention tries the causal half."
-            ),
-        },
+        **tflops_measured(
+            tflops,
+            "Not stated on the page; NVIDIA's formulas of the time count every attention score (notes). "
+            "The knob flop-attention tries the causal half.",
+        ),
         "also_published": (
             f"without context parallelism, {without_cp} TFLOPS/GPU"
             + (" (the same layout)" if cp == 1 else " (a layout the table does not give)")
@@ -243,7 +253,7 @@ def b200_run_file(row):
     assert tp * cp * dp == gpus and gbs % dp == 0, row
     t = json.loads((root / "runs" / f"{B200_TEMPLATE}.json").read_text())
     seq = seq_k * 1024
-    label = f"{seq_k // 1024}M" if seq_k >= 1024 else f"{seq_k}K"
+    label = seq_label(seq_k)
     fields = layout_fields("llama3-8b", "b200-8", gpus, tp, cp, 1, 1, dp, 1, gbs, seq)
     fields["nodes"] = max(1, fields["nodes"])
     f = {
@@ -270,18 +280,11 @@ def b200_run_file(row):
     if cp > 1:
         f["cp_comm"] = "ring"
     f["linear_dtype"] = "fp8"
-    f["measured"] = {
-        "quantity": "tflops-per-gpu",
-        "value": tflops,
-        "flops": {
-            "attention": "full",
-            "recomputation": False,
-            "source": (
-                "NeMo 2's flops_formulas.py before 6251117f4c (notes): every attention score counted. The knob "
-                "flop-attention tries the causal half."
-            ),
-        },
-    }
+    f["measured"] = tflops_measured(
+        tflops,
+        "NeMo 2's flops_formulas.py before 6251117f4c (notes): every attention score counted. The knob "
+        "flop-attention tries the causal half.",
+    )
     f["tolerance"] = B200_TOLERANCE[seq_k]
     f["tolerance_why"] = B200_TOLERANCE_WHY
     unstated = [u for u in t["unstated"]] + [
@@ -309,16 +312,8 @@ def b200_run_file(row):
     return f"nemo-long-b200-llama3-8b-{label.lower()}-{gpus}gpus", f
 
 
-def main():
-    out = output_dir(root / "runs", "write-nemo-long-context-runs.py")
-    out.mkdir(parents=True, exist_ok=True)
-    for row in ROWS:
-        slug, f = run_file(row)
-        write_json(out / f"{slug}.json", f)
-    for row in B200_ROWS:
-        slug, f = b200_run_file(row)
-        write_json(out / f"{slug}.json", f)
-    print(f"wrote {len(ROWS) + len(B200_ROWS)} run files to {out}")
-
-
-main()
+write_runs(
+    root / "runs",
+    "write-nemo-long-context-runs.py",
+    [run_file(row) for row in ROWS] + [b200_run_file(row) for row in B200_ROWS],
+)
