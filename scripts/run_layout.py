@@ -3,11 +3,12 @@ the scripts that write run files from published tables (write-nemo-*.py)."""
 
 
 def layout_fields(model, hardware, gpus, tp, cp, pp, vp, dp, mbs, gbs, seq, gpus_per_node=8):
-    """model … seq of a run file: the model, the profile, its nodes, the method and the layout."""
+    """model … seq of a run file: the model, the profile, its nodes (a run on part of one node,
+    as NeMo's long-sequence tables have, is on one), the method and the layout."""
     return {
         "model": model,
         "hardware": hardware,
-        "nodes": gpus // gpus_per_node,
+        "nodes": -(-gpus // gpus_per_node),
         "method": "tp-sp",
         "p": tp,
         "cp": cp,

@@ -154,8 +154,6 @@ def run_file(row):
     seq = seq_k * 1024
     label = seq_label(seq_k)
     fields = layout_fields("llama2-7b", "dgx-h100", gpus, tp, cp, pp, 1, dp, 1, gbs, seq)
-    # The 4K row ran on 4 GPUs: half of one node.
-    fields["nodes"] = max(1, fields["nodes"])
     f = {
         "title": (
             f"NeMo long-sequence performance — LLAMA2-7B, FP8, {label} tokens on {gpus} H100 (DGX H100), "
@@ -255,7 +253,6 @@ def b200_run_file(row):
     seq = seq_k * 1024
     label = seq_label(seq_k)
     fields = layout_fields("llama3-8b", "b200-8", gpus, tp, cp, 1, 1, dp, 1, gbs, seq)
-    fields["nodes"] = max(1, fields["nodes"])
     f = {
         "title": (
             f"NeMo long-sequence performance — LLAMA3-8B, FP8, {label} tokens on {gpus} B200 (DGX B200), "
