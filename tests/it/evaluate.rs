@@ -61,3 +61,44 @@ fn metrics_follow_from_the_step_time() {
     assert_eq!(m.headroom_bytes + m.peak_bytes, m.capacity_bytes);
     assert!(m.fits);
 }
+
+/// A published TFLOP/s figure is read in its source's FLOP convention: NeMo 2's flops_formulas.py
+/// before August 2025 (llama3: h²·(12 + 12·G/H + 18·F/h + 12·s/h + 6·V/(L·h)) per token and
+/// layer, every attention score counted) turns NeMo 25.02's B200 Llama 3 8B row, 26,006
+/// tokens/s/GPU at 8K, into its published 1,506 TFLOP/s/GPU. The tool's full-count convention
+/// gives the same FLOPs per token (so the long-sequence run files read their TFLOP/s right);
+/// counting the causal half instead would not (1,423).
+#[test]
+fn nemo_model_tflops_are_the_full_count_convention() {
+    use metp_sim::evaluate::{step_flops, AttentionFlops, FlopConvention};
+    let mut w = llama_metp(8192);
+    w.model = load_model("llama3-8b").unwrap();
+    w.options.causal = true;
+    let m = &w.model;
+    let (h, l, s) = (m.hidden as f64, m.layers as f64, 8192.0);
+    let (g, a, f, v) = (
+        m.kv_heads as f64,
+        m.heads as f64,
+        m.ffn_hidden as f64,
+        m.vocab as f64,
+    );
+    let nemo = l * h * h * (12.0 + 12.0 * g / a + 18.0 * f / h + 12.0 * s / h + 6.0 * v / (l * h));
+    assert!(
+        (26006.0 * nemo / 1e12 - 1506.0).abs() < 1.0,
+        "{}",
+        26006.0 * nemo / 1e12
+    );
+    let per_token = |attention| {
+        step_flops(
+            &w,
+            FlopConvention {
+                attention,
+                recomputation: false,
+            },
+        ) / s
+    };
+    let full = per_token(AttentionFlops::Full);
+    assert!((full / nemo - 1.0).abs() < 1e-3, "{full} against {nemo}");
+    let causal = 26006.0 * per_token(AttentionFlops::Causal) / 1e12;
+    assert!((causal - 1506.0).abs() > 50.0, "{causal}");
+}
