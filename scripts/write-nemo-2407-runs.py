@@ -331,6 +331,9 @@ def run_file(row, stems_seen):
             f["param_gather"] = "overlapped"
     if cp > 1:
         f["cp_comm"] = "ring"
+    # NeMo 1 never sets Megatron-Core's cross_entropy_loss_fusion (default false): Megatron's
+    # vocab_parallel_cross_entropy op by op over FP32 logits (config::runtime).
+    f["cross_entropy"] = "megatron-unfused"
     if t:
         for key in TWIN_KEYS:
             f.pop(key, None)
@@ -366,6 +369,7 @@ ORDER = (
     "title", "source", "model", "hardware", "nodes", "method", "p", "cp", "pp", "interleave", "dp",
     "micro_batch", "global_batch", "seq", "recompute", "zero", "grad_dtype", "optimizer_dtype",
     "attention_kernel", "causal", "tp_comm_overlap", "pp_p2p", "param_gather", "cp_comm",
+    "cross_entropy",
 )
 
 # Each row's tolerance: the prediction's distance from the measurement when the files were written

@@ -56,7 +56,10 @@ TEMPLATE = {
     "nemotron4-15b": ("nvidia-dgxc-2504-llama31-8b-8gpus", "models/nemotron4-15b.json"),
     "nemotron4-340b": ("nvidia-dgxc-2505-nemotron4-340b-gb200-128gpus", "models/nemotron4-340b.json"),
 }
-KNOBS = ("recompute", "zero", "attention_kernel", "causal", "pp_p2p", "tp_comm_overlap", "param_gather")
+KNOBS = (
+    "recompute", "zero", "attention_kernel", "causal", "pp_p2p", "tp_comm_overlap", "param_gather",
+    "cross_entropy",
+)
 
 DIFFERENCES = {
     "llama3-8b": "no context parallelism here (CP 1, micro-batch 2)",
@@ -135,7 +138,7 @@ def run_file(row):
     order = (
         "title", "source", "model", "hardware", "nodes", "method", "p", "cp", "pp", "interleave", "dp",
         "micro_batch", "global_batch", "seq", "recompute", "zero", "grad_dtype", "attention_kernel",
-        "causal", "pp_p2p", "cp_comm", "tp_comm_overlap", "param_gather",
+        "causal", "pp_p2p", "cp_comm", "tp_comm_overlap", "param_gather", "cross_entropy",
     )
     f = {k: f[k] for k in order if k in f}
     f["linear_dtype"] = "fp8"

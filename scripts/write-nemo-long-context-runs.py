@@ -184,6 +184,8 @@ def run_file(row):
         f["pp_p2p"] = "blocking"
     if cp > 1:
         f["cp_comm"] = "ring"
+    # NeMo 1 never sets Megatron-Core's cross_entropy_loss_fusion (default false).
+    f["cross_entropy"] = "megatron-unfused"
     f["linear_dtype"] = "fp8"
     f["measured"] = {
         **tflops_measured(
@@ -276,6 +278,7 @@ def b200_run_file(row):
         f[k] = t[k]
     if cp > 1:
         f["cp_comm"] = "ring"
+    f["cross_entropy"] = t["cross_entropy"]
     f["linear_dtype"] = "fp8"
     f["measured"] = tflops_measured(
         tflops,

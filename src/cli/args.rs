@@ -4,9 +4,10 @@ use clap::{Args, ValueEnum};
 
 use crate::config::{
     apply_scales, load_hardware, load_model, parse_attention_kernel, parse_count, parse_list,
-    parse_scales, AttentionKernel, CpComm, GradAccumulation, GradDtype, GradSync, Hardware,
-    LayerOps, LinearDtype, MethodId, MetpOptions, OptimizerDtype, OptimizerState, Options,
-    OuterAxes, ParamGather, PipeP2p, Recompute, WeightExchange, Workload, Zero3Gather, ZeroStage,
+    parse_scales, AttentionKernel, CpComm, CrossEntropy, GradAccumulation, GradDtype, GradSync,
+    Hardware, LayerOps, LinearDtype, MethodId, MetpOptions, OptimizerDtype, OptimizerState,
+    Options, OuterAxes, ParamGather, PipeP2p, Recompute, WeightExchange, Workload, Zero3Gather,
+    ZeroStage,
 };
 use crate::error::{Error, Result};
 use crate::report::{self, Format};
@@ -158,6 +159,23 @@ impl From<ParamGatherArg> for ParamGather {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CrossEntropyArg {
+    SingleKernel,
+    MegatronJit,
+    MegatronUnfused,
+}
+
+impl From<CrossEntropyArg> for CrossEntropy {
+    fn from(c: CrossEntropyArg) -> CrossEntropy {
+        match c {
+            CrossEntropyArg::SingleKernel => CrossEntropy::SingleKernel,
+            CrossEntropyArg::MegatronJit => CrossEntropy::MegatronJit,
+            CrossEntropyArg::MegatronUnfused => CrossEntropy::MegatronUnfused,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Zero3GatherArg {
     Flat,
     PerParameter,
@@ -270,6 +288,14 @@ pub struct StateArgs {
     /// weights are kept after it).
     #[arg(long, value_enum, default_value = "after-step")]
     pub param_gather: ParamGatherArg,
+    /// How the loss's cross-entropy runs over the logits: single-kernel (one kernel each way
+    /// over the bf16 logits, 8 bytes per logit: flash-attn's or Transformer Engine's fused
+    /// cross-entropy), megatron-jit (Megatron-Core's cross_entropy_loss_fusion, NeMo 2's
+    /// default: four jit-fused kernels over FP32 logits, 28 bytes) or megatron-unfused
+    /// (Megatron's vocab_parallel_cross_entropy op by op over FP32 logits, Megatron-Core's and
+    /// NeMo 1's default: 52 bytes).
+    #[arg(long, value_enum, default_value = "single-kernel")]
+    pub cross_entropy: CrossEntropyArg,
     /// Dtype of the layers' linear GEMMs: bf16, or fp8 (Transformer Engine's FP8 training,
     /// NeMo's fp8: true: QKV, projection and MLP GEMMs forward and backward at the profile's
     /// FP8 peak, their bf16 inputs cast to FP8 first; attention, embedding and output head stay
@@ -305,6 +331,7 @@ impl StateArgs {
         options.runtime.layer_ops = self.layer_ops.into();
         options.runtime.zero3_gather = self.zero3_gather.into();
         options.runtime.param_gather = self.param_gather.into();
+        options.runtime.cross_entropy = self.cross_entropy.into();
         options.linear_dtype = self.linear_dtype.into();
         match Workload::optimizer_state_conflict(options) {
             Some(m) => Err(Error::arg("--optimizer-state", m)),

@@ -71,6 +71,17 @@
 //!   chunk over an interleaved stage's model chunks, in one chain: a chunk's first layer is
 //!   gathered as the chunk before it starts its last layer's first forward, so with virtual
 //!   stages only the stage's first gather waits at the step's start.
+//! - **The loss's cross-entropy.** By default the loss is one kernel each way over the bf16
+//!   logits (flash-attn's fused cross-entropy, as MosaicML ran it; Transformer Engine's parallel
+//!   cross-entropy): 8 bytes per logit. Megatron's `vocab_parallel_cross_entropy`
+//!   (`megatron/core/tensor_parallel/cross_entropy.py`, the only one before June 2024 and
+//!   Megatron-Core's default since, NeMo 1's too — its configs never set
+//!   `cross_entropy_loss_fusion`) runs op by op over FP32 logits: the cast (2 bytes read, 4
+//!   written), the max (4), the shift (8), `exp` (8), the sum (4) and the division (8) forward,
+//!   the product with the loss gradient (8) and the cast back (6) backward — 52 bytes per
+//!   logit. With `cross_entropy_loss_fusion` (`megatron/core/fusions/fused_cross_entropy.py`,
+//!   NeMo 2's default since September 2024) each of its four steps is one jit-fused kernel: cast
+//!   and max (6), shift, `exp` and sum (8), division (8), gradient and cast back (6) — 28.
 
 use serde::{Deserialize, Serialize};
 
@@ -264,6 +275,50 @@ impl ParamGather {
     }
 }
 
+/// How the loss's cross-entropy runs over the logits (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum CrossEntropy {
+    /// One kernel each way over the bf16 logits (the default).
+    #[default]
+    SingleKernel,
+    /// Megatron-Core's `cross_entropy_loss_fusion`: four jit-fused kernels over FP32 logits.
+    MegatronJit,
+    /// Megatron's `vocab_parallel_cross_entropy` op by op over FP32 logits.
+    MegatronUnfused,
+}
+
+impl CrossEntropy {
+    /// `single-kernel`, `megatron-jit` or `megatron-unfused`, as on the command line and in run
+    /// files.
+    pub fn id(self) -> &'static str {
+        match self {
+            CrossEntropy::SingleKernel => "single-kernel",
+            CrossEntropy::MegatronJit => "megatron-jit",
+            CrossEntropy::MegatronUnfused => "megatron-unfused",
+        }
+    }
+
+    /// Whether this is the default, one kernel each way.
+    pub fn is_single_kernel(&self) -> bool {
+        *self == CrossEntropy::SingleKernel
+    }
+
+    /// Its id where it is not the default (what reports print), else `None`.
+    pub fn shown(self) -> Option<&'static str> {
+        (!self.is_single_kernel()).then(|| self.id())
+    }
+
+    /// Bytes read and written per logit, forward and backward together (module docs).
+    pub fn bytes_per_logit(self) -> f64 {
+        match self {
+            CrossEntropy::SingleKernel => 8.0,
+            CrossEntropy::MegatronJit => 28.0,
+            CrossEntropy::MegatronUnfused => 52.0,
+        }
+    }
+}
+
 /// The software's schedule options (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Runtime {
@@ -290,6 +345,9 @@ pub struct Runtime {
     /// the step).
     #[serde(default, skip_serializing_if = "ParamGather::is_after_step")]
     pub param_gather: ParamGather,
+    /// How the loss's cross-entropy runs (left out when one kernel each way).
+    #[serde(default, skip_serializing_if = "CrossEntropy::is_single_kernel")]
+    pub cross_entropy: CrossEntropy,
 }
 
 impl Runtime {
@@ -306,6 +364,7 @@ impl Runtime {
             layer_ops: LayerOps::default(),
             zero3_gather: Zero3Gather::default(),
             param_gather: ParamGather::default(),
+            cross_entropy: CrossEntropy::default(),
             ..*self
         }
         .is_default()
@@ -317,6 +376,7 @@ impl Runtime {
             layer_ops: self.layer_ops.shown(),
             zero3_gather: self.zero3_gather.shown(),
             param_gather: self.param_gather.shown(),
+            cross_entropy: self.cross_entropy.shown(),
             linear_dtype: None,
         }
     }
@@ -336,6 +396,10 @@ pub struct Shown {
     /// absent: after the step).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub param_gather: Option<&'static str>,
+    /// How the loss's cross-entropy runs (`megatron-jit`|`megatron-unfused`; absent: one
+    /// kernel each way).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cross_entropy: Option<&'static str>,
     /// The layers' linear GEMMs' dtype (`fp8`; absent: bf16). Not a runtime option: set by
     /// `Options::shown`.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -485,6 +485,9 @@ pub fn axes_text(w: &crate::config::Workload) -> String {
             ", updated weights gathered {g} (in the first forward)"
         ));
     }
+    if let Some(c) = w.options.runtime.cross_entropy.shown() {
+        s.push_str(&format!(", {c} cross-entropy"));
+    }
     s
 }
 

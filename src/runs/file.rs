@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{
-    limits, load_hardware, load_model, read_json, AttentionKernel, CpComm, GradAccumulation,
-    GradDtype, GradSync, Hardware, LayerOps, LinearDtype, MethodId, Model, OptimizerDtype,
-    ParamGather, PipeP2p, Recompute, Zero3Gather,
+    limits, load_hardware, load_model, read_json, AttentionKernel, CpComm, CrossEntropy,
+    GradAccumulation, GradDtype, GradSync, Hardware, LayerOps, LinearDtype, MethodId, Model,
+    OptimizerDtype, ParamGather, PipeP2p, Recompute, Zero3Gather,
 };
 use crate::error::{shown, Error, Result};
 use crate::evaluate::{AttentionFlops, FlopConvention};
@@ -207,6 +207,10 @@ pub struct RunFile {
     /// `--overlap-param-gather`; `config::runtime`).
     #[serde(default)]
     pub param_gather: ParamGather,
+    /// How its loss's cross-entropy ran: `single-kernel` (default), `megatron-jit` or
+    /// `megatron-unfused` (`config::runtime`).
+    #[serde(default)]
+    pub cross_entropy: CrossEntropy,
     /// The dtype of its layers' linear GEMMs: `bf16` (default) or `fp8` (Transformer
     /// Engine's FP8 training; `config::precision::LinearDtype`).
     #[serde(default)]

@@ -266,6 +266,7 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
                 layer_ops: k.layer_ops,
                 zero3_gather: f.zero3_gather,
                 param_gather: f.param_gather,
+                cross_entropy: f.cross_entropy,
             },
             ..Options::default()
         },
@@ -450,6 +451,9 @@ fn layout_with(run: &Run, w: &ValidWorkload, replicas: bool, dtype: bool) -> Str
     }
     if let Some(g) = f.param_gather.shown() {
         s.push_str(&format!("; weights gathered {g}"));
+    }
+    if let Some(c) = f.cross_entropy.shown() {
+        s.push_str(&format!("; {c} cross-entropy"));
     }
     if f.pp > 1 && f.pp_p2p != PipeP2p::default() {
         s.push_str(&format!("; {} p2p", f.pp_p2p.id()));

@@ -274,7 +274,12 @@ pub fn sequence_split_plan(
     k.extend(norm_bwd(px, "ln2-bwd", local, d.h));
     mlp_b.push(Stage::Compute(k));
     let mut head_k = norm(px, "final-ln", local, d.h);
-    head_k.extend(super::kernels::head(local, d.v, d.h));
+    head_k.extend(super::kernels::head(
+        local,
+        d.v,
+        d.h,
+        w.options.runtime.cross_entropy,
+    ));
     finish(
         w,
         local,

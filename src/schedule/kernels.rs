@@ -10,7 +10,7 @@
 
 use super::shape::{Attention, AttnPass};
 use super::stage::{CausalBlocks, Kernel, LinearGemm};
-use crate::config::{Activation, LayerOps, Norm, OptimizerDtype, Workload};
+use crate::config::{Activation, CrossEntropy, LayerOps, Norm, OptimizerDtype, Workload};
 
 /// Linear layer forward: rows × k_in times k_in × n_out.
 pub fn linear_fwd(name: &'static str, rows: f64, n_out: f64, k_in: f64) -> Kernel {
@@ -336,14 +336,20 @@ pub fn mlp_bwd(px: Passes, rows: f64, h: f64, f: f64) -> Vec<Kernel> {
 }
 
 /// The output head over `rows` tokens and a `vocab` slice, forward and backward: the logits GEMM,
-/// the cross-entropy over the logits, and the two backward GEMMs.
-pub fn head(rows: f64, vocab: f64, h: f64) -> Vec<Kernel> {
+/// the cross-entropy over the logits as `ce` runs it, and the two backward GEMMs.
+pub fn head(rows: f64, vocab: f64, h: f64, ce: CrossEntropy) -> Vec<Kernel> {
     let mut k = vec![
         linear_fwd("head", rows, vocab, h),
-        Kernel::elementwise("cross-entropy", rows * vocab, 2.0),
+        cross_entropy("cross-entropy", rows * vocab, ce),
     ];
     k.extend(linear_bwd("head-bwd", rows, vocab, h));
     k
+}
+
+/// The loss's cross-entropy over `logits` logits, forward and backward in one memory-bound
+/// pass of the bytes `ce` moves per logit (`config::runtime`).
+pub fn cross_entropy(name: &'static str, logits: f64, ce: CrossEntropy) -> Kernel {
+    Kernel::memory(name, ce.bytes_per_logit() * logits)
 }
 
 /// The optimizer step over `params` local parameters.

@@ -186,7 +186,11 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         let v_p = (d.v / d.p).ceil();
         let fwd = vec![
             linear_fwd("head", local, v_p, d.h),
-            Kernel::elementwise("cross-entropy-partial", local * v_p, 2.0),
+            super::kernels::cross_entropy(
+                "cross-entropy-partial",
+                local * v_p,
+                w.options.runtime.cross_entropy,
+            ),
         ];
         vec![
             Stage::Compute(norm(px, "final-ln", local, d.h)),
@@ -201,7 +205,12 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         ]
     } else {
         let mut k = norm(px, "final-ln", local, d.h);
-        k.extend(head_kernels(local, d.v, d.h));
+        k.extend(head_kernels(
+            local,
+            d.v,
+            d.h,
+            w.options.runtime.cross_entropy,
+        ));
         vec![Stage::Compute(k)]
     };
     finish(

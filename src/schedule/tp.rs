@@ -69,7 +69,12 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         d.v
     };
     let mut head_k = norm(px, "final-ln", rows, d.h);
-    head_k.extend(head_kernels(rows, v_local, d.h));
+    head_k.extend(head_kernels(
+        rows,
+        v_local,
+        d.h,
+        w.options.runtime.cross_entropy,
+    ));
     let mut head = vec![Stage::Compute(head_k)];
     if w.options.vocab_parallel {
         head.push(ar("all-reduce-head"));

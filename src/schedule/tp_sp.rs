@@ -296,7 +296,7 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
     } else {
         d.v
     };
-    let head_k = head_kernels(rows, v_local, d.h);
+    let head_k = head_kernels(rows, v_local, d.h, w.options.runtime.cross_entropy);
     let head = vec![
         Stage::Compute(norm(px, "final-ln", local, d.h)),
         ag("all-gather-head"),

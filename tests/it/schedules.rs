@@ -305,3 +305,62 @@ fn ring_sends_are_posted_with_their_step() {
     // Forward and backward rings of 4 devices: 2 later sends each, on each device.
     assert!(checked >= 16, "{checked} sends checked");
 }
+
+/// The loss's cross-entropy moves the bytes per logit of the software that ran it
+/// (`config::runtime::CrossEntropy`): one kernel each way 8, Megatron-Core's jit-fused 28,
+/// Megatron's op-by-op 52 — over the b·s·V/p logits a tp-sp device holds (vocabulary split
+/// over the p devices); the step grows in that order.
+#[test]
+fn cross_entropy_moves_the_bytes_of_the_software_that_ran_it() {
+    use metp_sim::config::CrossEntropy;
+    use metp_sim::schedule::KernelShape;
+    let model = load_model("llama3-8b").unwrap();
+    let (p, s) = (2u64, 4096u64);
+    let logits = (s * model.vocab / p) as f64;
+    let mut steps = Vec::new();
+    for (ce, per_logit) in [
+        (CrossEntropy::SingleKernel, 8.0),
+        (CrossEntropy::MegatronJit, 28.0),
+        (CrossEntropy::MegatronUnfused, 52.0),
+    ] {
+        let mut o = Options {
+            causal: true,
+            ..Options::default()
+        };
+        o.runtime.cross_entropy = ce;
+        let w = workload(model.clone(), MethodId::TpSp, p, s, o)
+            .validate()
+            .unwrap();
+        let stages = metp_sim::memory::stage_inventories(&w);
+        let g = lower(
+            &w,
+            &plan(&w),
+            &stages,
+            LowerOptions {
+                devices: metp_sim::schedule::Devices::All,
+                memory: false,
+                optimizer: false,
+                rounds: metp_sim::schedule::Rounds::None,
+            },
+        );
+        let bytes: u64 = g
+            .tasks
+            .iter()
+            .filter(|t| t.device == 0 && t.label.name == "cross-entropy")
+            .map(|t| match t.work {
+                Work::Compute { kernel } => match g.kernels[kernel as usize] {
+                    KernelShape::Elementwise { bytes } => bytes,
+                    _ => panic!("cross-entropy: not a memory-bound pass"),
+                },
+                _ => panic!("cross-entropy: not a kernel"),
+            })
+            .sum();
+        assert!(
+            (bytes as f64 / (per_logit * logits) - 1.0).abs() < 1e-6,
+            "{}: {bytes} bytes for {logits} logits",
+            ce.id()
+        );
+        steps.push(metp_sim::evaluate::Evaluation::new(w).estimate.step_time_s);
+    }
+    assert!(steps[0] < steps[1] && steps[1] < steps[2], "{steps:?}");
+}
