@@ -251,6 +251,23 @@ fn eager_layer_ops_reach_every_pass_of_every_baseline() {
     }
 }
 
+/// The lowered step of `w` on every device, without memory or optimizer tasks.
+fn step_graph(w: metp_sim::config::Workload) -> metp_sim::schedule::TaskGraph {
+    let w = w.validate().unwrap();
+    let stages = metp_sim::memory::stage_inventories(&w);
+    lower(
+        &w,
+        &plan(&w),
+        &stages,
+        LowerOptions {
+            devices: metp_sim::schedule::Devices::All,
+            memory: false,
+            optimizer: false,
+            rounds: metp_sim::schedule::Rounds::None,
+        },
+    )
+}
+
 /// A double-buffered ring posts hop k's send together with its receive, at the start of step
 /// k (as a ring's loop issues both — Transformer Engine's context-parallel attention does), not
 /// as soon as hop k − 1 has landed: each send after the first waits for the sending device's
@@ -264,21 +281,7 @@ fn ring_sends_are_posted_with_their_step() {
         causal: true,
         ..Options::default()
     };
-    let w = workload(model, MethodId::Ring, 4, 4096, o)
-        .validate()
-        .unwrap();
-    let stages = metp_sim::memory::stage_inventories(&w);
-    let g = lower(
-        &w,
-        &plan(&w),
-        &stages,
-        LowerOptions {
-            devices: metp_sim::schedule::Devices::All,
-            memory: false,
-            optimizer: false,
-            rounds: metp_sim::schedule::Rounds::None,
-        },
-    );
+    let g = step_graph(workload(model, MethodId::Ring, 4, 4096, o));
     g.check().unwrap();
     let mut checked = 0;
     for t in &g.tasks {
@@ -328,21 +331,8 @@ fn cross_entropy_moves_the_bytes_of_the_software_that_ran_it() {
             ..Options::default()
         };
         o.runtime.cross_entropy = ce;
-        let w = workload(model.clone(), MethodId::TpSp, p, s, o)
-            .validate()
-            .unwrap();
-        let stages = metp_sim::memory::stage_inventories(&w);
-        let g = lower(
-            &w,
-            &plan(&w),
-            &stages,
-            LowerOptions {
-                devices: metp_sim::schedule::Devices::All,
-                memory: false,
-                optimizer: false,
-                rounds: metp_sim::schedule::Rounds::None,
-            },
-        );
+        let w = workload(model.clone(), MethodId::TpSp, p, s, o);
+        let g = step_graph(w.clone());
         let bytes: u64 = g
             .tasks
             .iter()
@@ -360,6 +350,7 @@ fn cross_entropy_moves_the_bytes_of_the_software_that_ran_it() {
             "{}: {bytes} bytes for {logits} logits",
             ce.id()
         );
+        let w = w.validate().unwrap();
         steps.push(metp_sim::evaluate::Evaluation::new(w).estimate.step_time_s);
     }
     assert!(steps[0] < steps[1] && steps[1] < steps[2], "{steps:?}");
