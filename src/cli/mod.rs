@@ -16,6 +16,7 @@ mod plan;
 mod progress;
 mod run;
 mod simulate;
+mod state_args;
 mod sweep;
 mod validate;
 
