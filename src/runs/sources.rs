@@ -84,35 +84,51 @@ pub fn by_size(runs: &[RunResult]) -> Vec<SizeSummary> {
                 sources.push(s);
             }
         }
-        let e = errors(&mine);
+        let t = Tally::of(&mine);
         out.push(SizeSummary {
             band: name,
-            runs: mine.len(),
+            runs: t.runs,
             sources: sources.len(),
-            hardware: hardware_of(&mine),
-            within_goal: mine.iter().filter(|r| r.within_goal).count(),
-            median_speed_error: e.1,
-            speed_error_range: (e.0, e.2),
-            faster: mine.iter().filter(|r| speed_error(r) > 0.0).count(),
+            hardware: t.hardware,
+            within_goal: t.within_goal,
+            median_speed_error: t.median_speed_error,
+            speed_error_range: t.speed_error_range,
+            faster: t.faster,
         });
     }
     out
 }
 
-/// The profiles `runs` use, each once, in order of first use.
-fn hardware_of(runs: &[&RunResult]) -> Vec<String> {
-    let mut hardware: Vec<String> = Vec::new();
-    for r in runs {
-        if !hardware.contains(&r.hardware) {
-            hardware.push(r.hardware.clone());
-        }
-    }
-    hardware
+/// What every group of runs says of itself (a source's, a size band's): the fields
+/// [`SourceSummary`] and [`SizeSummary`] share, computed once.
+struct Tally {
+    runs: usize,
+    hardware: Vec<String>,
+    within_goal: usize,
+    median_speed_error: f64,
+    speed_error_range: (f64, f64),
+    faster: usize,
 }
 
-/// Lowest, median and highest speed error of `runs`.
-fn errors(runs: &[&RunResult]) -> (f64, f64, f64) {
-    low_median_high(runs.iter().map(|r| speed_error(r)).collect())
+impl Tally {
+    fn of(runs: &[&RunResult]) -> Tally {
+        // The profiles, each once, in order of first use.
+        let mut hardware: Vec<String> = Vec::new();
+        for r in runs {
+            if !hardware.contains(&r.hardware) {
+                hardware.push(r.hardware.clone());
+            }
+        }
+        let (low, median, high) = low_median_high(runs.iter().map(|r| speed_error(r)).collect());
+        Tally {
+            runs: runs.len(),
+            hardware,
+            within_goal: runs.iter().filter(|r| r.within_goal).count(),
+            median_speed_error: median,
+            speed_error_range: (low, high),
+            faster: runs.iter().filter(|r| speed_error(r) > 0.0).count(),
+        }
+    }
 }
 
 /// A run's speed error: predicted over measured speed − 1, positive when the tool says faster
@@ -173,15 +189,15 @@ pub fn by_source(runs: &[RunResult]) -> Vec<SourceSummary> {
     group_by(runs, |r| short(&r.source.paper))
         .into_iter()
         .map(|(name, mine)| {
-            let e = errors(&mine);
+            let t = Tally::of(&mine);
             SourceSummary {
                 source: name.to_string(),
-                runs: mine.len(),
-                hardware: hardware_of(&mine),
-                within_goal: mine.iter().filter(|r| r.within_goal).count(),
-                median_speed_error: e.1,
-                speed_error_range: (e.0, e.2),
-                faster: mine.iter().filter(|r| speed_error(r) > 0.0).count(),
+                runs: t.runs,
+                hardware: t.hardware,
+                within_goal: t.within_goal,
+                median_speed_error: t.median_speed_error,
+                speed_error_range: t.speed_error_range,
+                faster: t.faster,
             }
         })
         .collect()
