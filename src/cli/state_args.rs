@@ -5,8 +5,8 @@
 use clap::{Args, ValueEnum};
 
 use crate::config::{
-    CrossEntropy, GradAccumulation, GradDtype, GradSync, LayerOps, LinearDtype, OptimizerDtype,
-    OptimizerState, Options, ParamGather, Workload, Zero3Gather,
+    CrossEntropy, GradAccumulation, GradBuffer, GradDtype, GradSync, LayerOps, LinearDtype,
+    OptimizerDtype, OptimizerState, Options, ParamGather, Workload, Zero3Gather,
 };
 use crate::error::{Error, Result};
 
@@ -122,6 +122,21 @@ impl From<CrossEntropyArg> for CrossEntropy {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum GradBufferArg {
+    Persistent,
+    Lazy,
+}
+
+impl From<GradBufferArg> for GradBuffer {
+    fn from(g: GradBufferArg) -> GradBuffer {
+        match g {
+            GradBufferArg::Persistent => GradBuffer::Persistent,
+            GradBufferArg::Lazy => GradBuffer::Lazy,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Zero3GatherArg {
     Flat,
     PerParameter,
@@ -178,6 +193,12 @@ pub struct StateArgs {
     /// Megatron-LM of 2021 do).
     #[arg(long, value_enum, default_value = "fused")]
     pub grad_accumulation: GradAccumulationArg,
+    /// When the whole main gradients are held (memory only; ZeRO 0 or 1): persistent (one
+    /// buffer through the step: Megatron-LM, DeepSpeed) or lazy (a model chunk's from its first
+    /// backward of the step to its last, where they are reduce-scattered: PyTorch FSDP2's FP32
+    /// accumulators with the synchronisation skipped between micro-batches, as LLaMA 3 trained).
+    #[arg(long, value_enum, default_value = "persistent")]
+    pub grad_buffer: GradBufferArg,
     /// When the data-parallel gradients are synchronised: overlapped (layer by layer as the
     /// backward produces them) or after-backward (once the whole backward has ended, exposed,
     /// as Megatron-LM of 2021 did; ZeRO 0 or 1).
@@ -246,6 +267,7 @@ impl StateArgs {
         options.runtime.zero3_gather = self.zero3_gather.into();
         options.runtime.param_gather = self.param_gather.into();
         options.runtime.cross_entropy = self.cross_entropy.into();
+        options.runtime.grad_buffer = self.grad_buffer.into();
         options.linear_dtype = self.linear_dtype.into();
         match Workload::optimizer_state_conflict(options) {
             Some(m) => Err(Error::arg("--optimizer-state", m)),

@@ -58,7 +58,8 @@ pub use model::{Activation, LinearBiases, Model, Norm};
 pub use options::{MetpOptions, Options, Recompute, WeightExchange, ZeroStage};
 pub use precision::{GradAccumulation, GradDtype, LinearDtype, OptimizerDtype, OptimizerState};
 pub use runtime::{
-    CpComm, CrossEntropy, GradSync, LayerOps, ParamGather, PipeP2p, Runtime, Shown, Zero3Gather,
+    CpComm, CrossEntropy, GradBuffer, GradSync, LayerOps, ParamGather, PipeP2p, Runtime, Shown,
+    Zero3Gather,
 };
 pub use scale::{apply_scales, parse_scales, Scale, ALIASES as SCALE_ALIASES};
 pub use seq::{parse_amount, parse_count, parse_list, parse_seq_spec};

@@ -82,6 +82,19 @@
 //!   logit. With `cross_entropy_loss_fusion` (`megatron/core/fusions/fused_cross_entropy.py`,
 //!   NeMo 2's default since September 2024) each of its four steps is one jit-fused kernel: cast
 //!   and max (6), shift, `exp` and sum (8), division (8), gradient and cast back (6) — 28.
+//! - **Gradient buffers allocated when the backward first needs them.** Megatron-LM and
+//!   DeepSpeed keep every parameter's main gradient in one contiguous buffer allocated at start-up
+//!   (the default: the gradients are held through the whole step, beside the activations in
+//!   flight). PyTorch FSDP2 with the gradient synchronisation skipped between micro-batches
+//!   allocates a module's unsharded FP32 accumulator in the post-backward hook of its first
+//!   backward of the step (`FSDPParam.to_accumulated_grad_if_needed`) and drops it once the
+//!   backward that synchronises has handed it to the reduce-scatter
+//!   (`FSDPParamGroup.post_backward`: `unsharded_accumulated_grad = None`) — under PyTorch's
+//!   pipelining, a model chunk's last backward of the step (`set_requires_gradient_sync`). With
+//!   `lazy`, a stage's whole gradients are held per model chunk from its first backward to its
+//!   last: none during a pipeline's warm-up, where its activations peak. Memory only; with
+//!   ZeRO 2 and 3 the gradients held are shards kept to the optimizer step, which it leaves as
+//!   they are.
 
 use serde::{Deserialize, Serialize};
 
@@ -319,6 +332,37 @@ impl CrossEntropy {
     }
 }
 
+/// When a stage's whole main gradients are allocated (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum GradBuffer {
+    /// One buffer for the whole model, held through the step (the default).
+    #[default]
+    Persistent,
+    /// A model chunk's gradients from its first backward of the step to its last.
+    Lazy,
+}
+
+impl GradBuffer {
+    /// `persistent` or `lazy`, as on the command line and in run files.
+    pub fn id(self) -> &'static str {
+        match self {
+            GradBuffer::Persistent => "persistent",
+            GradBuffer::Lazy => "lazy",
+        }
+    }
+
+    /// Whether this is the default, one buffer held through the step.
+    pub fn is_persistent(&self) -> bool {
+        *self == GradBuffer::Persistent
+    }
+
+    /// Its id where it is not the default (what reports print), else `None`.
+    pub fn shown(self) -> Option<&'static str> {
+        (!self.is_persistent()).then(|| self.id())
+    }
+}
+
 /// The software's schedule options (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Runtime {
@@ -348,6 +392,9 @@ pub struct Runtime {
     /// How the loss's cross-entropy runs (left out when one kernel each way).
     #[serde(default, skip_serializing_if = "CrossEntropy::is_single_kernel")]
     pub cross_entropy: CrossEntropy,
+    /// When the whole main gradients are allocated (left out when persistent).
+    #[serde(default, skip_serializing_if = "GradBuffer::is_persistent")]
+    pub grad_buffer: GradBuffer,
 }
 
 impl Runtime {
@@ -365,6 +412,7 @@ impl Runtime {
             zero3_gather: Zero3Gather::default(),
             param_gather: ParamGather::default(),
             cross_entropy: CrossEntropy::default(),
+            grad_buffer: GradBuffer::default(),
             ..*self
         }
         .is_default()
@@ -377,6 +425,7 @@ impl Runtime {
             zero3_gather: self.zero3_gather.shown(),
             param_gather: self.param_gather.shown(),
             cross_entropy: self.cross_entropy.shown(),
+            grad_buffer: self.grad_buffer.shown(),
             linear_dtype: None,
         }
     }
@@ -400,6 +449,9 @@ pub struct Shown {
     /// kernel each way).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cross_entropy: Option<&'static str>,
+    /// When the whole main gradients are allocated (`lazy`; absent: persistent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grad_buffer: Option<&'static str>,
     /// The layers' linear GEMMs' dtype (`fp8`; absent: bf16). Not a runtime option: set by
     /// `Options::shown`.
     #[serde(skip_serializing_if = "Option::is_none")]

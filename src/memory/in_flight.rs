@@ -1,7 +1,9 @@
 //! What a pipeline stage holds in flight at each moment of its 1F1B order where its memory may
 //! peak: the layers, embedding inputs and head inputs of the micro-batches it has run forward
-//! and not yet backward, and whether the moment is a forward (with the loss, on the last
-//! virtual stage) or a backward.
+//! and not yet backward, whether the moment is a forward (with the loss, on the last
+//! virtual stage) or a backward, and — where gradients are allocated lazily
+//! (`config::GradBuffer::Lazy`) — the layers (and embedding, head) of the model chunks whose
+//! gradients are held: from the chunk's first backward of the step to its last, both included.
 //!
 //! The moments depend on the order and the stage's chunk sizes only — not on bytes — so a plan
 //! that prices one pipeline shape under many methods, recomputation policies and ZeRO stages
@@ -31,6 +33,12 @@ pub(super) struct Moment {
     pub embedding: u64,
     pub head: u64,
     pub step: Step,
+    /// Layers whose gradients are held (0 unless lazily allocated).
+    pub grad_layers: u64,
+    /// Whether the embedding's gradients are held (lazily allocated, chunk 0 of the first stage).
+    pub grad_embedding: bool,
+    /// Whether the head's gradients are held (lazily allocated, the last stage's last chunk).
+    pub grad_head: bool,
 }
 
 /// Everything the order and the counts depend on.
@@ -44,6 +52,7 @@ struct Key {
     chunk_layers: Vec<u64>,
     embedding: bool,
     head: bool,
+    lazy_grads: bool,
 }
 
 /// Distinct orders a thread keeps (a plan meets a few thousand; each is a short list).
@@ -54,8 +63,14 @@ thread_local! {
 }
 
 /// The distinct moments of stage `stage`'s order, in order of first occurrence (`chunks`: its
-/// chunks, `ValidWorkload::stage_chunks`).
-pub(super) fn moments(w: &ValidWorkload, stage: u32, chunks: &[(u64, u64)]) -> Rc<[Moment]> {
+/// chunks, `ValidWorkload::stage_chunks`; `lazy_grads`: whether the held gradients are
+/// counted, else always none).
+pub(super) fn moments(
+    w: &ValidWorkload,
+    stage: u32,
+    chunks: &[(u64, u64)],
+    lazy_grads: bool,
+) -> Rc<[Moment]> {
     let v = w.outer.interleave as u32;
     let key = Key {
         pp: w.outer.pp as u32,
@@ -71,6 +86,7 @@ pub(super) fn moments(w: &ValidWorkload, stage: u32, chunks: &[(u64, u64)]) -> R
         chunk_layers: chunks.iter().map(|c| c.1).collect(),
         embedding: w.has_embedding(stage),
         head: w.has_head(stage),
+        lazy_grads,
     };
     if let Some(hit) = CACHE.with(|c| c.borrow().get(&key).cloned()) {
         return hit;
@@ -90,6 +106,8 @@ pub(super) fn moments(w: &ValidWorkload, stage: u32, chunks: &[(u64, u64)]) -> R
 fn walk(w: &ValidWorkload, k: &Key) -> Rc<[Moment]> {
     let last_chunk = k.chunk_layers.len() as u32 - 1;
     let (mut layers, mut embedding, mut head) = (0u64, 0u64, 0u64);
+    // Backwards each chunk has run; its gradients are held from its first to its m-th.
+    let mut backwards = vec![0u32; k.chunk_layers.len()];
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for i in 0..2 * k.m * k.v {
@@ -97,6 +115,21 @@ fn walk(w: &ValidWorkload, k: &Key) -> Rc<[Moment]> {
         let n = k.chunk_layers[op.chunk as usize];
         let first = k.embedding && op.chunk == 0;
         let last = k.head && op.chunk == last_chunk;
+        if !op.forward {
+            backwards[op.chunk as usize] += 1;
+        }
+        // A chunk's gradients are held during its backwards, the first and the last included.
+        let held = |c: usize| {
+            k.lazy_grads
+                && (backwards[c] > 0 && backwards[c] < k.m
+                    || (!op.forward && c == op.chunk as usize))
+        };
+        let grad_layers = (0..k.chunk_layers.len())
+            .filter(|&c| held(c))
+            .map(|c| k.chunk_layers[c])
+            .sum();
+        let grad_embedding = k.embedding && held(0);
+        let grad_head = k.head && held(last_chunk as usize);
         let step = if op.forward {
             layers += n;
             embedding += u64::from(first);
@@ -114,6 +147,9 @@ fn walk(w: &ValidWorkload, k: &Key) -> Rc<[Moment]> {
             embedding,
             head,
             step,
+            grad_layers,
+            grad_embedding,
+            grad_head,
         };
         if seen.insert(moment) {
             out.push(moment);
@@ -166,6 +202,9 @@ mod tests {
                         embedding: e,
                         head: h,
                         step,
+                        grad_layers: 0,
+                        grad_embedding: false,
+                        grad_head: false,
                     };
                     if !listed.contains(&mo) {
                         listed.push(mo);
@@ -174,11 +213,56 @@ mod tests {
                         (l, e, h) = (l - n, e - u64::from(first), h - u64::from(last));
                     }
                 }
-                let found = moments(&w, s, &chunks);
+                let found = moments(&w, s, &chunks, false);
                 assert_eq!(&listed[..], &found[..], "{layers} {pp} {v} {m} {s}");
                 // A second call is the cached list.
-                assert!(Rc::ptr_eq(&found, &moments(&w, s, &chunks)));
+                assert!(Rc::ptr_eq(&found, &moments(&w, s, &chunks, false)));
             }
         }
+    }
+
+    /// Lazily allocated gradients are held from a chunk's first backward to its last: none
+    /// before the first backward, every chunk's once each has started and the step is not
+    /// over, and the chunk running its last backward still holds them during it.
+    #[test]
+    fn held_gradients_follow_each_chunks_backwards() {
+        // Two micro-batches, no pipeline: F0 holds nothing, B0 and F1 hold every layer (B1
+        // repeats B0's moment).
+        let w = gpt3_tp_sp(4, (1, 1, 1), 2, 1, Options::default());
+        let chunks = w.stage_chunks(0);
+        let held: Vec<u64> = moments(&w, 0, &chunks, true)
+            .iter()
+            .map(|m| m.grad_layers)
+            .collect();
+        assert_eq!(held, vec![0, 4, 4]);
+        assert!(moments(&w, 0, &chunks, false)
+            .iter()
+            .all(|m| m.grad_layers == 0));
+        // Interleaved with as many micro-batches as stages: every forward runs before the
+        // first backward, so the moment holding the most activations holds no gradients; the
+        // last chunk's are held from its first backward, the first chunk's (with the embedding)
+        // only at the end.
+        let w = gpt3_tp_sp(8, (2, 2, 1), 2, 2, Options::default());
+        let chunks = w.stage_chunks(0);
+        let found = moments(&w, 0, &chunks, true);
+        let most = found.iter().map(|m| m.layers).max().unwrap();
+        let first_at_most = found.iter().find(|m| m.layers == most).unwrap();
+        assert_eq!(first_at_most.grad_layers, 0);
+        assert!(!first_at_most.grad_embedding);
+        let first_backward = found.iter().find(|m| m.step == Step::Backward).unwrap();
+        assert_eq!(first_backward.grad_layers, chunks[1].1);
+        assert!(!first_backward.grad_embedding);
+        assert!(found.iter().any(|m| m.grad_embedding));
+        // With twice as many micro-batches, the steady state holds activations as many as the
+        // warm-up's and every chunk's gradients at once.
+        let mut options = Options::default();
+        options.runtime.pp_round = Some(2);
+        let w = gpt3_tp_sp(8, (2, 2, 1), 4, 2, options);
+        let chunks = w.stage_chunks(0);
+        let found = moments(&w, 0, &chunks, true);
+        let most = found.iter().map(|m| m.layers).max().unwrap();
+        assert!(found
+            .iter()
+            .any(|m| m.layers == most && m.grad_layers == 4 && m.grad_embedding));
     }
 }

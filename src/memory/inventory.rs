@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 
-use super::in_flight::Step;
-use super::{method_memory, params, stage_share, StageShare};
+use super::in_flight::{Moment, Step};
+use super::{method_memory, names, params, stage_share, HeldGrads, StageShare};
 use crate::config::{Dims, ValidWorkload};
 
 /// Which part of the model a tensor belongs to.
@@ -125,8 +125,15 @@ pub struct Inventory {
     pub in_flight_layers: u64,
     /// The tensors, static first, then stored, then transient.
     pub tensors: Vec<Tensor>,
-    /// Weights, gradients and optimizer state.
+    /// Weights, gradients and optimizer state (with lazily allocated gradients, those held at
+    /// the peak).
     pub static_bytes: u128,
+    /// Where the whole gradients are allocated lazily, what a chunk's take
+    /// (`config::GradBuffer::Lazy`); `None`: held through the step, in `static_bytes`.
+    pub held_grads: Option<HeldGrads>,
+    /// The lazily allocated gradients held at the peak (in `static_bytes`; 0 without
+    /// `held_grads`).
+    pub held_grad_bytes: u128,
     /// Stored activations of one layer.
     pub activation_bytes_per_layer: u128,
     /// All stored activations at the peak (every layer held, embedding and head inputs).
@@ -247,6 +254,9 @@ struct PeakMoment {
     head: u64,
     phase: Phase,
     transient: u128,
+    /// Lazily allocated gradients held (in `total`), and their layers.
+    grad_bytes: u128,
+    grad_layers: u64,
 }
 
 /// What every stage holding one share holds alike: its tensors (static first, then stored,
@@ -254,7 +264,9 @@ struct PeakMoment {
 struct Base {
     share: StageShare,
     tensors: Vec<Tensor>,
+    /// Without lazily allocated gradients (those are counted at each moment).
     static_bytes: u128,
+    held_grads: Option<HeldGrads>,
     activation_bytes_per_layer: u128,
     /// Stored inputs of the embedding and of the head, per micro-batch in flight.
     emb_each: u128,
@@ -277,7 +289,11 @@ impl Base {
                 && !(t.block == Block::Head && t.kind != Kind::Static && !share.head)
         });
         tensors.sort_by_key(|t| t.kind);
-        let static_bytes = sum(&tensors, Kind::Static);
+        let held_grads = HeldGrads::of(w, share);
+        let static_bytes = tensors
+            .iter()
+            .filter(|t| t.kind == Kind::Static && !(held_grads.is_some() && is_main_grads(t)))
+            .fold(0u128, |acc, t| acc.saturating_add(t.bytes()));
         let activation_bytes_per_layer = tensors
             .iter()
             .filter(|t| t.is_layer_activation())
@@ -294,12 +310,18 @@ impl Base {
             share: *share,
             tensors,
             static_bytes,
+            held_grads,
             activation_bytes_per_layer,
             emb_each,
             head_each,
             phase_bytes,
         }
     }
+}
+
+/// Whether `t` is the main gradients.
+fn is_main_grads(t: &Tensor) -> bool {
+    t.name == names::OPTIMIZER_MAIN_GRADS_FP32 || t.name == names::OPTIMIZER_MAIN_GRADS_BF16
 }
 
 /// The bytes of `tensors` of one kind (saturating).
@@ -321,9 +343,18 @@ fn stage_inventory(
 ) -> Inventory {
     let share = base.share;
     let mut tensors = base.tensors.clone();
-    let (static_bytes, activation_bytes_per_layer) =
-        (base.static_bytes, base.activation_bytes_per_layer);
     let peak = peak_moment(w, stage, chunks, base);
+    let (static_bytes, activation_bytes_per_layer) = (
+        base.static_bytes.saturating_add(peak.grad_bytes),
+        base.activation_bytes_per_layer,
+    );
+    if base.held_grads.is_some() {
+        // The main gradients as held at the peak.
+        for t in tensors.iter_mut().filter(|t| is_main_grads(t)) {
+            t.bytes_each = peak.grad_bytes;
+        }
+        tensors.retain(|t| !(is_main_grads(t) && t.bytes_each == 0));
+    }
     // The stored tensors as held at the peak: each layer's as many times as layers are held,
     // the embedding's and head's once per micro-batch in flight.
     for t in tensors.iter_mut().filter(|t| t.kind == Kind::Stored) {
@@ -342,7 +373,12 @@ fn stage_inventory(
         .saturating_add(stored_bytes)
         .saturating_add(peak.transient)
         .saturating_add(reserved_bytes);
-    debug_assert_eq!(stored_bytes.saturating_add(peak.transient), peak.total);
+    debug_assert_eq!(
+        stored_bytes
+            .saturating_add(peak.transient)
+            .saturating_add(peak.grad_bytes),
+        peak.total
+    );
     let capacity_bytes = w.hardware.memory_bytes();
     let mut notes = method_notes.to_vec();
     if w.outer.pp > 1 {
@@ -369,6 +405,14 @@ fn stage_inventory(
             notes.push(n);
         }
     }
+    if base.held_grads.is_some() {
+        notes.push(format!(
+            "main gradients allocated lazily (PyTorch FSDP2's accumulators, from a model chunk's \
+             first backward of the step to its last): at the peak those of {} of the stage's {} \
+             layer(s) are held",
+            peak.grad_layers, share.layers
+        ));
+    }
     if w.options.linear_dtype == crate::config::LinearDtype::Fp8 {
         // Time is priced in FP8 (`schedule`'s FP8 pass); memory is not re-counted.
         notes.push(
@@ -384,6 +428,8 @@ fn stage_inventory(
         in_flight_layers: peak.layers,
         tensors,
         static_bytes,
+        held_grads: base.held_grads,
+        held_grad_bytes: peak.grad_bytes,
         activation_bytes_per_layer,
         stored_bytes,
         transient_peak_bytes: peak.transient,
@@ -410,11 +456,16 @@ fn peak_moment(w: &ValidWorkload, stage: u32, chunks: &[(u64, u64)], base: &Base
     );
     let of = |p: Phase| base.phase_bytes[Phase::ALL.iter().position(|&q| q == p).unwrap_or(0)];
     let mut best: Option<(PeakMoment, usize)> = None;
-    let mut consider = |layers: u64, emb: u64, head: u64, phases: &[Phase]| {
+    let mut consider = |mo: &Moment, phases: &[Phase]| {
+        let (layers, emb, head) = (mo.layers, mo.embedding, mo.head);
+        let grad_bytes = base.held_grads.map_or(0, |g| {
+            g.bytes(mo.grad_layers, mo.grad_embedding, mo.grad_head)
+        });
         let stored = per_layer
             .saturating_mul(layers as u128)
             .saturating_add(emb_each.saturating_mul(emb as u128))
-            .saturating_add(head_each.saturating_mul(head as u128));
+            .saturating_add(head_each.saturating_mul(head as u128))
+            .saturating_add(grad_bytes);
         for &ph in phases {
             let rank = Phase::ALL.iter().position(|&q| q == ph).unwrap_or(0);
             let total = stored.saturating_add(of(ph));
@@ -431,6 +482,8 @@ fn peak_moment(w: &ValidWorkload, stage: u32, chunks: &[(u64, u64)], base: &Base
                         head,
                         phase: ph,
                         transient: of(ph),
+                        grad_bytes,
+                        grad_layers: mo.grad_layers,
                     },
                     rank,
                 ));
@@ -438,13 +491,14 @@ fn peak_moment(w: &ValidWorkload, stage: u32, chunks: &[(u64, u64)], base: &Base
         }
     };
     // The distinct moments of its order (`in_flight`: walked once per pipeline shape).
-    for mo in super::in_flight::moments(w, stage, chunks).iter() {
+    let lazy = base.held_grads.is_some();
+    for mo in super::in_flight::moments(w, stage, chunks, lazy).iter() {
         let phases: &[Phase] = match mo.step {
             Step::Forward => &[Phase::FwdAttention, Phase::FwdMlp],
             Step::ForwardWithLoss => &[Phase::FwdAttention, Phase::FwdMlp, Phase::Loss],
             Step::Backward => &[Phase::BwdAttention, Phase::BwdMlp],
         };
-        consider(mo.layers, mo.embedding, mo.head, phases);
+        consider(mo, phases);
     }
     best.map(|(b, _)| b).unwrap_or(PeakMoment {
         total: 0,
@@ -453,6 +507,8 @@ fn peak_moment(w: &ValidWorkload, stage: u32, chunks: &[(u64, u64)], base: &Base
         head: 0,
         phase: Phase::FwdAttention,
         transient: 0,
+        grad_bytes: 0,
+        grad_layers: 0,
     })
 }
 

@@ -12,7 +12,9 @@
 
 use super::layer::{ceil_div, prod, tensor};
 use super::{Block, Kind, Phase, Tensor};
-use crate::config::{Dims, GradDtype, OptimizerDtype, Workload, ZeroStage};
+use serde::Serialize;
+
+use crate::config::{Dims, GradBuffer, GradDtype, OptimizerDtype, Workload, ZeroStage};
 use crate::memory::names;
 
 /// Bytes per parameter of the bf16 weights.
@@ -197,6 +199,62 @@ pub fn static_tensors(w: &Workload, st: &StageShare) -> Vec<Tensor> {
         ));
     }
     out
+}
+
+/// The main gradients of a stage held per model chunk, when they are allocated lazily
+/// (`config::GradBuffer::Lazy`) and whole (ZeRO 0 or 1): what the gradients of one layer, of the
+/// embedding and of the head (with the final norm) take, in the gradients' dtype. Linear in the
+/// layers held, so that the chunks' allocations add up to the moments' (`memory::in_flight`);
+/// a layer's share of a row-split weight is rounded up, as its shard is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HeldGrads {
+    /// One layer's gradients.
+    pub per_layer_bytes: u128,
+    /// The embedding's (0 on stages without it).
+    pub embedding_bytes: u128,
+    /// The output head's and the final norm's (0 on stages without them).
+    pub head_bytes: u128,
+}
+
+impl HeldGrads {
+    /// The held gradients' parts for `st`, or `None` where the gradients are held through the
+    /// step (persistent, or sharded by ZeRO 2 and 3).
+    pub fn of(w: &Workload, st: &StageShare) -> Option<HeldGrads> {
+        if w.options.runtime.grad_buffer != GradBuffer::Lazy || w.zero_stage() >= ZeroStage::Zero2 {
+            return None;
+        }
+        let g = w.options.grad_dtype.bytes();
+        let params = |layers: u64, embedding: bool, head: bool| -> u128 {
+            let share = StageShare {
+                layers,
+                embedding,
+                head,
+                pipelined: st.pipelined,
+            };
+            local_params(w, &share)
+                .iter()
+                .map(|&(_, n, _)| n)
+                .sum::<u128>()
+                * g
+        };
+        Some(HeldGrads {
+            per_layer_bytes: params(1, false, false),
+            embedding_bytes: if st.embedding {
+                params(0, true, false)
+            } else {
+                0
+            },
+            head_bytes: if st.head { params(0, false, true) } else { 0 },
+        })
+    }
+
+    /// The bytes held with `layers` layers' gradients and the embedding's and head's where set.
+    pub fn bytes(&self, layers: u64, embedding: bool, head: bool) -> u128 {
+        self.per_layer_bytes
+            .saturating_mul(layers as u128)
+            .saturating_add(if embedding { self.embedding_bytes } else { 0 })
+            .saturating_add(if head { self.head_bytes } else { 0 })
+    }
 }
 
 /// Embedding and output-head activations.

@@ -151,7 +151,7 @@ fn block_name(b: Block) -> &'static str {
 /// Human table for `metp-sim memory`: tensors grouped by block and kind, replicated ones marked.
 pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
     let mut out = format!(
-        "{} on {} — {}, p = {}, dp = {}, s = {}, b = {}{}{}\n{}\n",
+        "{} on {} — {}, p = {}, dp = {}, s = {}, b = {}{}{}{}\n{}\n",
         w.method.id(),
         w.hardware.name,
         w.model.name,
@@ -166,6 +166,11 @@ pub fn memory_table(w: &Workload, inv: &Inventory) -> String {
             .layer_ops
             .shown()
             .map_or(String::new(), |o| format!(", {o} layer ops")),
+        w.options
+            .runtime
+            .grad_buffer
+            .shown()
+            .map_or(String::new(), |g| format!(", gradients allocated {g}")),
         super::attention_header(w)
     );
     let mut rows: Vec<_> = inv.tensors.iter().collect();

@@ -402,6 +402,9 @@ fn header(p: &Plan) -> String {
                 .param_gather
                 .map(|g| format!("; ZeRO 1-2 candidates' updated weights gathered {g}")),
             p.shown
+                .grad_buffer
+                .map(|g| format!("; ZeRO 0-1 candidates' gradients allocated {g}")),
+            p.shown
                 .linear_dtype
                 .map(|d| format!("; {d} linear layers (METP candidates refused)")),
         ]

@@ -488,6 +488,9 @@ pub fn axes_text(w: &crate::config::Workload) -> String {
     if let Some(c) = w.options.runtime.cross_entropy.shown() {
         s.push_str(&format!(", {c} cross-entropy"));
     }
+    if let Some(g) = w.options.runtime.grad_buffer.shown() {
+        s.push_str(&format!(", gradients allocated {g}"));
+    }
     s
 }
 

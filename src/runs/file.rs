@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{
     limits, load_hardware, load_model, read_json, AttentionKernel, CpComm, CrossEntropy,
-    GradAccumulation, GradDtype, GradSync, Hardware, LayerOps, LinearDtype, MethodId, Model,
-    OptimizerDtype, ParamGather, PipeP2p, Recompute, Zero3Gather,
+    GradAccumulation, GradBuffer, GradDtype, GradSync, Hardware, LayerOps, LinearDtype, MethodId,
+    Model, OptimizerDtype, ParamGather, PipeP2p, Recompute, Zero3Gather,
 };
 use crate::error::{shown, Error, Result};
 use crate::evaluate::{AttentionFlops, FlopConvention};
@@ -211,6 +211,11 @@ pub struct RunFile {
     /// `megatron-unfused` (`config::runtime`).
     #[serde(default)]
     pub cross_entropy: CrossEntropy,
+    /// When its whole main gradients were allocated: `persistent` (default) or `lazy` (PyTorch
+    /// FSDP2's accumulators, from a model chunk's first backward to its last;
+    /// `config::runtime`).
+    #[serde(default)]
+    pub grad_buffer: GradBuffer,
     /// The dtype of its layers' linear GEMMs: `bf16` (default) or `fp8` (Transformer
     /// Engine's FP8 training; `config::precision::LinearDtype`).
     #[serde(default)]

@@ -267,6 +267,7 @@ pub fn workload(run: &Run, k: &Knobs) -> Result<Workload> {
                 zero3_gather: f.zero3_gather,
                 param_gather: f.param_gather,
                 cross_entropy: f.cross_entropy,
+                grad_buffer: f.grad_buffer,
             },
             ..Options::default()
         },
@@ -454,6 +455,9 @@ fn layout_with(run: &Run, w: &ValidWorkload, replicas: bool, dtype: bool) -> Str
     }
     if let Some(c) = f.cross_entropy.shown() {
         s.push_str(&format!("; {c} cross-entropy"));
+    }
+    if let Some(g) = f.grad_buffer.shown() {
+        s.push_str(&format!("; gradients allocated {g}"));
     }
     if f.pp > 1 && f.pp_p2p != PipeP2p::default() {
         s.push_str(&format!("; {} p2p", f.pp_p2p.id()));

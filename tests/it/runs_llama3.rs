@@ -101,8 +101,8 @@ fn llama3_8k_pair_decides_how_often_fsdp_synchronises() {
 /// The Llama 3 8K rows differ only in micro-batches per replica (32 and 16): the report splits
 /// both steps into a cost per micro-batch and a rest, measured and predicted, and the
 /// predicted parts add up to the predicted split; runs with different layouts inside a replica
-/// (the 22B runs: other recomputation) are not paired. The 8,192-GPU run's peak is its parts,
-/// and it fits only with less allocator headroom than the profile's 7%.
+/// (the 22B runs: other recomputation) are not paired. Each run's peak is its parts; the
+/// 16,384-GPU run fits, the 8,192-GPU run does not (see the memory check below).
 #[test]
 fn llama3_8k_rows_split_into_a_cost_per_micro_batch_and_a_rest() {
     let results = analytic_results_of(&[
@@ -126,34 +126,39 @@ fn llama3_8k_rows_split_into_a_cost_per_micro_batch_and_a_rest() {
     assert!((sum(|x| x.per_micro_batch_s) - p.predicted.per_micro_batch_s).abs() < 1e-9);
     assert!((sum(|x| x.rest_s) - p.predicted.rest_s).abs() < 1e-9);
 
-    // Memory: the peak is its parts; with whole FP32 gradients neither row fits by the tool's
-    // model, not even without allocator headroom (the run files say so: the tool's memory
-    // verdict is stricter than the published runs here).
-    for id in [&p.more, &p.fewer] {
-        let r = results.iter().find(|r| &r.id == id).unwrap();
-        assert_eq!(r.peak.peak_bytes(), r.peak_bytes, "{id}");
-        assert!(!r.fits, "{id}");
-        assert!(r.peak.headroom_fraction_that_fits.is_none(), "{id}");
-        assert!(r.peak.spare_without_headroom_bytes() == 0, "{id}");
-        // How small each layer's stored activations would have to be: the largest that fits.
-        let m = &r.peak;
-        for with_headroom in [true, false] {
-            let a = m
-                .activation_bytes_per_layer_that_fits(with_headroom)
-                .unwrap();
-            assert!(a < m.activation_bytes_per_layer, "{id} {a}");
-            let layers = m.in_flight_layers as u128;
-            let peak_at = |per_layer: u128| {
-                m.peak_bytes() - m.activation_bytes_per_layer * layers + per_layer * layers
-                    - if with_headroom {
-                        0
-                    } else {
-                        m.allocator_headroom_bytes
-                    }
-            };
-            assert!(peak_at(a) <= m.capacity_bytes, "{id} {a}");
-            assert!(peak_at(a + 1) > m.capacity_bytes, "{id} {a}");
-        }
+    // Memory: the peak is its parts. FSDP2's FP32 gradients are held per chunk from its first
+    // backward to its last (`grad_buffer: lazy`): at 16 micro-batches, one round, every forward
+    // of the first stage runs before its first backward and the layout fits; at 32, in two
+    // rounds, the steady state holds every chunk's gradients beside as many activations, and it
+    // does not fit by the tool's model, not even without allocator headroom (the run file says
+    // so: the tool's memory verdict is stricter than the published run there).
+    let fewer = results.iter().find(|r| r.id == p.fewer).unwrap();
+    assert_eq!(fewer.peak.peak_bytes(), fewer.peak_bytes);
+    assert!(fewer.fits, "{}", fewer.peak_bytes);
+    let r = results.iter().find(|r| r.id == p.more).unwrap();
+    let id = &r.id;
+    assert_eq!(r.peak.peak_bytes(), r.peak_bytes, "{id}");
+    assert!(!r.fits, "{id}");
+    assert!(r.peak.headroom_fraction_that_fits.is_none(), "{id}");
+    assert!(r.peak.spare_without_headroom_bytes() == 0, "{id}");
+    // How small each layer's stored activations would have to be: the largest that fits.
+    let m = &r.peak;
+    for with_headroom in [true, false] {
+        let a = m
+            .activation_bytes_per_layer_that_fits(with_headroom)
+            .unwrap();
+        assert!(a < m.activation_bytes_per_layer, "{id} {a}");
+        let layers = m.in_flight_layers as u128;
+        let peak_at = |per_layer: u128| {
+            m.peak_bytes() - m.activation_bytes_per_layer * layers + per_layer * layers
+                - if with_headroom {
+                    0
+                } else {
+                    m.allocator_headroom_bytes
+                }
+        };
+        assert!(peak_at(a) <= m.capacity_bytes, "{id} {a}");
+        assert!(peak_at(a + 1) > m.capacity_bytes, "{id} {a}");
     }
 
     // runs.json carries the split as runs.md shows it.

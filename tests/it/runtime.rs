@@ -5,8 +5,8 @@
 
 use super::common::agrees_with_the_analytic_twin;
 use metp_sim::config::{
-    load_hardware, load_model, CpComm, GradSync, MethodId, Options, OuterAxes, PipeP2p, Runtime,
-    Workload, ZeroStage,
+    load_hardware, load_model, CpComm, GradBuffer, GradSync, MethodId, Options, OuterAxes, PipeP2p,
+    Runtime, Workload, ZeroStage,
 };
 use metp_sim::evaluate::{Evaluation, SimulateOptions};
 use metp_sim::memory::stage_inventories;
@@ -412,4 +412,80 @@ fn a_composed_simulation_refuses_another_schedule() {
             "{e}"
         );
     }
+}
+
+/// Lazily allocated gradients (PyTorch FSDP2's accumulators, `--grad-buffer lazy`) are held
+/// per model chunk from its first backward of the step to its last. Where every forward runs
+/// before the first backward (interleaved, as many micro-batches as stages) the first stage's
+/// activations peak at its first backward, with only the chunk running it holding gradients;
+/// the
+/// simulator, which allocates them at the chunk's first backward and frees them after its last,
+/// reaches each stage's peak byte for byte. With the gradients sharded (ZeRO 2) nothing moves.
+#[test]
+fn lazy_gradients_are_held_from_a_chunks_first_backward_to_its_last() {
+    let lazy = Runtime {
+        grad_buffer: GradBuffer::Lazy,
+        ..Runtime::default()
+    };
+    let peaks = |w: &Workload| -> Vec<(u128, u128)> {
+        stage_inventories(&w.clone().validate().unwrap())
+            .iter()
+            .map(|i| (i.peak_bytes, i.static_bytes))
+            .collect()
+    };
+    let (held, whole) = (
+        workload(2, 2, 1, 2, 8, lazy),
+        workload(2, 2, 1, 2, 8, Runtime::default()),
+    );
+    let (h, p) = (peaks(&held), peaks(&whole));
+    let first = &stage_inventories(&held.clone().validate().unwrap())[0];
+    let parts = first.held_grads.expect("held per chunk");
+    // Stage 0 peaks at its first backward, of its last chunk (two layers): those two layers'
+    // gradients are held, not its four layers' and the embedding's.
+    assert_eq!(first.held_grad_bytes, 2 * parts.per_layer_bytes);
+    assert_eq!(
+        p[0].1 - h[0].1,
+        2 * parts.per_layer_bytes + parts.embedding_bytes,
+        "{h:?} {p:?}"
+    );
+    assert_eq!(p[0].0 - h[0].0, p[0].1 - h[0].1);
+    // A layer of LLaMA-2 7B at p = 2 (about 101 M parameters) in FP32.
+    assert!(
+        (parts.per_layer_bytes as f64 / 4.04e8 - 1.0).abs() < 0.01,
+        "{}",
+        parts.per_layer_bytes
+    );
+    // The simulator holds what the inventory says, no more, and reaches it.
+    for w in [&held, &whole] {
+        let label = format!("{:?}", w.options.runtime.grad_buffer);
+        let e = agrees_with_the_analytic_twin(w, &label);
+        let stages = stage_inventories(&e.workload);
+        let run = e
+            .simulation
+            .as_ref()
+            .and_then(|s| s.run.as_ref())
+            .expect("simulated whole");
+        // Every device reaches its stage's peak (devices are numbered by the simulator's
+        // rank order, so compared as sets).
+        let mut reached: Vec<u128> = run
+            .result
+            .devices
+            .iter()
+            .map(|d| d.memory_high_water_bytes)
+            .collect();
+        let mut peaks: Vec<u128> = stages.iter().map(|i| i.peak_bytes).collect();
+        for v in [&mut reached, &mut peaks] {
+            v.sort_unstable();
+            v.dedup();
+        }
+        assert_eq!(reached, peaks, "{label}");
+    }
+    // Sharded gradients (ZeRO 2) are held to the optimizer step whatever the buffer.
+    let zero2 = |mut w: Workload| {
+        w.options.zero = Some(ZeroStage::Zero2);
+        w.dp = 2;
+        w.hardware.nodes = 1;
+        w
+    };
+    assert_eq!(peaks(&zero2(held.clone())), peaks(&zero2(whole.clone())));
 }

@@ -54,15 +54,15 @@ impl Lower<'_> {
         self.label.layer = None;
         self.label.block = "step";
         self.label.micro_batch = 0;
+        // Lazily allocated gradients (`config::GradBuffer::Lazy`) are held per chunk, from its
+        // first backward to its last, not from the step's start.
+        let held_grads = inv.held_grads.filter(|_| ops.is_none());
+        let fixed_bytes =
+            inv.static_bytes - held_grads.map_or(0, |_| inv.held_grad_bytes) + inv.reserved_bytes;
         for i in 0..self.active.len() {
             let dev = self.active[i];
             self.label.name = "static+reserved";
-            self.mem(
-                dev,
-                true,
-                inv.static_bytes + inv.reserved_bytes,
-                "static+reserved",
-            );
+            self.mem(dev, true, fixed_bytes, "static+reserved");
         }
         let mut grad_sync: Vec<Vec<TaskId>> = vec![Vec::new(); self.sim_devices()];
         let m = w.micro_batches as u32;
@@ -197,6 +197,11 @@ impl Lower<'_> {
                 if !last && self.messages {
                     self.pipe_recv(true, mb, u + 1, plan);
                 }
+                let chunk_grads = held_grads.map_or(0, |g| g.bytes(n_layers, first, last));
+                if mb == 0 {
+                    self.label.block = "step";
+                    self.each_mem(true, chunk_grads, "held-gradients");
+                }
                 let ahead = gathered_ahead(plan, false, mb).filter(|_| n_layers > 0);
                 let mut pending = match ahead {
                     Some(what) => {
@@ -240,6 +245,10 @@ impl Lower<'_> {
                     self.each_mem(false, emb_bytes, "embedding-activations");
                 } else if self.messages {
                     self.pipe_send(true, mb, u, plan.pipeline_bytes);
+                }
+                if mb + 1 == m {
+                    self.label.block = "step";
+                    self.each_mem(false, chunk_grads, "held-gradients");
                 }
             }
         }
@@ -290,12 +299,7 @@ impl Lower<'_> {
         for i in 0..self.active.len() {
             let dev = self.active[i];
             self.label.name = "static+reserved";
-            self.mem(
-                dev,
-                false,
-                inv.static_bytes + inv.reserved_bytes,
-                "static+reserved",
-            );
+            self.mem(dev, false, fixed_bytes, "static+reserved");
         }
     }
 
