@@ -1,8 +1,8 @@
 //! metp-sim: how long a sequence fits, how fast a step runs, and where memory and time go, for
 //! METP (memory-efficient tensor parallelism) and the methods it competes with.
 //!
-//! Data flows one way (DESIGN §3; `tests/it/layering.rs` checks every edge, and the README's
-//! layout table is checked against it):
+//! Data flows one way (DESIGN §3; `tests/it/layering.rs` checks every edge, and
+//! `tests/it/layering_docs.rs` the README's layout table against it):
 //!
 //! - [`error`]: the crate's one error type and exit codes;
 //! - [`inputs`]: the files this process has read, so that no output replaces one;

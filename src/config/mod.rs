@@ -5,11 +5,10 @@
 //! and assembles a validated [`Workload`]. Depends only on `error` and `inputs` (every file read is noted there); never on `memory`,
 //! `schedule` or `sim`: nothing here knows about memory, schedules or the simulator.
 //!
-//! One concept per file; the files use each other in one direction (`tests/it/layering.rs`):
-//! [`Figure`] (a number with its source) and the training options have their own files, so that
-//! the hardware profile and its kernel model, and the methods' rules and the workload, do not
-//! use each other both ways. One circle is left: `attention.rs` ↔ `kernel_model.rs` (the
-//! attention implementations; `KNOWN_CIRCLES` in the test says why).
+//! One concept per file; the files use each other in one direction
+//! (`tests/it/layering_files.rs`): [`Figure`] (a number with its source) and the training
+//! options have their own files, so that the hardware profile and its kernel model, and the
+//! methods' rules and the workload, do not use each other both ways.
 
 mod attention;
 mod dims;

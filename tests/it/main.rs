@@ -3,6 +3,8 @@
 mod analytic_vs_sim;
 mod attention_kernels;
 mod calib;
+mod calib_cli;
+mod calib_fit;
 mod cli;
 mod collectives;
 mod commands;
@@ -23,6 +25,8 @@ mod hostile;
 mod kernels;
 mod korthikanti;
 mod layering;
+mod layering_docs;
+mod layering_files;
 mod param_gather;
 mod periodic;
 mod pipeline;
