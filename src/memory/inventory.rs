@@ -447,7 +447,8 @@ fn stage_inventory(
 /// and its last layer runs the forward phases (and the loss) with all of them live; a backward's
 /// first layer runs the backward phases before anything is freed. Among equal totals the phase
 /// first in [`Phase::ALL`] wins, then the earliest moment (without a pipeline this is the
-/// largest transient on top of every layer's activations).
+/// largest transient on top of every layer's activations). Lazily allocated gradients count at
+/// the moments that hold them (`in_flight`): a chunk's from its first backward to its last.
 fn peak_moment(w: &ValidWorkload, stage: u32, chunks: &[(u64, u64)], base: &Base) -> PeakMoment {
     let (per_layer, emb_each, head_each) = (
         base.activation_bytes_per_layer,
@@ -461,14 +462,16 @@ fn peak_moment(w: &ValidWorkload, stage: u32, chunks: &[(u64, u64)], base: &Base
         let grad_bytes = base.held_grads.map_or(0, |g| {
             g.bytes(mo.grad_layers, mo.grad_embedding, mo.grad_head)
         });
-        let stored = per_layer
+        // Stored activations and any lazily allocated gradients: what the moment holds besides
+        // the static tensors and its phase's transients.
+        let held = per_layer
             .saturating_mul(layers as u128)
             .saturating_add(emb_each.saturating_mul(emb as u128))
             .saturating_add(head_each.saturating_mul(head as u128))
             .saturating_add(grad_bytes);
         for &ph in phases {
             let rank = Phase::ALL.iter().position(|&q| q == ph).unwrap_or(0);
-            let total = stored.saturating_add(of(ph));
+            let total = held.saturating_add(of(ph));
             let better = match &best {
                 None => true,
                 Some((b, r)) => total > b.total || (total == b.total && rank < *r),
