@@ -193,10 +193,10 @@ pub struct StateArgs {
     /// Megatron-LM of 2021 do).
     #[arg(long, value_enum, default_value = "fused")]
     pub grad_accumulation: GradAccumulationArg,
-    /// When the whole main gradients are held (memory only; ZeRO 0 or 1): persistent (one
-    /// buffer through the step: Megatron-LM, DeepSpeed) or lazy (a model chunk's from its first
-    /// backward of the step to its last, where they are reduce-scattered: PyTorch FSDP2's FP32
-    /// accumulators with the synchronisation skipped between micro-batches, as LLaMA 3 trained).
+    /// When the main gradients are held (memory only): persistent (one buffer through the
+    /// step: Megatron-LM, DeepSpeed) or lazy (PyTorch FSDP2: a model chunk's from its first
+    /// backward of the step — whole ones to its last backward, where they are reduce-scattered,
+    /// as LLaMA 3 trained; the shards of ZeRO 2 and 3 to the step's end).
     #[arg(long, value_enum, default_value = "persistent")]
     pub grad_buffer: GradBufferArg,
     /// When the data-parallel gradients are synchronised: overlapped (layer by layer as the

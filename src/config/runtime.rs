@@ -92,9 +92,11 @@
 //!   (`FSDPParamGroup.post_backward`: `unsharded_accumulated_grad = None`) — under PyTorch's
 //!   pipelining, a model chunk's last backward of the step (`set_requires_gradient_sync`). With
 //!   `lazy`, a stage's whole gradients are held per model chunk from its first backward to its
-//!   last: none during a pipeline's warm-up, where its activations peak. Memory only; with
-//!   ZeRO 2 and 3 the gradients held are shards kept to the optimizer step, which it leaves as
-//!   they are.
+//!   last: none during a pipeline's warm-up, where its activations peak. Under ZeRO 2 and 3
+//!   (a reduce-scatter after every micro-batch's backward) the gradients held are the device's
+//!   shards, which FSDP2 allocates at a chunk's first reduce-scatter and `zero_grad` drops after
+//!   the optimizer step: with `lazy` they are held from the chunk's first backward to the
+//!   step's end. Memory only.
 
 use serde::{Deserialize, Serialize};
 
@@ -339,7 +341,8 @@ pub enum GradBuffer {
     /// One buffer for the whole model, held through the step (the default).
     #[default]
     Persistent,
-    /// A model chunk's gradients from its first backward of the step to its last.
+    /// A model chunk's gradients from its first backward of the step: whole ones to its last
+    /// backward, shards (ZeRO 2 and 3) to the step's end.
     Lazy,
 }
 

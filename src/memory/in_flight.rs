@@ -3,18 +3,21 @@
 //! and not yet backward, whether the moment is a forward (with the loss, on the last
 //! virtual stage) or a backward, and — where gradients are allocated lazily
 //! (`config::GradBuffer::Lazy`) — the layers (and embedding, head) of the model chunks whose
-//! gradients are held: from the chunk's first backward of the step to its last, both included.
+//! gradients are held: from the chunk's first backward of the step, included, to its last,
+//! included (whole gradients), or to the step's end (shards; `params::GradLifetime`).
 //!
 //! The moments depend on the order and the stage's chunk sizes only — not on bytes — so a plan
 //! that prices one pipeline shape under many methods, recomputation policies and ZeRO stages
 //! walks each order once per thread (a bounded cache) instead of once per configuration and
 //! stage. A moment already seen is not repeated: the peak rule keeps the earliest of equal
-//! totals, so a repeat could never win. Depends on `config` only.
+//! totals, so a repeat could never win. Depends on `config`, and on `params` for the
+//! gradients' lifetime.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
+use super::params::GradLifetime;
 use crate::config::ValidWorkload;
 
 /// Whether a moment is a forward, the last virtual stage's forward (which runs the loss), or a
@@ -52,7 +55,7 @@ struct Key {
     chunk_layers: Vec<u64>,
     embedding: bool,
     head: bool,
-    lazy_grads: bool,
+    grads: Option<GradLifetime>,
 }
 
 /// Distinct orders a thread keeps (a plan meets a few thousand; each is a short list).
@@ -63,13 +66,13 @@ thread_local! {
 }
 
 /// The distinct moments of stage `stage`'s order, in order of first occurrence (`chunks`: its
-/// chunks, `ValidWorkload::stage_chunks`; `lazy_grads`: whether the held gradients are
-/// counted, else always none).
+/// chunks, `ValidWorkload::stage_chunks`; `grads`: how long lazily allocated gradients are
+/// held, `None`: not counted, always none).
 pub(super) fn moments(
     w: &ValidWorkload,
     stage: u32,
     chunks: &[(u64, u64)],
-    lazy_grads: bool,
+    grads: Option<GradLifetime>,
 ) -> Rc<[Moment]> {
     let v = w.outer.interleave as u32;
     let key = Key {
@@ -86,7 +89,7 @@ pub(super) fn moments(
         chunk_layers: chunks.iter().map(|c| c.1).collect(),
         embedding: w.has_embedding(stage),
         head: w.has_head(stage),
-        lazy_grads,
+        grads,
     };
     if let Some(hit) = CACHE.with(|c| c.borrow().get(&key).cloned()) {
         return hit;
@@ -118,11 +121,15 @@ fn walk(w: &ValidWorkload, k: &Key) -> Rc<[Moment]> {
         if !op.forward {
             backwards[op.chunk as usize] += 1;
         }
-        // A chunk's gradients are held during its backwards, the first and the last included.
-        let held = |c: usize| {
-            k.lazy_grads
-                && (backwards[c] > 0 && backwards[c] < k.m
-                    || (!op.forward && c == op.chunk as usize))
+        // A chunk's gradients are held from its first backward on: whole ones until its last
+        // backward has ended (that one included), shards to the step's end.
+        let running = |c: usize| !op.forward && c == op.chunk as usize;
+        let held = |c: usize| match k.grads {
+            None => false,
+            Some(GradLifetime::ToLastBackward) => {
+                backwards[c] > 0 && backwards[c] < k.m || running(c)
+            }
+            Some(GradLifetime::ToStepEnd) => backwards[c] > 0,
         };
         let grad_layers = (0..k.chunk_layers.len())
             .filter(|&c| held(c))
@@ -213,10 +220,10 @@ mod tests {
                         (l, e, h) = (l - n, e - u64::from(first), h - u64::from(last));
                     }
                 }
-                let found = moments(&w, s, &chunks, false);
+                let found = moments(&w, s, &chunks, None);
                 assert_eq!(&listed[..], &found[..], "{layers} {pp} {v} {m} {s}");
                 // A second call is the cached list.
-                assert!(Rc::ptr_eq(&found, &moments(&w, s, &chunks, false)));
+                assert!(Rc::ptr_eq(&found, &moments(&w, s, &chunks, None)));
             }
         }
     }
@@ -230,12 +237,12 @@ mod tests {
         // repeats B0's moment).
         let w = gpt3_tp_sp(4, (1, 1, 1), 2, 1, Options::default());
         let chunks = w.stage_chunks(0);
-        let held: Vec<u64> = moments(&w, 0, &chunks, true)
+        let held: Vec<u64> = moments(&w, 0, &chunks, Some(GradLifetime::ToLastBackward))
             .iter()
             .map(|m| m.grad_layers)
             .collect();
         assert_eq!(held, vec![0, 4, 4]);
-        assert!(moments(&w, 0, &chunks, false)
+        assert!(moments(&w, 0, &chunks, None)
             .iter()
             .all(|m| m.grad_layers == 0));
         // Interleaved with as many micro-batches as stages: every forward runs before the
@@ -244,7 +251,7 @@ mod tests {
         // only at the end.
         let w = gpt3_tp_sp(8, (2, 2, 1), 2, 2, Options::default());
         let chunks = w.stage_chunks(0);
-        let found = moments(&w, 0, &chunks, true);
+        let found = moments(&w, 0, &chunks, Some(GradLifetime::ToLastBackward));
         let most = found.iter().map(|m| m.layers).max().unwrap();
         let first_at_most = found.iter().find(|m| m.layers == most).unwrap();
         assert_eq!(first_at_most.grad_layers, 0);
@@ -259,10 +266,30 @@ mod tests {
         options.runtime.pp_round = Some(2);
         let w = gpt3_tp_sp(8, (2, 2, 1), 4, 2, options);
         let chunks = w.stage_chunks(0);
-        let found = moments(&w, 0, &chunks, true);
+        let found = moments(&w, 0, &chunks, Some(GradLifetime::ToLastBackward));
         let most = found.iter().map(|m| m.layers).max().unwrap();
         assert!(found
             .iter()
             .any(|m| m.layers == most && m.grad_layers == 4 && m.grad_embedding));
+        // Shards (ZeRO 2 and 3) stay to the step's end: once a chunk has run a backward its
+        // gradients are held at every later moment; whole ones are gone after the last.
+        let w = gpt3_tp_sp(4, (1, 1, 1), 2, 1, Options::default());
+        let chunks = w.stage_chunks(0);
+        let held: Vec<u64> = moments(&w, 0, &chunks, Some(GradLifetime::ToStepEnd))
+            .iter()
+            .map(|m| m.grad_layers)
+            .collect();
+        assert_eq!(held, vec![0, 4, 4]);
+        let w = gpt3_tp_sp(8, (2, 2, 1), 2, 2, Options::default());
+        let chunks = w.stage_chunks(0);
+        let (whole, shards) = (
+            moments(&w, 0, &chunks, Some(GradLifetime::ToLastBackward)),
+            moments(&w, 0, &chunks, Some(GradLifetime::ToStepEnd)),
+        );
+        let last = |m: &[Moment]| m.last().unwrap().grad_layers;
+        // The last moment is chunk 0's last backward: whole, only chunk 0's are held (chunk 1's
+        // went with its last backward); shards, both chunks'.
+        assert_eq!(last(&whole), chunks[0].1);
+        assert_eq!(last(&shards), chunks[0].1 + chunks[1].1);
     }
 }

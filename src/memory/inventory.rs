@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::in_flight::{Moment, Step};
-use super::{method_memory, names, params, stage_share, HeldGrads, StageShare};
+use super::{method_memory, names, params, stage_share, GradLifetime, HeldGrads, StageShare};
 use crate::config::{Dims, ValidWorkload};
 
 /// Which part of the model a tensor belongs to.
@@ -405,12 +405,22 @@ fn stage_inventory(
             notes.push(n);
         }
     }
-    if base.held_grads.is_some() {
+    if let Some(g) = base.held_grads {
         notes.push(format!(
-            "main gradients allocated lazily (PyTorch FSDP2's accumulators, from a model chunk's \
-             first backward of the step to its last): at the peak those of {} of the stage's {} \
-             layer(s) are held",
-            peak.grad_layers, share.layers
+            "main gradients allocated lazily (PyTorch FSDP2's {}): at the peak those of {} of \
+             the stage's {} layer(s) are held",
+            match g.lifetime {
+                GradLifetime::ToLastBackward => {
+                    "unsharded accumulators, from a model chunk's first backward of the step to \
+                     its last"
+                }
+                GradLifetime::ToStepEnd => {
+                    "sharded gradients, from a model chunk's first backward of the step to the \
+                     optimizer step"
+                }
+            },
+            peak.grad_layers,
+            share.layers
         ));
     }
     if w.options.linear_dtype == crate::config::LinearDtype::Fp8 {
@@ -494,8 +504,8 @@ fn peak_moment(w: &ValidWorkload, stage: u32, chunks: &[(u64, u64)], base: &Base
         }
     };
     // The distinct moments of its order (`in_flight`: walked once per pipeline shape).
-    let lazy = base.held_grads.is_some();
-    for mo in super::in_flight::moments(w, stage, chunks, lazy).iter() {
+    let lifetime = base.held_grads.map(|g| g.lifetime);
+    for mo in super::in_flight::moments(w, stage, chunks, lifetime).iter() {
         let phases: &[Phase] = match mo.step {
             Step::Forward => &[Phase::FwdAttention, Phase::FwdMlp],
             Step::ForwardWithLoss => &[Phase::FwdAttention, Phase::FwdMlp, Phase::Loss],

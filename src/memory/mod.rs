@@ -34,7 +34,7 @@ pub use inventory::{
     critical_stage, inventories_built, inventory, stage_inventories, Block, Inventory, Kind, Phase,
     Tensor,
 };
-pub use params::{HeldGrads, StageShare};
+pub use params::{GradLifetime, HeldGrads, StageShare};
 pub use unit::{phase_peaks, unit_inventory, Moment, Unit, UnitInventory, UnitShape, UnitSpec};
 
 use crate::config::{Dims, MethodId, Workload};

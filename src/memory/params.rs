@@ -201,11 +201,24 @@ pub fn static_tensors(w: &Workload, st: &StageShare) -> Vec<Tensor> {
     out
 }
 
+/// How long a model chunk's lazily allocated gradients are held (`config::GradBuffer::Lazy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GradLifetime {
+    /// Whole gradients (ZeRO 0 or 1): from the chunk's first backward of the step to its last,
+    /// whose synchronisation takes them (FSDP2's unsharded accumulator).
+    ToLastBackward,
+    /// Shards (ZeRO 2 and 3): from the chunk's first backward, whose reduce-scatter allocates
+    /// them, to the optimizer step (FSDP2's sharded `.grad`, dropped by `zero_grad`).
+    ToStepEnd,
+}
+
 /// The main gradients of a stage held per model chunk, when they are allocated lazily
-/// (`config::GradBuffer::Lazy`) and whole (ZeRO 0 or 1): what the gradients of one layer, of the
-/// embedding and of the head (with the final norm) take, in the gradients' dtype. Linear in the
-/// layers held, so that the chunks' allocations add up to the moments' (`memory::in_flight`);
-/// a layer's share of a row-split weight is rounded up, as its shard is.
+/// (`config::GradBuffer::Lazy`): what the gradients of one layer, of the embedding and of the
+/// head (with the final norm) take, in the gradients' dtype — whole, or the device's shards
+/// under ZeRO 2 and 3 — and how long a chunk's are held. Linear in the layers held, so that the
+/// chunks' allocations add up to the moments' (`memory::in_flight`); a layer's share of a
+/// row-split weight, and a layer's shard, are rounded up, as their buffers are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct HeldGrads {
     /// One layer's gradients.
@@ -214,37 +227,42 @@ pub struct HeldGrads {
     pub embedding_bytes: u128,
     /// The output head's and the final norm's (0 on stages without them).
     pub head_bytes: u128,
+    /// How long a chunk's are held.
+    pub lifetime: GradLifetime,
 }
 
 impl HeldGrads {
     /// The held gradients' parts for `st`, or `None` where the gradients are held through the
-    /// step (persistent, or sharded by ZeRO 2 and 3).
+    /// step (`persistent`).
     pub fn of(w: &Workload, st: &StageShare) -> Option<HeldGrads> {
-        if w.options.runtime.grad_buffer != GradBuffer::Lazy || w.zero_stage() >= ZeroStage::Zero2 {
+        if w.options.runtime.grad_buffer != GradBuffer::Lazy {
             return None;
         }
         let g = w.options.grad_dtype.bytes();
-        let params = |layers: u64, embedding: bool, head: bool| -> u128 {
+        let (shards, lifetime) = if w.zero_stage() >= ZeroStage::Zero2 {
+            (zero_group(w), GradLifetime::ToStepEnd)
+        } else {
+            (1, GradLifetime::ToLastBackward)
+        };
+        let bytes = |layers: u64, embedding: bool, head: bool| -> u128 {
             let share = StageShare {
                 layers,
                 embedding,
                 head,
                 pipelined: st.pipelined,
             };
-            local_params(w, &share)
-                .iter()
-                .map(|&(_, n, _)| n)
-                .sum::<u128>()
-                * g
+            let params: u128 = local_params(w, &share).iter().map(|&(_, n, _)| n).sum();
+            ceil_div(params * g, shards)
         };
         Some(HeldGrads {
-            per_layer_bytes: params(1, false, false),
+            per_layer_bytes: bytes(1, false, false),
             embedding_bytes: if st.embedding {
-                params(0, true, false)
+                bytes(0, true, false)
             } else {
                 0
             },
-            head_bytes: if st.head { params(0, false, true) } else { 0 },
+            head_bytes: if st.head { bytes(0, false, true) } else { 0 },
+            lifetime,
         })
     }
 

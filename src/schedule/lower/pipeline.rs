@@ -12,7 +12,7 @@
 use super::sync::{gather_ahead, gather_first, gathered_ahead, grad_sync_collective, param_gather};
 use super::*;
 use crate::config::{GradSync, PipeOp, PipeP2p};
-use crate::memory::{Block, Kind};
+use crate::memory::{Block, GradLifetime, Kind};
 
 /// Tags of pipeline messages: the top bit set, then the direction, the micro-batch and the
 /// sending virtual stage (ring tags stay far below).
@@ -54,9 +54,13 @@ impl Lower<'_> {
         self.label.layer = None;
         self.label.block = "step";
         self.label.micro_batch = 0;
-        // Lazily allocated gradients (`config::GradBuffer::Lazy`) are held per chunk, from its
-        // first backward to its last, not from the step's start.
+        // Lazily allocated gradients (`config::GradBuffer::Lazy`) are held per chunk from its
+        // first backward, not from the step's start: whole ones to its last backward, shards to
+        // the step's end (`memory::GradLifetime`).
         let held_grads = inv.held_grads.filter(|_| ops.is_none());
+        let to_last_backward =
+            held_grads.is_some_and(|g| g.lifetime == GradLifetime::ToLastBackward);
+        let mut held_to_step_end = 0u128;
         let fixed_bytes =
             inv.static_bytes - held_grads.map_or(0, |_| inv.held_grad_bytes) + inv.reserved_bytes;
         for i in 0..self.active.len() {
@@ -201,6 +205,9 @@ impl Lower<'_> {
                 if mb == 0 {
                     self.label.block = "step";
                     self.each_mem(true, chunk_grads, "held-gradients");
+                    if !to_last_backward {
+                        held_to_step_end += chunk_grads;
+                    }
                 }
                 let ahead = gathered_ahead(plan, false, mb).filter(|_| n_layers > 0);
                 let mut pending = match ahead {
@@ -246,7 +253,7 @@ impl Lower<'_> {
                 } else if self.messages {
                     self.pipe_send(true, mb, u, plan.pipeline_bytes);
                 }
-                if mb + 1 == m {
+                if mb + 1 == m && to_last_backward {
                     self.label.block = "step";
                     self.each_mem(false, chunk_grads, "held-gradients");
                 }
@@ -296,6 +303,8 @@ impl Lower<'_> {
         if optimizer {
             param_gather(self, plan, stage);
         }
+        self.label.block = "step";
+        self.each_mem(false, held_to_step_end, "held-gradients");
         for i in 0..self.active.len() {
             let dev = self.active[i];
             self.label.name = "static+reserved";
