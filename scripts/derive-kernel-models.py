@@ -18,8 +18,9 @@ What it does (every figure it writes says where it came from):
 3. MI300X, MI325X, B200, GB200: GEMM fitted to the maximum achievable matmul FLOPS measured on
    each (stas00/ml-engineering, compute/accelerator/README.md, MAMF table, BF16) as a one-point
    measurement file; B200's and GB200's FP8 GEMMs (`gpu.peak_fp8_flops_per_s`,
-   `kernels.gemm.fp8.mma_fraction`) fitted the same way to the same table's FP8 maxima; HBM from published bandwidth measurements; B200's attention fitted to the
-   FlashAttention-4 paper's maxima (FA4, and cuDNN 9.13 derived from FA4's speedup over it). What
+   `kernels.gemm.fp8.mma_fraction`) fitted the same way to the same table's FP8 maxima; HBM from published bandwidth measurements; B200's FlashAttention-4 fitted to
+   its paper's maximum and B200's cuDNN (9.13) to cudnn-frontend's measured forward and backward
+   (benchmark/sdpa_benchmark_training, 512 to 131,072 tokens). What
    has no measurement is a placeholder and the profile says so (`kernels.placeholder`, the
    implementations' `placeholder`), which `list` and every report header repeat.
 
@@ -70,18 +71,21 @@ def run(args):
 # --- published attention rows → measurement files -----------------------------------------
 
 def attention_file(s, what, device):
-    """The rows of published set `s` as a kernel measurement file (FA3 benchmark setting:
-    hidden 2048 = 16 heads of 128, batch × sequence = 16k tokens)."""
-    d, hidden, tokens = 128, 2048, 16384
-    heads = hidden // d
+    """The rows of published set `s` as a kernel measurement file: each row in the FA3
+    benchmark's setting (hidden 2048 = 16 heads of 128, batch × sequence = 16k tokens) unless it
+    gives its own batch, heads, kv_heads and head_dim."""
     by_key = {}
     for r in s["rows"]:
         seq, causal = r["seq"], r["causal"]
-        b = tokens // seq
+        d = r.get("head_dim", 128)
+        heads = r.get("heads", 2048 // d)
+        b = r.get("batch", 16384 // seq)
         flops = 4 * b * seq * seq * heads * d / (2 if causal else 1)
         e = by_key.setdefault((seq, causal), {
             "b": b, "heads": heads, "s": seq, "head_dim": d, "causal": causal,
             "fwd_flops": flops})
+        if "kv_heads" in r:
+            e["kv_heads"] = r["kv_heads"]
         if r["pass"] == "fwd":
             e["fwd_s"] = flops / (r["tflops"] * 1e12)
         else:
@@ -572,10 +576,21 @@ def blackwell_attention():
     fa3 = h100["kernels"]["attention"]["implementations"]["fa3"]
     bwd_ratio = (fa3["bwd"]["mma_fraction"]["value"] / fa3["fwd"]["mma_fraction"]["value"])
     fitted = {}
+    # cuDNN: both passes fitted to its measured forward and backward (cudnn-frontend's B200
+    # benchmark).
+    why = "cuDNN's Blackwell kernels are closed: FlashAttention-4's tiles assumed"
+    fwd = attention_start(b200, 128, 128, 0.7, 0, why)
+    bwd = attention_start(b200, 64, 128, 0.6, fa3["bwd"]["extra_bytes_per_element"]["value"], why)
+    passes, mfile = fit_attention("b200-8", "cudnn", b200, fwd, bwd, "NVIDIA B200")
+    fitted["cudnn"] = {
+        "source": f"fitted by metp-sim calibrate --fit {mfile} ({SCRIPT}): "
+                  f"{published('b200-8', 'cudnn')['source']}",
+        "fwd": passes["attention_fwd"],
+        "bwd": passes["attention_bwd"],
+    }
     for impl, why in [
         ("fa4", "FlashAttention-4's tiles assumed: 128 x 128 per thread block, one block per SM "
                 "(its 2-CTA MMA pairs blocks; not modelled)"),
-        ("cudnn", "cuDNN's Blackwell kernels are closed: FlashAttention-4's tiles assumed"),
     ]:
         fwd = attention_start(b200, 128, 128, 0.7, 0, why)
         bwd = attention_start(b200, 64, 128, 0.6,
@@ -608,14 +623,15 @@ def blackwell_attention():
                 v["source"] = ("derived: b200-8's, the same Blackwell SMs (148) and kernels at "
                                "GB200's own peak FLOP/s (the fractions carry over). b200-8's "
                                "source: " + v["source"])
-                v["placeholder"] = "B200's figures at GB200's peak; " + v["placeholder"]
+                v["placeholder"] = "B200's figures at GB200's peak" + (
+                    "; " + v["placeholder"] if "placeholder" in v else "")
         c = impls.pop("cudnn")
         p["kernels"]["attention_fwd"] = c["fwd"]
         p["kernels"]["attention_bwd"] = c["bwd"]
         p["kernels"]["attention"] = {
             "fused": "cudnn",
             "fused_source": c["source"],
-            "fused_placeholder": c["placeholder"],
+            **({"fused_placeholder": c["placeholder"]} if "placeholder" in c else {}),
             "default": "cudnn",
             "default_source": "Transformer Engine's fused attention on Blackwell is cuDNN's",
             "implementations": impls,

@@ -84,8 +84,9 @@ TOLERANCE = {"llama3-8b": 0.5, "llama3-70b": 0.25, "llama3-405b": 0.15, "nemotro
 TOLERANCE_WHY = (
     "The first B200 training runs in runs/. b200-8's kernel model is mostly a placeholder (the H100's "
     "tile structure, host and memory figures; the BF16 and FP8 GEMM rates each fitted to one published "
-    "matmul maximum, a burst measurement, with no clock a training step holds; cuDNN attention from one "
-    "published forward maximum, its backward not measured), and the launch's vboost is not modelled. "
+    "matmul maximum, a burst measurement, with no clock a training step holds; cuDNN attention fitted "
+    "to cudnn-frontend's measured B200 forward and backward, cuDNN 9.13, newer than this release's), "
+    "and the launch's vboost is not modelled. "
     "Nothing is fitted to these runs; the tolerance is the prediction's distance from this figure when the "
     "file was written, with a margin, and guards against regressions; the 5% goal stands."
 )
