@@ -154,6 +154,19 @@ def fit_attention(profile, impl, hw, fwd, bwd, device):
     return passes, str(mfile.relative_to(ROOT))
 
 
+def fitted_implementation(profile, impl, hw, fwd, bwd, device, lead="", tail=""):
+    """An implementation whose two passes are fitted to its published set: the fitted passes
+    and a source naming the measurement file and the set's own source (`lead` before it,
+    `tail` after)."""
+    passes, mfile = fit_attention(profile, impl, hw, fwd, bwd, device)
+    return {
+        "source": f"fitted by metp-sim calibrate --fit {mfile} ({SCRIPT}): {lead}"
+                  f"{published(profile, impl)['source']}{tail}",
+        "fwd": passes["attention_fwd"],
+        "bwd": passes["attention_bwd"],
+    }
+
+
 def profile_gpu(profile):
     return {"dgx-h100": "h100", "b200-8": "b200", "gb200-nvl72": "gb200",
             "mi300x-8": "mi300x", "mi325x-8": "mi325x"}[profile]
@@ -171,13 +184,8 @@ def hopper():
                "128 x 64, backward 64 x 128)")
     fwd = attention_start(h100, 128, 64, 0.4, 0, fa2_why, ctas=2)
     bwd = attention_start(h100, 64, 128, 0.35, bwd_extra, fa2_why)
-    passes, mfile = fit_attention("dgx-h100", "fa2", h100, fwd, bwd, "NVIDIA H100 80GB SXM5")
-    impls["fa2"] = {
-        "source": f"fitted by metp-sim calibrate --fit {mfile} ({SCRIPT}): the "
-                  f"{published('dgx-h100', 'fa2')['source']}",
-        "fwd": passes["attention_fwd"],
-        "bwd": passes["attention_bwd"],
-    }
+    impls["fa2"] = fitted_implementation("dgx-h100", "fa2", h100, fwd, bwd,
+                                         "NVIDIA H100 80GB SXM5", lead="the ")
     for impl, why in [
         ("fa3", f"FlashAttention-3's tiles: {FA3_REPO}; the causal tiles for both masks"),
         ("cudnn", "cuDNN's kernels are closed: FlashAttention-3's Hopper tiles assumed "
@@ -185,15 +193,11 @@ def hopper():
     ]:
         fwd = attention_start(h100, 128, 128, 0.7, 0, why)
         bwd = attention_start(h100, 64, 128, 0.6, bwd_extra, why)
-        passes, mfile = fit_attention("dgx-h100", impl, h100, fwd, bwd, "NVIDIA H100 80GB SXM5")
-        impls[impl] = {
-            "source": f"fitted by metp-sim calibrate --fit {mfile} ({SCRIPT}): the "
-                      f"{published('dgx-h100', impl)['source']} Head dimension 128 only: other "
-                      "head dimensions run these tiles (no per-head-dim kernels). Backward fitted "
-                      "to non-causal rows only; its causal blocks follow from the model's masks.",
-            "fwd": passes["attention_fwd"],
-            "bwd": passes["attention_bwd"],
-        }
+        impls[impl] = fitted_implementation(
+            "dgx-h100", impl, h100, fwd, bwd, "NVIDIA H100 80GB SXM5", lead="the ",
+            tail=" Head dimension 128 only: other head dimensions run these tiles (no "
+                 "per-head-dim kernels). Backward fitted to non-causal rows only; its causal "
+                 "blocks follow from the model's masks.")
     fused_h100 = ("FlashAttention-2 level: PyTorch scaled_dot_product_attention's flash "
                   "backend, derived from hgx-h200's fit (scripts/derive-dgx-h100.py)")
     h100["kernels"]["attention"] = {
@@ -581,13 +585,7 @@ def blackwell_attention():
     why = "cuDNN's Blackwell kernels are closed: FlashAttention-4's tiles assumed"
     fwd = attention_start(b200, 128, 128, 0.7, 0, why)
     bwd = attention_start(b200, 64, 128, 0.6, fa3["bwd"]["extra_bytes_per_element"]["value"], why)
-    passes, mfile = fit_attention("b200-8", "cudnn", b200, fwd, bwd, "NVIDIA B200")
-    fitted["cudnn"] = {
-        "source": f"fitted by metp-sim calibrate --fit {mfile} ({SCRIPT}): "
-                  f"{published('b200-8', 'cudnn')['source']}",
-        "fwd": passes["attention_fwd"],
-        "bwd": passes["attention_bwd"],
-    }
+    fitted["cudnn"] = fitted_implementation("b200-8", "cudnn", b200, fwd, bwd, "NVIDIA B200")
     for impl, why in [
         ("fa4", "FlashAttention-4's tiles assumed: 128 x 128 per thread block, one block per SM "
                 "(its 2-CTA MMA pairs blocks; not modelled)"),
