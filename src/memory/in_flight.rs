@@ -233,63 +233,47 @@ mod tests {
     /// over, and the chunk running its last backward still holds them during it.
     #[test]
     fn held_gradients_follow_each_chunks_backwards() {
+        use GradLifetime::{ToLastBackward, ToStepEnd};
+        let stage0 = |w: &ValidWorkload, life| moments(w, 0, &w.stage_chunks(0), life);
+        let held = |w: &ValidWorkload, life| -> Vec<u64> {
+            stage0(w, life).iter().map(|m| m.grad_layers).collect()
+        };
         // Two micro-batches, no pipeline: F0 holds nothing, B0 and F1 hold every layer (B1
-        // repeats B0's moment).
+        // repeats B0's moment). Shards (ZeRO 2 and 3) are held the same way here.
         let w = gpt3_tp_sp(4, (1, 1, 1), 2, 1, Options::default());
-        let chunks = w.stage_chunks(0);
-        let held: Vec<u64> = moments(&w, 0, &chunks, Some(GradLifetime::ToLastBackward))
-            .iter()
-            .map(|m| m.grad_layers)
-            .collect();
-        assert_eq!(held, vec![0, 4, 4]);
-        assert!(moments(&w, 0, &chunks, None)
-            .iter()
-            .all(|m| m.grad_layers == 0));
+        assert_eq!(held(&w, Some(ToLastBackward)), vec![0, 4, 4]);
+        assert_eq!(held(&w, Some(ToStepEnd)), vec![0, 4, 4]);
+        assert!(held(&w, None).iter().all(|&l| l == 0));
         // Interleaved with as many micro-batches as stages: every forward runs before the
         // first backward, so the moment holding the most activations holds no gradients; the
         // last chunk's are held from its first backward, the first chunk's (with the embedding)
         // only at the end.
         let w = gpt3_tp_sp(8, (2, 2, 1), 2, 2, Options::default());
         let chunks = w.stage_chunks(0);
-        let found = moments(&w, 0, &chunks, Some(GradLifetime::ToLastBackward));
-        let most = found.iter().map(|m| m.layers).max().unwrap();
-        let first_at_most = found.iter().find(|m| m.layers == most).unwrap();
+        let whole = stage0(&w, Some(ToLastBackward));
+        let most = whole.iter().map(|m| m.layers).max().unwrap();
+        let first_at_most = whole.iter().find(|m| m.layers == most).unwrap();
         assert_eq!(first_at_most.grad_layers, 0);
         assert!(!first_at_most.grad_embedding);
-        let first_backward = found.iter().find(|m| m.step == Step::Backward).unwrap();
+        let first_backward = whole.iter().find(|m| m.step == Step::Backward).unwrap();
         assert_eq!(first_backward.grad_layers, chunks[1].1);
         assert!(!first_backward.grad_embedding);
-        assert!(found.iter().any(|m| m.grad_embedding));
+        assert!(whole.iter().any(|m| m.grad_embedding));
+        // The last moment is chunk 0's last backward: whole, only chunk 0's are held (chunk 1's
+        // went with its last backward); shards stay to the step's end, so both chunks'.
+        let shards = stage0(&w, Some(ToStepEnd));
+        let last = |m: &[Moment]| m.last().unwrap().grad_layers;
+        assert_eq!(last(&whole), chunks[0].1);
+        assert_eq!(last(&shards), chunks[0].1 + chunks[1].1);
         // With twice as many micro-batches, the steady state holds activations as many as the
         // warm-up's and every chunk's gradients at once.
         let mut options = Options::default();
         options.runtime.pp_round = Some(2);
         let w = gpt3_tp_sp(8, (2, 2, 1), 4, 2, options);
-        let chunks = w.stage_chunks(0);
-        let found = moments(&w, 0, &chunks, Some(GradLifetime::ToLastBackward));
+        let found = stage0(&w, Some(ToLastBackward));
         let most = found.iter().map(|m| m.layers).max().unwrap();
         assert!(found
             .iter()
             .any(|m| m.layers == most && m.grad_layers == 4 && m.grad_embedding));
-        // Shards (ZeRO 2 and 3) stay to the step's end: once a chunk has run a backward its
-        // gradients are held at every later moment; whole ones are gone after the last.
-        let w = gpt3_tp_sp(4, (1, 1, 1), 2, 1, Options::default());
-        let chunks = w.stage_chunks(0);
-        let held: Vec<u64> = moments(&w, 0, &chunks, Some(GradLifetime::ToStepEnd))
-            .iter()
-            .map(|m| m.grad_layers)
-            .collect();
-        assert_eq!(held, vec![0, 4, 4]);
-        let w = gpt3_tp_sp(8, (2, 2, 1), 2, 2, Options::default());
-        let chunks = w.stage_chunks(0);
-        let (whole, shards) = (
-            moments(&w, 0, &chunks, Some(GradLifetime::ToLastBackward)),
-            moments(&w, 0, &chunks, Some(GradLifetime::ToStepEnd)),
-        );
-        let last = |m: &[Moment]| m.last().unwrap().grad_layers;
-        // The last moment is chunk 0's last backward: whole, only chunk 0's are held (chunk 1's
-        // went with its last backward); shards, both chunks'.
-        assert_eq!(last(&whole), chunks[0].1);
-        assert_eq!(last(&shards), chunks[0].1 + chunks[1].1);
     }
 }

@@ -114,3 +114,24 @@ pub fn cli_json<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> serde_json::Value {
     assert!(out.status.success(), "{out:?}");
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// Bytes of each memory-bound pass named `name` that device 0 runs in `g` and `keep` keeps, in
+/// task order (panics if such a task is not a memory-bound kernel).
+pub fn pass_bytes(
+    g: &metp_sim::schedule::TaskGraph,
+    name: &str,
+    keep: impl Fn(&metp_sim::schedule::Task) -> bool,
+) -> Vec<u64> {
+    use metp_sim::schedule::{KernelShape, Work};
+    g.tasks
+        .iter()
+        .filter(|t| t.device == 0 && t.label.name == name && keep(t))
+        .map(|t| match t.work {
+            Work::Compute { kernel } => match g.kernels[kernel as usize] {
+                KernelShape::Elementwise { bytes } => bytes,
+                _ => panic!("{name}: not a memory-bound pass"),
+            },
+            _ => panic!("{name}: not a kernel"),
+        })
+        .collect()
+}

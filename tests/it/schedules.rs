@@ -98,17 +98,8 @@ fn layer0_pass_bytes(
     name: &str,
     keep: impl Fn(&metp_sim::schedule::Task) -> bool,
 ) -> u64 {
-    use metp_sim::schedule::KernelShape;
-    g.tasks
+    crate::common::pass_bytes(g, name, |t| t.label.layer == Some(0) && keep(t))
         .iter()
-        .filter(|t| t.device == 0 && t.label.name == name && t.label.layer == Some(0) && keep(t))
-        .map(|t| match t.work {
-            Work::Compute { kernel } => match g.kernels[kernel as usize] {
-                KernelShape::Elementwise { bytes } => bytes,
-                _ => panic!("{name}: not a memory-bound pass"),
-            },
-            _ => panic!("{name}: not a kernel"),
-        })
         .sum()
 }
 
@@ -316,7 +307,6 @@ fn ring_sends_are_posted_with_their_step() {
 #[test]
 fn cross_entropy_moves_the_bytes_of_the_software_that_ran_it() {
     use metp_sim::config::CrossEntropy;
-    use metp_sim::schedule::KernelShape;
     let model = load_model("llama3-8b").unwrap();
     let (p, s) = (2u64, 4096u64);
     let logits = (s * model.vocab / p) as f64;
@@ -333,17 +323,8 @@ fn cross_entropy_moves_the_bytes_of_the_software_that_ran_it() {
         o.runtime.cross_entropy = ce;
         let w = workload(model.clone(), MethodId::TpSp, p, s, o);
         let g = step_graph(w.clone());
-        let bytes: u64 = g
-            .tasks
+        let bytes: u64 = crate::common::pass_bytes(&g, "cross-entropy", |_| true)
             .iter()
-            .filter(|t| t.device == 0 && t.label.name == "cross-entropy")
-            .map(|t| match t.work {
-                Work::Compute { kernel } => match g.kernels[kernel as usize] {
-                    KernelShape::Elementwise { bytes } => bytes,
-                    _ => panic!("cross-entropy: not a memory-bound pass"),
-                },
-                _ => panic!("cross-entropy: not a kernel"),
-            })
             .sum();
         assert!(
             (bytes as f64 / (per_logit * logits) - 1.0).abs() < 1e-6,

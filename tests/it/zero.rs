@@ -417,7 +417,6 @@ fn a_separate_gradient_accumulation_pass_costs_its_bytes_per_layer_and_micro_bat
 #[test]
 fn zero3_gathers_flow_one_layer_ahead_of_the_compute() {
     use metp_sim::config::{Runtime, Zero3Gather};
-    use metp_sim::schedule::{KernelShape, Work};
     for how in [Zero3Gather::Flat, Zero3Gather::PerParameter] {
         let mut model = load_model("llama2-7b").unwrap();
         model.layers = 4;
@@ -436,18 +435,7 @@ fn zero3_gathers_flow_one_layer_ahead_of_the_compute() {
         w.dp = 2;
         let w = w.validate().unwrap();
         let g = crate::common::lowered_step(&w);
-        let copies: Vec<u64> = g
-            .tasks
-            .iter()
-            .filter(|t| t.device == 0 && t.label.name == "zero3-copy-out")
-            .map(|t| match t.work {
-                Work::Compute { kernel } => match g.kernels[kernel as usize] {
-                    KernelShape::Elementwise { bytes } => bytes,
-                    _ => panic!("the copy-out is not a memory-bound pass"),
-                },
-                _ => panic!("the copy-out is not a kernel"),
-            })
-            .collect();
+        let copies = crate::common::pass_bytes(&g, "zero3-copy-out", |_| true);
         match how {
             Zero3Gather::Flat => assert!(copies.is_empty(), "flat gathers copy nothing"),
             Zero3Gather::PerParameter => {
