@@ -333,9 +333,11 @@ fn section(s: &mut String, r: &RunResult) {
             "\n| configuration (closed form) | step | predicted | error | peak | fits |\n\
              |---|---|---|---|---|---|\n",
         );
+        // The configurations the tool runs, then one row per reason it refuses the others
+        // for (`runs::invalid`; runs.json keeps every configuration).
         for c in &r.configurations {
             match &c.invalid {
-                Some(why) => s.push_str(&format!("| {} | - | - | - | - | {} |\n", c.label, why)),
+                Some(_) => {}
                 None => s.push_str(&format!(
                     "| {} | {} | {} | {} | {} | {} |\n",
                     c.label,
@@ -349,6 +351,13 @@ fn section(s: &mut String, r: &RunResult) {
                     }
                 )),
             }
+        }
+        for g in &r.spread.invalid {
+            s.push_str(&format!(
+                "| {} | - | - | - | - | {} |\n",
+                g.describe(),
+                g.reason
+            ));
         }
         let sp = &r.spread;
         s.push_str(&format!(

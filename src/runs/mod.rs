@@ -15,6 +15,7 @@
 pub mod breakdown;
 pub mod file;
 pub mod fit;
+pub mod invalid;
 pub mod knobs;
 pub mod pairs;
 pub mod peak;
@@ -114,6 +115,8 @@ pub struct Spread {
     pub error_range: Option<(f64, f64)>,
     /// The fastest configuration that fits, and its error (closed form).
     pub fastest_fitting: Option<(String, f64)>,
+    /// The configurations the tool cannot run, one group per reason ([`invalid`]).
+    pub invalid: Vec<invalid::InvalidGroup>,
 }
 
 /// An unstated knob as the report shows it.
@@ -338,7 +341,7 @@ fn price(run: &Run, k: &Knobs) -> Configuration {
     }
 }
 
-fn spread(configs: &[Configuration]) -> Spread {
+fn spread(configs: &[Configuration], knobs: &[knobs::Knob]) -> Spread {
     let valid: Vec<&Configuration> = configs.iter().filter(|c| c.invalid.is_none()).collect();
     let errors: Vec<f64> = valid.iter().filter_map(|c| c.error).collect();
     let error_range = (!errors.is_empty()).then(|| {
@@ -358,6 +361,7 @@ fn spread(configs: &[Configuration]) -> Spread {
         fitting: fitting.len(),
         error_range,
         fastest_fitting,
+        invalid: invalid::group(configs, knobs),
     }
 }
 
@@ -564,7 +568,7 @@ pub fn evaluate(run: &Run, timing: RunTiming) -> Result<RunResult> {
         explanation: breakdown::explain(&b, gap_s, times.step_time_s),
         breakdown: b,
         unstated,
-        spread: spread(&configurations),
+        spread: spread(&configurations, &run.unstated_knobs()),
         configurations,
     })
 }

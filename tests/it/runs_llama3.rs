@@ -173,3 +173,43 @@ fn llama3_8k_rows_split_into_a_cost_per_micro_batch_and_a_rest() {
     ]);
     assert!(runs::pairs(&others).is_empty());
 }
+
+/// The Llama 3 files' reason for not choosing eager layer ops rests on memory: each says the
+/// layout fits with fused ops but not with eager ones (the two 16,384-GPU rows) or already
+/// exceeds the 80 GB with fused ones (the 8,192-GPU row). The prose is held to the computed
+/// peaks here, so a memory change that turns either verdict fails this test, not only a reader.
+#[test]
+fn llama3_layer_ops_reason_follows_the_computed_peaks() {
+    let ids = [
+        ("llama3-2024-405b-128k-16384gpus", true),
+        ("llama3-2024-405b-8k-16384gpus", true),
+        ("llama3-2024-405b-8k-8192gpus", false),
+    ];
+    let results = analytic_results_of(&ids.map(|(id, _)| id));
+    for (id, fused_fits) in ids {
+        let r = results.iter().find(|r| r.id == id).unwrap();
+        let own = &r.configurations[0];
+        assert_eq!(own.fits, Some(fused_fits), "{id}");
+        let mut eager_knobs = own.knobs.clone();
+        eager_knobs.layer_ops = metp_sim::config::LayerOps::Eager;
+        let eager = r
+            .configurations
+            .iter()
+            .find(|c| c.knobs == eager_knobs)
+            .unwrap_or_else(|| panic!("{id}: layer-ops eager is not tried"));
+        assert_eq!(eager.fits, Some(false), "{id}");
+        assert!(eager.peak_bytes > own.peak_bytes, "{id}");
+        let why = &r
+            .unstated
+            .iter()
+            .find(|u| u.knob == "layer-ops")
+            .unwrap()
+            .why;
+        let says = if fused_fits {
+            "which fits the 80 GB by the tool's model with fused ops, would not fit with eager ones"
+        } else {
+            "with which this layout already exceeds the 80 GB by the tool's model"
+        };
+        assert!(why.contains(says), "{id}: {why}");
+    }
+}
