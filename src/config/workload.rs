@@ -599,10 +599,11 @@ impl ValidWorkload {
         };
         Some(format!(
             "pipeline: {} layers over {} {what} do not divide evenly: {what} {} hold {hi} \
-             layers, the others {lo}{empty}",
+             layer{}, the others {lo}{empty}",
             self.model.layers,
             layers.len(),
-            big.join(", ")
+            big.join(", "),
+            if hi == 1 { "" } else { "s" }
         ))
     }
 }
