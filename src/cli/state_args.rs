@@ -226,7 +226,7 @@ pub struct StateArgs {
     /// How the loss's cross-entropy runs over the logits: single-kernel (one kernel each way
     /// over the bf16 logits, 8 bytes per logit: flash-attn's or Transformer Engine's fused
     /// cross-entropy), megatron-jit (Megatron-Core's cross_entropy_loss_fusion, NeMo 2's
-    /// default: four jit-fused kernels over FP32 logits, 28 bytes) or megatron-unfused
+    /// default: four torch.compile'd steps over FP32 logits, 44 bytes) or megatron-unfused
     /// (Megatron's vocab_parallel_cross_entropy op by op over FP32 logits, Megatron-Core's and
     /// NeMo 1's default: 52 bytes).
     #[arg(long, value_enum, default_value = "single-kernel")]

@@ -10,6 +10,7 @@ mod collectives;
 mod commands;
 mod common;
 mod compose;
+mod cross_entropy;
 mod cuda_emu;
 mod data;
 mod evaluate;
