@@ -90,7 +90,7 @@
 //!   updates apart. 6 + 16 + 8 + 14 = 44 bytes per logit. Liger-Kernel's H100 benchmark of the
 //!   two implementations (`tests/data/published-cross-entropy.json`) takes 0.82–0.86 of the
 //!   op-by-op time for the fused one on large logits: 44 / 52 = 0.85, where four ideal fused
-//!   kernels (28 bytes, 0.54) would be twice as fast (`tests/it/cross_entropy.rs`).
+//!   kernels (28 bytes, 0.54) would price it 1.6 times too fast (`tests/it/cross_entropy.rs`).
 //! - **Gradient buffers allocated when the backward first needs them.** Megatron-LM and
 //!   DeepSpeed keep every parameter's main gradient in one contiguous buffer allocated at start-up
 //!   (the default: the gradients are held through the whole step, beside the activations in
