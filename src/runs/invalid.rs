@@ -20,7 +20,8 @@ pub struct InvalidGroup {
     /// How many configurations it refuses for it.
     pub count: usize,
     /// The knobs whose tried values the group does not span, each with the values it holds
-    /// (in the order tried); a knob the group holds at every tried value is left out.
+    /// (in the order the run file tries them); a knob the group holds at every value is left
+    /// out.
     pub only: Vec<KnobValues>,
 }
 
@@ -34,7 +35,7 @@ pub struct KnobValues {
 }
 
 impl InvalidGroup {
-    /// `64 configurations with interleave = 1, micro-batch = 2 or 4`.
+    /// `64 configurations with interleave = 1, micro-batch = 2, 4 or 8`.
     pub fn describe(&self) -> String {
         let what = format!(
             "{} configuration{}",
@@ -47,20 +48,29 @@ impl InvalidGroup {
         let knobs: Vec<String> = self
             .only
             .iter()
-            .map(|kv| format!("{} = {}", kv.knob, kv.values.join(" or ")))
+            .map(|kv| format!("{} = {}", kv.knob, either(&kv.values)))
             .collect();
         format!("{what} with {}", knobs.join(", "))
     }
 }
 
+/// `a`, `a or b`, `a, b or c`.
+fn either(values: &[String]) -> String {
+    match values {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
 /// The refused configurations of `configs`, one group per reason in the order the reasons
-/// first appear; `knobs` are the run's unstated knobs, whose values the groups are described by.
-pub fn group(configs: &[Configuration], knobs: &[Knob]) -> Vec<InvalidGroup> {
-    // Every value each knob takes over all the configurations, in first-seen order (the order
-    // tried: the product keeps it).
+/// first appear; `knobs` are the run's unstated knobs with the values it tries, as text (the
+/// order the groups name values in).
+pub fn group(configs: &[Configuration], knobs: &[(Knob, Vec<String>)]) -> Vec<InvalidGroup> {
+    // Every value each knob takes over all the configurations.
     let all: Vec<Vec<String>> = knobs
         .iter()
-        .map(|&k| distinct(configs.iter().map(|c| c.knobs.value_text(k))))
+        .map(|(k, _)| distinct(configs.iter().map(|c| c.knobs.value_text(*k))))
         .collect();
     let mut reasons: Vec<&str> = Vec::new();
     for c in configs {
@@ -80,11 +90,17 @@ pub fn group(configs: &[Configuration], knobs: &[Knob]) -> Vec<InvalidGroup> {
             let only = knobs
                 .iter()
                 .zip(&all)
-                .filter_map(|(&k, every)| {
-                    let held = distinct(members.iter().map(|c| c.knobs.value_text(k)));
-                    (held.len() < every.len()).then(|| KnobValues {
-                        knob: k.id(),
-                        values: every.iter().filter(|v| held.contains(v)).cloned().collect(),
+                .filter_map(|((k, tried), every)| {
+                    let held = distinct(members.iter().map(|c| c.knobs.value_text(*k)));
+                    (held.len() < every.len()).then(|| {
+                        // In the order tried; a value the tried list spells otherwise last.
+                        let mut values: Vec<String> =
+                            tried.iter().filter(|v| held.contains(v)).cloned().collect();
+                        values.extend(held.iter().filter(|v| !tried.contains(v)).cloned());
+                        KnobValues {
+                            knob: k.id(),
+                            values,
+                        }
                     })
                 })
                 .collect();
@@ -137,6 +153,10 @@ mod tests {
         }
     }
 
+    fn texts(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
     #[test]
     fn each_reason_is_one_group_naming_the_values_it_holds() {
         // interleave 1, 2, 4 × micro-batch 1, 2: interleave 1 refused for one reason at
@@ -149,7 +169,13 @@ mod tests {
             config(1, 2, Some("a")),
             config(4, 2, Some("b")),
         ];
-        let g = group(&configs, &[Knob::Interleave, Knob::MicroBatch]);
+        let g = group(
+            &configs,
+            &[
+                (Knob::Interleave, texts(&["1", "2", "4"])),
+                (Knob::MicroBatch, texts(&["1", "2"])),
+            ],
+        );
         assert_eq!(g.len(), 2);
         assert_eq!((g[0].reason.as_str(), g[0].count), ("a", 2));
         assert_eq!(g[0].describe(), "2 configurations with interleave = 1");
@@ -158,6 +184,20 @@ mod tests {
             g[1].describe(),
             "2 configurations with interleave = 2 or 4, micro-batch = 2"
         );
+        // The values are named in the order tried, not the order met (the run's own, 2,
+        // comes first among the configurations).
+        let g = group(
+            &configs,
+            &[
+                (Knob::Interleave, texts(&["4", "2", "1"])),
+                (Knob::MicroBatch, texts(&["1", "2"])),
+            ],
+        );
+        assert_eq!(
+            g[1].describe(),
+            "2 configurations with interleave = 4 or 2, micro-batch = 2"
+        );
+        assert_eq!(either(&texts(&["1", "2", "4"])), "1, 2 or 4");
         // Every refused configuration is in exactly one group.
         let refused = configs.iter().filter(|c| c.invalid.is_some()).count();
         assert_eq!(g.iter().map(|x| x.count).sum::<usize>(), refused);
@@ -166,9 +206,10 @@ mod tests {
     #[test]
     fn a_reason_that_spans_every_value_names_none_and_valid_runs_make_no_group() {
         let configs = vec![config(1, 1, Some("a")), config(2, 1, Some("a"))];
-        let g = group(&configs, &[Knob::Interleave]);
+        let knobs = [(Knob::Interleave, texts(&["1", "2"]))];
+        let g = group(&configs, &knobs);
         assert_eq!(g[0].describe(), "2 configurations, every value tried");
         let configs = vec![config(1, 1, None), config(2, 1, None)];
-        assert!(group(&configs, &[Knob::Interleave]).is_empty());
+        assert!(group(&configs, &knobs).is_empty());
     }
 }

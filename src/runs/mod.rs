@@ -341,7 +341,7 @@ fn price(run: &Run, k: &Knobs) -> Configuration {
     }
 }
 
-fn spread(configs: &[Configuration], knobs: &[knobs::Knob]) -> Spread {
+fn spread(configs: &[Configuration], knobs: &[(knobs::Knob, Vec<String>)]) -> Spread {
     let valid: Vec<&Configuration> = configs.iter().filter(|c| c.invalid.is_none()).collect();
     let errors: Vec<f64> = valid.iter().filter_map(|c| c.error).collect();
     let error_range = (!errors.is_empty()).then(|| {
@@ -568,7 +568,13 @@ pub fn evaluate(run: &Run, timing: RunTiming) -> Result<RunResult> {
         explanation: breakdown::explain(&b, gap_s, times.step_time_s),
         breakdown: b,
         unstated,
-        spread: spread(&configurations, &run.unstated_knobs()),
+        spread: spread(
+            &configurations,
+            &f.unstated
+                .iter()
+                .map(|u| (u.knob, u.tried.iter().map(value_text).collect()))
+                .collect::<Vec<_>>(),
+        ),
         configurations,
     })
 }
