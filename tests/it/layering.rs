@@ -339,6 +339,15 @@ pub(crate) fn paths_named(root: &Path, file: &Path) -> Vec<Vec<String>> {
     out
 }
 
+/// Every folder of the named parts ([`ACYCLIC_FOLDERS`]), each top folder included.
+pub(crate) fn named_folders() -> Vec<PathBuf> {
+    let mut all = Vec::new();
+    for top in ACYCLIC_FOLDERS {
+        folders(&src().join(top), &mut all);
+    }
+    all
+}
+
 /// Every folder under `root`, `root` included.
 pub(crate) fn folders(root: &Path, out: &mut Vec<PathBuf>) {
     out.push(root.to_path_buf());
