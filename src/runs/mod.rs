@@ -520,12 +520,20 @@ pub fn evaluate(run: &Run, timing: RunTiming) -> Result<RunResult> {
     let b = breakdown::breakdown(w, &e.plan, &times);
     let gap_s = measured_step_s - times.step_time_s;
     let f = &run.file;
+    // Each unstated knob with the values it tries, as text: the report's column and the
+    // order the refused configurations' groups name values in.
+    let tried: Vec<(knobs::Knob, Vec<String>)> = f
+        .unstated
+        .iter()
+        .map(|u| (u.knob, u.tried.iter().map(value_text).collect()))
+        .collect();
     let unstated = f
         .unstated
         .iter()
-        .map(|u| UnstatedKnob {
+        .zip(&tried)
+        .map(|(u, (_, values))| UnstatedKnob {
             knob: u.knob.id(),
-            tried: u.tried.iter().map(value_text).collect(),
+            tried: values.clone(),
             chosen: k.value_text(u.knob),
             why: u.why.clone(),
         })
@@ -568,13 +576,7 @@ pub fn evaluate(run: &Run, timing: RunTiming) -> Result<RunResult> {
         explanation: breakdown::explain(&b, gap_s, times.step_time_s),
         breakdown: b,
         unstated,
-        spread: spread(
-            &configurations,
-            &f.unstated
-                .iter()
-                .map(|u| (u.knob, u.tried.iter().map(value_text).collect()))
-                .collect::<Vec<_>>(),
-        ),
+        spread: spread(&configurations, &tried),
         configurations,
     })
 }
