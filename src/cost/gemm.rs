@@ -31,7 +31,8 @@
 //! 5 ms ones).
 //!
 //! FP8 GEMMs (the layers' linear GEMMs under `--linear-dtype fp8`) run the same model at the
-//! FP8 peak with their own two fractions ([`peak_flops_per_s`], `device_at_clock_s`).
+//! FP8 peak with their own two fractions ([`peak_flops_per_s`], `device_at_clock_s`). A share
+//! of a GEMM (`Gemm::parts` > 1) costs the whole call's time over its shares.
 //!
 //! Those figures are fitted to calls timed in short bursts (ten calls after three warm-ups),
 //! which is what [`device_s`] prices. Inside a training step GEMMs run back to back for
@@ -89,6 +90,11 @@ pub fn linear_dtype(dtype: GemmDtype) -> LinearDtype {
 /// ([`step_device_s`]): a tile reaches 0.835 of its FP8 peak (bf16 0.91) and the plateau sits
 /// at 0.795 of it (bf16 0.73) at the calibrated clock.
 fn device_at_clock_s(hw: &Hardware, g: &Gemm, clock: f64) -> f64 {
+    if g.parts > 1 {
+        // One share of a GEMM that runs whole (`Gemm::parts`): the whole call's time, shared.
+        let whole = Gemm { parts: 1, ..*g };
+        return device_at_clock_s(hw, &whole, clock) / g.parts as f64;
+    }
     let p = &hw.kernels.gemm;
     let sms = hw.gpu.sm_count.value.max(1.0);
     let hbm = hw.gpu.hbm_bytes_per_s.value;
@@ -154,6 +160,25 @@ mod tests {
 
     fn gemm(m: u64, n: u64, k: u64) -> Gemm {
         Gemm::bf16(1, m, n, k)
+    }
+
+    #[test]
+    fn a_share_costs_the_whole_call_over_its_parts() {
+        // A GEMM run whole and priced in shares (`Gemm::parts`): each share is the whole call's
+        // time (burst and step clock alike, its fixed call time included once in all) over the
+        // shares, and carries that part of its FLOPs and bytes — not the price of a GEMM on a
+        // p-th of the tokens, which differs.
+        let hw = load_hardware("dgx-h100").unwrap();
+        let whole = gemm(16384, 13312, 4096);
+        let share = whole.share(8);
+        for price in [device_s, step_device_s] {
+            assert!((8.0 * price(&hw, &share) / price(&hw, &whole) - 1.0).abs() < 1e-12);
+        }
+        assert!((8.0 * share.flops() / whole.flops() - 1.0).abs() < 1e-12);
+        assert!((8.0 * share.bytes() / whole.bytes() - 1.0).abs() < 1e-12);
+        let chunk = gemm(16384, 13312, 4096 / 8);
+        assert!(8.0 * step_device_s(&hw, &chunk) > 1.1 * step_device_s(&hw, &whole));
+        assert_eq!(whole.share(0), whole, "no shares is the whole call");
     }
 
     #[test]

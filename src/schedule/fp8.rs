@@ -104,7 +104,8 @@ fn kernels_fp8(ks: &mut Vec<Kernel>) {
             LinearGemm::Forward | LinearGemm::InputGrad => CAST_TRANSPOSE_BYTES,
             LinearGemm::WeightGrad => 0.0,
         };
-        let a_elems = g.batch as f64 * g.m as f64 * g.k as f64;
+        // A share of a GEMM (`Gemm::parts`) casts its share of the left operand.
+        let a_elems = g.batch as f64 * g.m as f64 * g.k as f64 / g.parts.max(1) as f64;
         if per_elem > 0.0 && a_elems > 0.0 {
             out.push(Kernel::memory("fp8-cast", per_elem * a_elems));
         }
@@ -176,6 +177,27 @@ mod tests {
         for name in FP8_GATHERS {
             assert!(seen.contains(&name), "{name} is no longer a stage of tp_sp");
         }
+    }
+
+    #[test]
+    fn a_share_of_a_gemm_casts_its_share_of_the_input() {
+        // An input gradient run whole beside a collective is priced in p shares (`Gemm::parts`):
+        // the p casts together move what the whole call's one cast does, 4 bytes per element of
+        // dY (1024 × 256), and each share becomes FP8.
+        let [dgrad, _] = linear_bwd("fc1-bwd", 1024.0, 256.0, 512.0);
+        let cast = |k: Kernel| {
+            let mut ks = vec![k];
+            kernels_fp8(&mut ks);
+            match (ks[0].shape, ks[1].shape) {
+                (KernelShape::Elementwise { bytes }, KernelShape::Gemm(g)) => {
+                    assert_eq!(g.dtype, GemmDtype::Fp8);
+                    bytes
+                }
+                _ => panic!("{ks:?}"),
+            }
+        };
+        assert_eq!(cast(dgrad), 4 * 1024 * 256);
+        assert_eq!(8 * cast(dgrad.share(8)), 4 * 1024 * 256);
     }
 
     #[test]

@@ -37,7 +37,7 @@ impl GemmDtype {
 }
 
 /// A (batched) GEMM: `batch` independent products of an m×k and a k×n matrix, bf16 unless
-/// `dtype` says FP8.
+/// `dtype` says FP8; or, where `parts` > 1, one of `parts` equal shares of such a GEMM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Gemm {
     /// Independent products in the call (1 for a plain GEMM).
@@ -51,6 +51,13 @@ pub struct Gemm {
     /// Operand precision (absent from JSON when bf16).
     #[serde(default, skip_serializing_if = "GemmDtype::is_bf16")]
     pub dtype: GemmDtype,
+    /// The equal shares the call's time and work are counted in (1: the call itself). A GEMM
+    /// that runs whole beside a collective, as Transformer Engine's `bulk` overlap runs it, is
+    /// priced as a ring of steps; each step carries one share of the whole call (its time, its
+    /// FLOPs and its bytes divided by `parts`), not a smaller GEMM, whose tiles and k-loop would
+    /// run at another rate (`schedule::tp_sp`). Absent from JSON when 1.
+    #[serde(default = "Gemm::whole", skip_serializing_if = "Gemm::is_whole")]
+    pub parts: u64,
 }
 
 impl Gemm {
@@ -62,20 +69,38 @@ impl Gemm {
             n,
             k,
             dtype: GemmDtype::Bf16,
+            parts: 1,
         }
     }
 
-    /// 2·batch·m·n·k.
+    /// One of `parts` equal shares of this GEMM (see [`Gemm::parts`]).
+    pub fn share(self, parts: u64) -> Gemm {
+        Gemm {
+            parts: parts.max(1),
+            ..self
+        }
+    }
+
+    fn whole() -> u64 {
+        1
+    }
+
+    fn is_whole(parts: &u64) -> bool {
+        *parts == 1
+    }
+
+    /// 2·batch·m·n·k, over `parts`.
     pub fn flops(&self) -> f64 {
         2.0 * self.batch as f64 * self.m as f64 * self.n as f64 * self.k as f64
+            / self.parts.max(1) as f64
     }
 
     /// Bytes read and written once: the operands at their precision and the bf16 output,
-    /// batch·(e·(mk + kn) + 2·mn) with e = 2 (bf16) or 1 (FP8).
+    /// batch·(e·(mk + kn) + 2·mn) with e = 2 (bf16) or 1 (FP8), over `parts`.
     pub fn bytes(&self) -> f64 {
         let (m, n, k) = (self.m as f64, self.n as f64, self.k as f64);
         let e = self.dtype.operand_bytes();
-        self.batch as f64 * (e * (m * k + k * n) + 2.0 * m * n)
+        self.batch as f64 * (e * (m * k + k * n) + 2.0 * m * n) / self.parts.max(1) as f64
     }
 }
 

@@ -72,6 +72,18 @@ impl Kernel {
         }
     }
 
+    /// One of `parts` equal shares of this kernel where it is a GEMM (`Gemm::parts`); any
+    /// other kernel unchanged.
+    pub fn share(self, parts: u64) -> Kernel {
+        match self.shape {
+            KernelShape::Gemm(g) => Kernel {
+                shape: KernelShape::Gemm(g.share(parts)),
+                ..self
+            },
+            _ => self,
+        }
+    }
+
     /// This kernel marked as the `role` GEMM of a linear layer.
     pub fn as_linear(self, role: LinearGemm) -> Kernel {
         Kernel {
