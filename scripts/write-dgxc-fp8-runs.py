@@ -31,7 +31,8 @@ root = pathlib.Path(__file__).resolve().parent.parent
 # (release prefix of the BF16 files, model part of their names) -> (the tolerance of the group's
 # run files, the FP8 table's title, {GPUs: (step s, tokens/s or None, MFU % or None)}). The
 # tolerances guard against regressions: each is a little above the group's largest error when
-# the files were written (runs.md gives the errors).
+# the files were written (runs.md gives the errors), raised at stop 41 for the groups that pricing
+# Transformer Engine's bulk overlaps as whole GEMMs moved past it (the BF16 files say how far).
 FP8 = {
     ("2411", "llama31-405b"): (
         0.1,
@@ -39,7 +40,7 @@ FP8 = {
         {576: (11.24, None, None), 1152: (11.31, None, None), 2304: (12.35, None, None)},
     ),
     ("2411", "llama31-70b"): (
-        0.13,
+        0.15,
         "Llama 3.1 70b 24.09 FP8 (TP=4, PP=4, CP=2, VP=5, MBS=1, GA=64)",
         {
             64: (11.01, 95239, 36.17),
@@ -65,7 +66,7 @@ FP8 = {
         },
     ),
     ("2411", "nemotron4-340b"): (
-        0.08,
+        0.13,
         "Nemotron4 340b 24.11 FP8 (TP=8, PP=8, MBS=1, GA=16, VP=12)",
         {
             128: (3.16, 41478, 40.38),
@@ -81,7 +82,7 @@ FP8 = {
         {576: (11.00, None, None), 1152: (11.10, None, None), 2304: (11.20, None, None)},
     ),
     ("2502", "llama31-70b"): (
-        0.1,
+        0.12,
         "Llama 3.1 70b FP8 (TP=4, PP=4, CP=2, VP=5, MBS=1, GA=64)",
         {
             64: (10.46, 100275, 38.08),
@@ -135,12 +136,12 @@ FP8 = {
         {128: (6.131, 85514, 36.1), 256: (6.183, 169590, 35.8), 512: (6.244, 335867, 35.5)},
     ),
     ("2505", "nemotron4-340b-gb200"): (
-        0.1,
+        0.18,
         "Nemotron 340b FP8 GB200",
         {128: (1.483, 88383, 29.7), 256: (1.517, 172804, 28.9), 512: (1.549, 338468, 28.4)},
     ),
     ("2505", "nemotron4-340b-gb200-gbs512"): (
-        0.1,
+        0.18,
         "Nemotron 340b FP8 GB200 Strong Scaling",
         {128: (21.83, 96067, 32.2), 256: (11.21, 187078, 31.4), 512: (5.668, 369998, 31.0)},
     ),

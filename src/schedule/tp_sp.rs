@@ -27,10 +27,13 @@
 //! while the next chunk of the all-gather arrives (`prefetch_bytes`), or while the partial
 //! sums of the reduce-scatter travel (`accumulator_bytes`, added by an element-wise pass), so
 //! a pair lasts about max(GEMM, collective) plus one chunk, with the kernels slowed while
-//! messages are in flight as any overlap is (σ). A bulk pair is priced the same way (a
-//! chunked ring instead of one collective beside one GEMM: the same bytes over the same
-//! links, hidden behind the same GEMM). The output head's gather and scatter (Megatron's own
-//! layer, not Transformer Engine's) stay exposed.
+//! messages are in flight as any overlap is (σ). A bulk pair is the same ring of the same
+//! bytes, but its GEMM is not split: TE launches it whole (its `bulk` userbuffer
+//! configurations, e.g. Megatron-Bridge's `userbuffers_*_h100_*` for qkv_dgrad, qkv_wgrad,
+//! fc1_dgrad and fc1_wgrad), so each step carries one p-th share of the whole GEMM's time
+//! (`Gemm::parts`) rather than a GEMM on p times fewer tokens — whose tiles, and for a weight
+//! gradient a k-loop p times shorter, would run slower than the call TE makes. The output
+//! head's gather and scatter (Megatron's own layer, not Transformer Engine's) stay exposed.
 
 use super::common::{attn, finish, recompute_kernels, Parts};
 use super::kernels::{
@@ -165,6 +168,9 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         // gradient.
         // `mlp_bwd`'s order: fc2's data and weight gradients, the activation's backward (one
         // kernel or several), fc1's data and weight gradients.
+        // The bulk pairs (fc1's and, below, the QKV projection's data and weight gradients)
+        // carry shares of their whole GEMMs (module docs).
+        let bulk = |k: Kernel| k.share(w.p);
         let mlp_whole = mlp_bwd(px, rows, d.h, d.f / d.p);
         let mlp_chunk = mlp_bwd(px, chunk_rows, d.h, d.f / d.p);
         let n = mlp_chunk.len();
@@ -172,15 +178,14 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         mlp_b.extend([
             overlapped("fc2-dgrad-all-gather", mlp_chunk[0], true),
             Stage::Compute(mlp_whole[1..n - 2].to_vec()),
-            overlapped("fc1-dgrad-all-gather-input", mlp_chunk[n - 2], true),
-            overlapped("fc1-wgrad-reduce-scatter", mlp_chunk[n - 1], false),
+            overlapped("fc1-dgrad-all-gather-input", bulk(mlp_whole[n - 2]), true),
+            overlapped("fc1-wgrad-reduce-scatter", bulk(mlp_whole[n - 1]), false),
             Stage::Compute(norm_bwd(px, "ln2-bwd", local, d.h)),
         ]);
         // Attention backward, the same way around the out-projection and the QKV projection.
         let proj_whole = linear_bwd("out-proj-bwd", rows, d.h, heads * d.d);
         let proj_chunk = linear_bwd("out-proj-bwd", chunk_rows, d.h, heads * d.d);
         let qkv_whole = linear_bwd("qkv-bwd", rows, qkv_n, d.h);
-        let qkv_chunk = linear_bwd("qkv-bwd", chunk_rows, qkv_n, d.h);
         let mut attn_b = bwd_open(&attn_f, "attn-residual-bwd");
         // Selective recomputation with context parallelism re-runs the QKV projection, which
         // needs the gathered input before any data gradient can hide its gather.
@@ -213,10 +218,14 @@ pub fn plan(w: &ValidWorkload) -> StepPlan {
         if input_gathered_early {
             attn_b.push(Stage::Compute(vec![qkv_whole[0]]));
         } else {
-            attn_b.push(overlapped("qkv-dgrad-all-gather-input", qkv_chunk[0], true));
+            attn_b.push(overlapped(
+                "qkv-dgrad-all-gather-input",
+                bulk(qkv_whole[0]),
+                true,
+            ));
         }
         attn_b.extend([
-            overlapped("qkv-wgrad-reduce-scatter", qkv_chunk[1], false),
+            overlapped("qkv-wgrad-reduce-scatter", bulk(qkv_whole[1]), false),
             Stage::Compute(norm_bwd(px, "ln1-bwd", local, d.h)),
         ]);
         (attn_f, mlp_f, mlp_b, attn_b)

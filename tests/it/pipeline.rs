@@ -512,6 +512,94 @@ fn tp_gathers_what_the_pipeline_scattered() {
     );
 }
 
+/// Transformer Engine's `bulk` overlaps launch their GEMM whole beside the collective (the QKV
+/// and fc1 data-gradient GEMMs beside the input's all-gather for the weight gradient, their
+/// weight-gradient GEMMs beside the input gradient's reduce-scatter): each step of those four
+/// rings carries one of p equal shares of the whole GEMM, which together cost exactly the whole
+/// call and hold its FLOPs, while the `ring_exchange` pairs (fc2's data gradient here) compute
+/// GEMMs on p times fewer tokens. A weight gradient cut into p token chunks instead — what these
+/// pairs were priced as until stop 41 — has a k-loop p times shorter and costs more.
+#[test]
+fn bulk_overlaps_carry_shares_of_the_whole_gemm() {
+    use metp_sim::cost::CostModel;
+    use metp_sim::schedule::{plan, Gemm, KernelShape, Stage};
+    let p = 8;
+    let mut w = workload(MethodId::TpSp, p, OuterAxes::default(), 1, 1, 2, 8192, true);
+    w.options.tp_comm_overlap = true;
+    let hw = w.hardware.clone();
+    let pl = plan(&w.validate().unwrap());
+    let cost = CostModel::new(&hw);
+    let rings: Vec<_> = pl
+        .layer_bwd
+        .iter()
+        .flat_map(|b| &b.stages)
+        .filter_map(|s| match s {
+            Stage::Ring(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    let gemm_of = |name: &str| -> Vec<Gemm> {
+        let r = rings.iter().find(|r| r.name == name).expect(name);
+        assert_eq!(r.steps.len() as u64, p, "{name}");
+        r.steps
+            .iter()
+            .map(|s| match s.kernels.as_slice() {
+                [k] => match k.shape {
+                    KernelShape::Gemm(g) => g,
+                    _ => panic!("{name}: {k:?}"),
+                },
+                ks => panic!("{name}: {ks:?}"),
+            })
+            .collect()
+    };
+    let rows = 8192;
+    for name in [
+        "fc1-dgrad-all-gather-input",
+        "fc1-wgrad-reduce-scatter",
+        "qkv-dgrad-all-gather-input",
+        "qkv-wgrad-reduce-scatter",
+    ] {
+        let shares = gemm_of(name);
+        let whole = Gemm {
+            parts: 1,
+            ..shares[0]
+        };
+        assert!(
+            shares.iter().all(|g| *g == shares[0] && g.parts == p),
+            "{name}"
+        );
+        // The whole GEMM's tokens: rows for a data gradient, the inner dimension for a weight
+        // gradient.
+        assert!(whole.m == rows || whole.k == rows, "{name}: {whole:?}");
+        let t = |g: &Gemm| cost.kernel_s(&KernelShape::Gemm(*g));
+        let sum: f64 = shares.iter().map(t).sum();
+        assert!(
+            (sum / t(&whole) - 1.0).abs() < 1e-12,
+            "{name}: {sum} against {}",
+            t(&whole)
+        );
+        let flops: f64 = shares.iter().map(Gemm::flops).sum();
+        assert!((flops / whole.flops() - 1.0).abs() < 1e-12, "{name}");
+        if whole.k == rows {
+            let chunk = Gemm {
+                k: rows / p,
+                ..whole
+            };
+            assert!(
+                p as f64 * t(&chunk) > sum,
+                "{name}: token chunks {} s against the whole call's {sum} s",
+                p as f64 * t(&chunk)
+            );
+        }
+    }
+    // A ring_exchange pair: GEMMs on p times fewer tokens, each a call of its own.
+    let fc2 = gemm_of("fc2-dgrad-all-gather");
+    assert!(
+        fc2.iter().all(|g| g.parts == 1 && g.m == rows / p),
+        "{fc2:?}"
+    );
+}
+
 /// `--tp-comm-overlap` (Transformer Engine's userbuffers, `schedule::tp_sp`): every all-gather
 /// and reduce-scatter of a layer becomes a ring of p token chunks under the GEMM next to it, so
 /// a layer's plan holds no exposed collective (the head's stay), its GEMM FLOPs are the same
