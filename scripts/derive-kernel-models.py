@@ -529,6 +529,10 @@ def fit_step_clock(p, g):
             b = lo + gr * (hi - lo)
             fb = loss(b)
     c = round((lo + hi) / 2, 4)
+    if not 0.51 < c < 0.99:
+        raise SystemExit(f"{g['gpu']}: the sustained GEMMs put the step clock at the search's "
+                         f"edge ({c}): a clock above the burst one or far below it is not "
+                         f"what this fit assumes")
     fitted = step_rates(p, shapes, c)
     held = step_rates(p, [s for s, _ in sus["held_out"]], c)
     res = ", ".join(f"{n}^3 {100 * (f / m - 1):+.1f}%" for (n, _), f, m in
