@@ -367,19 +367,25 @@ SEARCH = [(m, n, k) for m in range(1024, 20481, 1024) for n in range(1024, 20481
           for k in range(1024, 20481, 1024)]
 
 
-def best_rate(p, g, dtype="bf16"):
-    """The model's fastest GEMM (device time, FLOP/s) over the MAMF search and its shape, in
-    `dtype` (the FP8 search's published best shape where fp8)."""
-    m0, n0, k0 = (g["fp8"]["mamf"] if dtype == "fp8" else g["mamf"])[:3]
-    shapes = SEARCH + [(m0, n0, k0)]
+def priced_gemms(p, shapes, dtype):
+    """metp-sim kernels' JSON for GEMMs of `shapes` in `dtype` on profile dict `p`: each with
+    its device_s (a call timed alone) and step_s (inside a training step)."""
     with tempfile.TemporaryDirectory() as tmp:
         hw = pathlib.Path(tmp) / "hw.json"
         hw.write_text(json.dumps(p))
         inp = pathlib.Path(tmp) / "gemms.json"
         inp.write_text(json.dumps([{"op": "gemm", "m": m, "n": n, "k": k, "dtype": dtype}
                                    for m, n, k in shapes]))
-        out = json.loads(run(["kernels", "--hw", str(hw), "--input", str(inp), "--format",
-                              "json"]))
+        return json.loads(run(["kernels", "--hw", str(hw), "--input", str(inp), "--format",
+                               "json"]))
+
+
+def best_rate(p, g, dtype="bf16"):
+    """The model's fastest GEMM (device time, FLOP/s) over the MAMF search and its shape, in
+    `dtype` (the FP8 search's published best shape where fp8)."""
+    m0, n0, k0 = (g["fp8"]["mamf"] if dtype == "fp8" else g["mamf"])[:3]
+    shapes = SEARCH + [(m0, n0, k0)]
+    out = priced_gemms(p, shapes, dtype)
     rates = [(2 * m * n * k / o["device_s"], (m, n, k)) for (m, n, k), o in zip(shapes, out)]
     return max(rates)
 
@@ -432,13 +438,7 @@ def fit_gemm_rate(p, mfile, name, g):
 
 def fp8_device_s(p, m, n, k):
     """The device time profile dict `p` gives one FP8 GEMM of shape m × n × k."""
-    with tempfile.TemporaryDirectory() as tmp:
-        hw = pathlib.Path(tmp) / "hw.json"
-        hw.write_text(json.dumps(p))
-        inp = pathlib.Path(tmp) / "gemm.json"
-        inp.write_text(json.dumps([{"op": "gemm", "m": m, "n": n, "k": k, "dtype": "fp8"}]))
-        return json.loads(run(["kernels", "--hw", str(hw), "--input", str(inp), "--format",
-                               "json"]))[0]["device_s"]
+    return priced_gemms(p, [(m, n, k)], "fp8")[0]["device_s"]
 
 
 def fit_fp8_rate(p, g):
@@ -491,14 +491,7 @@ def step_rates(p, shapes, clock):
     kernels.gemm.step_clock_fraction = `clock`."""
     q = copy.deepcopy(p)
     q["kernels"]["gemm"]["step_clock_fraction"] = fig(clock, "trial")
-    with tempfile.TemporaryDirectory() as tmp:
-        hw = pathlib.Path(tmp) / "hw.json"
-        hw.write_text(json.dumps(q))
-        inp = pathlib.Path(tmp) / "gemms.json"
-        inp.write_text(json.dumps([{"op": "gemm", "m": m, "n": n, "k": k, "dtype": "fp8"}
-                                   for m, n, k in shapes]))
-        out = json.loads(run(["kernels", "--hw", str(hw), "--input", str(inp), "--format",
-                              "json"]))
+    out = priced_gemms(q, shapes, "fp8")
     return [2 * m * n * k / o["step_s"] for (m, n, k), o in zip(shapes, out)]
 
 
