@@ -93,7 +93,7 @@ fn device_at_clock_s(hw: &Hardware, g: &Gemm, clock: f64) -> f64 {
     if g.parts > 1 {
         // One share of a GEMM that runs whole (`Gemm::parts`): the whole call's time, shared.
         let whole = Gemm { parts: 1, ..*g };
-        return device_at_clock_s(hw, &whole, clock) / g.parts as f64;
+        return device_at_clock_s(hw, &whole, clock) * g.share_fraction();
     }
     let p = &hw.kernels.gemm;
     let sms = hw.gpu.sm_count.value.max(1.0);

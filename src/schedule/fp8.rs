@@ -105,7 +105,7 @@ fn kernels_fp8(ks: &mut Vec<Kernel>) {
             LinearGemm::WeightGrad => 0.0,
         };
         // A share of a GEMM (`Gemm::parts`) casts its share of the left operand.
-        let a_elems = g.batch as f64 * g.m as f64 * g.k as f64 / g.parts.max(1) as f64;
+        let a_elems = g.batch as f64 * g.m as f64 * g.k as f64 * g.share_fraction();
         if per_elem > 0.0 && a_elems > 0.0 {
             out.push(Kernel::memory("fp8-cast", per_elem * a_elems));
         }

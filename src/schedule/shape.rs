@@ -81,6 +81,12 @@ impl Gemm {
         }
     }
 
+    /// The part of the whole call this GEMM stands for: 1 / `parts` (a `parts` of 0, which only
+    /// a hand-written JSON can hold, counts as the whole call).
+    pub fn share_fraction(&self) -> f64 {
+        1.0 / self.parts.max(1) as f64
+    }
+
     fn whole() -> u64 {
         1
     }
@@ -91,8 +97,11 @@ impl Gemm {
 
     /// 2·batch·m·n·k, over `parts`.
     pub fn flops(&self) -> f64 {
-        2.0 * self.batch as f64 * self.m as f64 * self.n as f64 * self.k as f64
-            / self.parts.max(1) as f64
+        2.0 * self.batch as f64
+            * self.m as f64
+            * self.n as f64
+            * self.k as f64
+            * self.share_fraction()
     }
 
     /// Bytes read and written once: the operands at their precision and the bf16 output,
@@ -100,7 +109,7 @@ impl Gemm {
     pub fn bytes(&self) -> f64 {
         let (m, n, k) = (self.m as f64, self.n as f64, self.k as f64);
         let e = self.dtype.operand_bytes();
-        self.batch as f64 * (e * (m * k + k * n) + 2.0 * m * n) / self.parts.max(1) as f64
+        self.batch as f64 * (e * (m * k + k * n) + 2.0 * m * n) * self.share_fraction()
     }
 }
 
