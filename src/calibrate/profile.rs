@@ -86,6 +86,8 @@ fn cpu_kernels(fig: &dyn Fn(f64, &str) -> Figure) -> KernelModel {
             power_time_s: None,
             stream_k: None,
             step_clock_fraction: None,
+            fleet_clock_spread: None,
+            job_clock_fraction: None,
             fp8: None,
         },
         attention_fwd: attention(0.3),

@@ -252,6 +252,15 @@ impl Hardware {
                         ));
                     }
                 }
+                "fleet_clock_spread" => {
+                    // At most 10%: the slowest of 2^20 GPUs then keeps half the clock.
+                    if !(fig.value >= 0.0 && fig.value <= 0.1) {
+                        return Err(bad(
+                            &format!("{field}.value"),
+                            format!("must be in [0, 0.1], got {:?}", fig.value),
+                        ));
+                    }
+                }
                 "mma_fraction"
                 | "elementwise_fraction"
                 | "power_fraction"

@@ -69,6 +69,20 @@ pub struct GemmModel {
     /// calibrated clock. Applies to GEMMs in a step only, never to a call timed alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_clock_fraction: Option<Figure>,
+    /// How that step clock spreads over a fleet's GPUs: the relative standard deviation of the
+    /// clock each GPU holds at its power limit (`config::fleet`). A job synchronises all its
+    /// GPUs every step and advances at its slowest one's pace, so its GEMMs run at the slowest
+    /// of its N GPUs' clock, `1 − spread·E[max of N standard normals]` of the step clock;
+    /// absent: 0, every GPU alike. Applies to the GEMMs of a training step of N > 1 GPUs only,
+    /// as the step clock does (the kernels that hold the power limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet_clock_spread: Option<Figure>,
+    /// That slowest GPU's fraction of the step clock for the job being evaluated, resolved once
+    /// by [`crate::config::Workload::validate`] from `fleet_clock_spread` and the job's GPUs;
+    /// never read from or written to a profile. None: 1 (a profile on its own, a call timed
+    /// alone, one GPU).
+    #[serde(skip)]
+    pub job_clock_fraction: Option<f64>,
     /// 1: the library may run stream-K (every tile's k-steps spread evenly over the SMs, with
     /// fp32 partial tiles fixed up) when tiles quantize badly; 0 or absent: it does not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -145,6 +159,7 @@ impl KernelModel {
             ("power_time_s", &self.gemm.power_time_s),
             ("stream_k", &self.gemm.stream_k),
             ("step_clock_fraction", &self.gemm.step_clock_fraction),
+            ("fleet_clock_spread", &self.gemm.fleet_clock_spread),
         ] {
             if let Some(f) = f {
                 v.push((format!("kernels.gemm.{name}"), f));

@@ -14,6 +14,7 @@ mod attention;
 mod dims;
 mod figure;
 mod files;
+pub mod fleet;
 mod groups;
 mod hardware;
 mod hardware_check;

@@ -148,6 +148,12 @@ impl Workload {
                 self.hardware.gpus_per_node
             )));
         }
+        // The clock the job's slowest GPU holds, resolved once for everything downstream
+        // (`config::fleet`): the whole job waits for it every step.
+        if let Some(spread) = &self.hardware.kernels.gemm.fleet_clock_spread {
+            self.hardware.kernels.gemm.job_clock_fraction =
+                Some(super::fleet::slowest_clock_fraction(spread.value, gpus));
+        }
         if let Some(m) = Workload::optimizer_state_conflict(&self.options) {
             return Err(self.invalid(m));
         }

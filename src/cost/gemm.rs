@@ -38,7 +38,8 @@
 //! which is what [`device_s`] prices. Inside a training step GEMMs run back to back for
 //! seconds, and the clock they hold there is the profile's `step_clock_fraction` of the
 //! calibrated one ([`step_device_s`]: the tensor-core peak, and so the tile rate and the power
-//! plateau, scaled by it; memory traffic and the fixed call time are not).
+//! plateau, scaled by it; memory traffic and the fixed call time are not) — in a job of many
+//! GPUs, the slowest GPU's share of it (`config::fleet`), since the job waits for that GPU.
 
 use crate::config::{Hardware, LinearDtype};
 use crate::schedule::{Gemm, GemmDtype};
@@ -57,13 +58,22 @@ pub fn step_device_s(hw: &Hardware, g: &Gemm) -> f64 {
     device_at_clock_s(hw, g, step_clock_fraction(hw))
 }
 
-/// The fraction of the calibrated clock GEMMs hold in a training step.
+/// The fraction of the calibrated clock GEMMs hold in a training step: the profile's step
+/// clock, times the share of it the job's slowest GPU holds ([`job_clock_fraction`]).
 pub fn step_clock_fraction(hw: &Hardware) -> f64 {
     hw.kernels
         .gemm
         .step_clock_fraction
         .as_ref()
         .map_or(1.0, |f| f.value)
+        * job_clock_fraction(hw)
+}
+
+/// The share of the step clock the slowest GPU of the job being evaluated holds
+/// (`config::fleet`, resolved by the workload from the profile's `fleet_clock_spread`): 1 for a
+/// profile on its own or a call timed alone.
+pub fn job_clock_fraction(hw: &Hardware) -> f64 {
+    hw.kernels.gemm.job_clock_fraction.unwrap_or(1.0)
 }
 
 /// The dense tensor-core peak for `dtype`'s operands ([`Hardware::peak_flops_per_s`]: the

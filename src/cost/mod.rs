@@ -79,8 +79,8 @@ impl<'a> CostModel<'a> {
     }
 
     /// Device seconds of one kernel call inside a training step: [`Self::device_s`], GEMMs at
-    /// the clock they hold in a step (`gemm::step_device_s`, the profile's
-    /// `step_clock_fraction`).
+    /// the clock they hold in a step (`gemm::step_device_s`: the profile's
+    /// `step_clock_fraction`, and in a job of many GPUs the slowest one's share of it).
     pub fn step_device_s(&self, k: &KernelShape) -> f64 {
         match k {
             KernelShape::Gemm(g) if !k.is_empty() => gemm::step_device_s(self.hw, g),

@@ -120,6 +120,7 @@ pub fn merge(spec: &PlanSpec, parts: Vec<PlanPart>) -> Result<Plan> {
             .step_clock_fraction
             .as_ref()
             .map(|f| f.value),
+        fleet_clock_spread: hw.kernels.gemm.fleet_clock_spread.as_ref().map(|f| f.value),
         grad_dtype: spec.options.grad_dtype.id(),
         optimizer_dtype: spec.options.optimizer_dtype.id(),
         grad_accumulation: spec.options.grad_accumulation.id(),

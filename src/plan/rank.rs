@@ -111,6 +111,9 @@ pub struct Plan {
     /// The fraction of the calibrated clock a step's GEMMs run at, where the profile has one
     /// (`kernels.gemm.step_clock_fraction`).
     pub gemm_step_clock_fraction: Option<f64>,
+    /// How that clock spreads from GPU to GPU (`kernels.gemm.fleet_clock_spread`): each
+    /// candidate's GEMMs run at its slowest GPU's clock.
+    pub fleet_clock_spread: Option<f64>,
     /// The dtype of every candidate's gradients (`--grad-dtype`).
     pub grad_dtype: &'static str,
     /// The dtype of every candidate's optimizer state (`--optimizer-dtype`).

@@ -71,7 +71,8 @@ pub fn placeholder(w: &crate::config::Workload) -> Option<String> {
 }
 
 /// The header lines every report prints under its title: `attention: NAME`, when the profile
-/// has a step clock the clock a step's GEMMs run at, when gradients are accumulated in a pass
+/// has a step clock the clock a step's GEMMs run at, when it has a fleet clock spread the share
+/// of that clock the job's slowest GPU holds, when gradients are accumulated in a pass
 /// of their own its bytes, and, when part of the kernel model is a
 /// placeholder, `placeholder kernel figures: …`.
 pub fn attention_header(w: &crate::config::Workload) -> String {
@@ -81,6 +82,17 @@ pub fn attention_header(w: &crate::config::Workload) -> String {
             "GEMMs in a step: at {:.4} of the calibrated clock (the profile's \
              kernels.gemm.step_clock_fraction)\n",
             f.value
+        ));
+    }
+    if let (Some(spread), Some(job)) = (
+        &w.hardware.kernels.gemm.fleet_clock_spread,
+        w.hardware.kernels.gemm.job_clock_fraction,
+    ) {
+        s.push_str(&format!(
+            "GEMMs at {job:.4} of that clock: the slowest of the job's GPUs, whose clocks \
+             spread {:.2}% from GPU to GPU (the profile's \
+             kernels.gemm.fleet_clock_spread; 1 − spread × E[max of N standard normals])\n",
+            spread.value * 100.0
         ));
     }
     if let (crate::config::LinearDtype::Fp8, Some(f)) =

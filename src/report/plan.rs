@@ -220,6 +220,8 @@ struct PlanJson<'a> {
     kernel_placeholder: &'a Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gemm_step_clock_fraction: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet_clock_spread: Option<f64>,
     grad_dtype: &'static str,
     optimizer_dtype: &'static str,
     grad_accumulation: &'static str,
@@ -264,6 +266,7 @@ pub fn plan_json(p: &Plan) -> String {
         attention_kernel: p.attention_kernel,
         kernel_placeholder: &p.kernel_placeholder,
         gemm_step_clock_fraction: p.gemm_step_clock_fraction,
+        fleet_clock_spread: p.fleet_clock_spread,
         grad_dtype: p.grad_dtype,
         optimizer_dtype: p.optimizer_dtype,
         grad_accumulation: p.grad_accumulation,
@@ -355,6 +358,14 @@ fn header(p: &Plan) -> String {
              kernels.gemm.step_clock_fraction)\n"
         )
     });
+    let spread = p.fleet_clock_spread.map_or(String::new(), |f| {
+        format!(
+            "GEMMs at the slowest GPU's clock: clocks spread {:.2}% from GPU to \
+             GPU (the profile's kernels.gemm.fleet_clock_spread), and the slowest of N GPUs \
+             holds 1 − spread × E[max of N standard normals] of the step clock\n",
+            f * 100.0
+        )
+    });
     let placeholder = p.kernel_placeholder.as_ref().map_or(String::new(), |t| {
         format!("placeholder kernel figures: {t}\n")
     });
@@ -366,7 +377,7 @@ fn header(p: &Plan) -> String {
     };
     format!(
         "plan: {} on {} GPU(s) of {} ({} node(s) × {}), s = {}{}, {batch}{fixed}\n\
-         attention: {}{}\n{clock}{placeholder}{overlap}\
+         attention: {}{}\n{clock}{spread}{placeholder}{overlap}\
          training state: {} gradients{}, {} optimizer state (each row's ZeRO stage places it){}\n\
          {} configurations evaluated ({} more skipped as equivalent), {} fit, {} \
          rejected{simulated}\n{training}",

@@ -46,6 +46,10 @@ struct SimulateJson<'a> {
     /// The fraction of the calibrated clock a step's GEMMs run at, where the profile has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     gemm_step_clock_fraction: Option<f64>,
+    /// The share of that clock the job's slowest GPU holds, where the profile has a fleet clock
+    /// spread (`kernels.gemm.fleet_clock_spread`; a step's GEMMs run at it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    job_clock_fraction: Option<f64>,
     method: &'a str,
     p: u64,
     dp: u64,
@@ -138,6 +142,7 @@ pub fn simulate_json_with(e: &Evaluation, training: Option<Training>) -> String 
             .step_clock_fraction
             .as_ref()
             .map(|f| f.value),
+        job_clock_fraction: w.hardware.kernels.gemm.job_clock_fraction,
         method: w.method.id(),
         p: w.p,
         dp: w.dp,
