@@ -17,7 +17,7 @@ bandwidth, latency and wiring, not the kind). Run it again whenever dgx-a100-80g
 
     python3 scripts/derive-jean-zay.py
 """
-from derived_profile import start, write
+from derived_profile import quoted, start, write
 
 base, d = start("dgx-a100-80gb", "a100-jean-zay-opa")
 d["description"] = (
@@ -27,13 +27,12 @@ d["description"] = (
     "NVLink are dgx-a100-80gb's (scripts/derive-jean-zay.py)"
 )
 intra = dict(base["intra_node"])
-bw = dict(intra["bytes_per_s_per_direction"])
-bw["source"] = (
+intra["bytes_per_s_per_direction"] = quoted(
+    intra["bytes_per_s_per_direction"],
     "Jean Zay's A100 nodes join their 8 A100-SXM4-80GB with NVLink (BigScience 2022, arXiv 2211.05100, "
     "§3.4.1: '4 NVLink GPU-to-GPU interconnects per node'; bigscience train/tr11-176B-ml/README.md: "
-    "'8 GPUs per node Using NVLink 4 inter-gpu connects'); the figure is dgx-a100-80gb's: " + bw["source"]
+    "'8 GPUs per node Using NVLink 4 inter-gpu connects'); the figure is dgx-a100-80gb's",
 )
-intra["bytes_per_s_per_direction"] = bw
 d["intra_node"] = intra
 d["inter_node"] = {
     "kind": "ib-hdr",

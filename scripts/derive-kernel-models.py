@@ -563,6 +563,9 @@ def other_gpus():
         # (no FP8 GEMM measured here, and these profiles state no FP8 peak).
         k["gemm"].pop("step_clock_fraction", None)
         k["gemm"].pop("fp8", None)
+        # Nor the H100 fleet's clock spread (fitted to H100 runs): a GPU gets its own from
+        # scripts/derive-fleet-clock-spread.py where published runs measure it, or none.
+        k["gemm"].pop("fleet_clock_spread", None)
         carried = (f"carried over from dgx-h100 ({SCRIPT}; placeholder: not measured on "
                    f"{g['gpu']}). dgx-h100's source: ")
 

@@ -19,6 +19,12 @@ def start(base_name: str, name: str) -> tuple[dict, dict]:
     return base, d
 
 
+def quoted(figure: dict, why: str) -> dict:
+    """A copy of `figure` ({value, source}) whose source says why the derived profile takes it
+    and then quotes the base profile's: `why` + ": " + the base's source."""
+    return dict(figure, source=f"{why}: {figure['source']}")
+
+
 def write(d: dict) -> None:
     """Writes profile `d` to hardware-profiles/<its name>.json."""
     out = ROOT / f"hardware-profiles/{d['name']}.json"

@@ -25,6 +25,11 @@
 #   5. reports/kernels/metp-llama2-7b-h200.json — `kernels --hw hgx-h200 --input
 #      reports/kernels/metp-llama2-7b-shapes.json --format json` (tests/it/kernels.rs, byte for
 #      byte; the shape list is an input).
+#   5b. the derived profiles and the generated run files (8 and 9 below), then
+#      kernels.gemm.fleet_clock_spread of dgx-h100 and gb200-nvl72 — fitted to the published runs
+#      that differ only in data-parallel replicas, predicted without it
+#      (scripts/derive-fleet-clock-spread.py: one `validate --runs` of its own, about two minutes
+#      in a release build) — and the profiles derived from those two again.
 #   6. tests/data/baseline/*.sweep.json — `sweep --hw H --seq 4k,64k --p 2,8` for the five
 #      8-GPU profiles and `--hw dgx-h100 --nodes 2 --p 16 --seq 64k` (tests/it/fabric.rs).
 #   7. reports/claims/ — `validate` with its defaults, run from the repository root
@@ -127,24 +132,12 @@ say "reports/kernels/metp-llama2-7b-h200.json (kernels)"
 }
 cp "$tmp/kernels.json" reports/kernels/metp-llama2-7b-h200.json
 
-say "tests/data/baseline/*.sweep.json (sweep)"
-base=tests/data/baseline
-for hw in dgx-a100-40gb dgx-a100-80gb a100-80gb-pcie dgx-h100 hgx-h200; do
-    quiet "$bin" sweep --hw "$hw" --seq 4k,64k --p 2,8 --svg-only --out "$tmp/sweep-$hw"
-    cp "$tmp/sweep-$hw/sweep.json" "$base/$hw.sweep.json"
-done
-quiet "$bin" sweep --hw dgx-h100 --nodes 2 --p 16 --seq 64k --svg-only --out "$tmp/sweep-2nodes"
-cp "$tmp/sweep-2nodes/sweep.json" "$base/dgx-h100-2nodes.sweep.json"
-
 say "hardware-profiles/grand-teton-h100-roce.json (scripts/derive-grand-teton.py)"
 quiet python3 scripts/derive-grand-teton.py
 say "hardware-profiles/a100-jean-zay-opa.json (scripts/derive-jean-zay.py)"
 quiet python3 scripts/derive-jean-zay.py
 say "hardware-profiles/gb200-nvl72-seg64.json (scripts/derive-gb200-segments.py)"
 quiet python3 scripts/derive-gb200-segments.py
-
-say "reports/claims/ (validate)"
-quiet "$bin" validate
 
 say "runs/nvidia-dgxc-*-fp8-*.json (scripts/write-dgxc-fp8-runs.py)"
 quiet python3 scripts/write-dgxc-fp8-runs.py
@@ -154,6 +147,24 @@ say "runs/nemo-2502-b200-*.json (scripts/write-nemo-2502-b200-runs.py)"
 quiet python3 scripts/write-nemo-2502-b200-runs.py
 say "runs/nemo-long-*.json (scripts/write-nemo-long-context-runs.py)"
 quiet python3 scripts/write-nemo-long-context-runs.py
+
+say "kernels.gemm.fleet_clock_spread of dgx-h100 and gb200-nvl72 (scripts/derive-fleet-clock-spread.py)"
+quiet env METP_SIM="$bin" python3 scripts/derive-fleet-clock-spread.py
+say "the profiles derived from them again (derive-grand-teton.py, derive-gb200-segments.py)"
+quiet python3 scripts/derive-grand-teton.py
+quiet python3 scripts/derive-gb200-segments.py
+
+say "tests/data/baseline/*.sweep.json (sweep)"
+base=tests/data/baseline
+for hw in dgx-a100-40gb dgx-a100-80gb a100-80gb-pcie dgx-h100 hgx-h200; do
+    quiet "$bin" sweep --hw "$hw" --seq 4k,64k --p 2,8 --svg-only --out "$tmp/sweep-$hw"
+    cp "$tmp/sweep-$hw/sweep.json" "$base/$hw.sweep.json"
+done
+quiet "$bin" sweep --hw dgx-h100 --nodes 2 --p 16 --seq 64k --svg-only --out "$tmp/sweep-2nodes"
+cp "$tmp/sweep-2nodes/sweep.json" "$base/dgx-h100-2nodes.sweep.json"
+
+say "reports/claims/ (validate)"
+quiet "$bin" validate
 
 say "reports/runs/ (validate --runs), README's published-runs table, tests/data/runs-22b/"
 quiet "$bin" validate --runs

@@ -15,6 +15,7 @@ mod cuda_emu;
 mod data;
 mod evaluate;
 mod fabric;
+mod fleet;
 mod fp8;
 mod gpu;
 mod gpu_data;

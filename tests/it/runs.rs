@@ -511,16 +511,16 @@ fn every_run_is_counted_once_by_memory_verdict() {
 }
 
 /// NVIDIA's Llama 3.1 405B recipes overlap their tensor-parallel collectives with the GEMMs
-/// (`tp_comm_overlap`): priced that way every full-size 405B row is on the fast side, within 8%,
-/// like the recipes' other rows (8B to 340B: 4–9% fast); with the collectives exposed
-/// (Megatron's default) every one of the same files is priced slower than measured, by over 5%
-/// of the step more — the run files' setting decides the side, so a regression that drops it
-/// fails here. Release 25.04's 405b-Proxy rows (the same recipe with 8, 30 and 62 layers on 32
-/// to 128 GPUs) are held to the fast side and the same 5% price of exposing the collectives, not
-/// to 8% or to the slow side without the overlap: the two shallowest are priced further from
-/// their measurement.
+/// (`tp_comm_overlap`): priced that way every full-size 405B row is within the 5% goal (with
+/// their GEMMs at the slowest GPU's clock, `kernels.gemm.fleet_clock_spread`, all on the slow
+/// side by under 5%); with the collectives exposed (Megatron's default) every one of the same
+/// files is priced over 8% slower than measured, over 5% of the step more — the run files'
+/// setting decides the verdict, so a regression that drops it fails here. Release 25.04's
+/// 405b-Proxy rows (the same recipe with 8, 30 and 62 layers on 32 to 128 GPUs) are held to the
+/// goal and to the same 5% price of exposing the collectives, not to the slow side without the
+/// overlap: the two shallowest are priced faster than the full-size rows.
 #[test]
-fn dgxc_405b_rows_are_fast_with_the_tp_overlap_the_recipes_ran_and_slow_without() {
+fn dgxc_405b_rows_meet_the_goal_with_the_tp_overlap_the_recipes_ran_and_are_slow_without() {
     let ids: Vec<String> = std::fs::read_dir(root().join("runs"))
         .unwrap()
         .filter_map(|e| e.unwrap().file_name().into_string().ok())
@@ -538,10 +538,10 @@ fn dgxc_405b_rows_are_fast_with_the_tp_overlap_the_recipes_ran_and_slow_without(
     for id in &ids {
         let with = edited_run(id, |_| {});
         let without = edited_run(id, |v| v["tp_comm_overlap"] = false.into());
-        assert!(with.error < 0.0, "{id}: {}", with.error);
+        assert!(with.within_goal, "{id}: {}", with.error);
         if !id.contains("-proxy-") {
-            assert!(with.error > -0.08, "{id}: {}", with.error);
-            assert!(without.error > 0.0, "{id}: {}", without.error);
+            assert!(with.error > 0.0, "{id}: {}", with.error);
+            assert!(without.error > 0.08, "{id}: {}", without.error);
         }
         assert!(
             without.predicted_step_s > 1.05 * with.predicted_step_s,

@@ -175,8 +175,9 @@ fn one_configuration_published_twice_shows_how_far_its_measurements_lie_apart() 
 }
 
 /// Runs grouped by their model's size say which way the error follows the size, computed: as
-/// published, Llama 2 7B (NeMo 24.07) is priced about 10% faster than measured and Nemotron-4
-/// 340B (the same table) about right, so the small band is the more optimistic; with the small run's measurement
+/// published, Llama 2 7B (NeMo 24.07, 8 GPUs) is priced about 7% faster than measured and
+/// Nemotron-4 340B (the same table, 128 GPUs) about 4% slower, so the small band is the more
+/// optimistic; with the small run's measurement
 /// moved to twice the tool's speed the trend turns round, and with both at the prediction
 /// there is none.
 #[test]
@@ -189,7 +190,8 @@ fn runs_by_model_size_say_which_way_the_error_follows_the_size() {
         bands.iter().map(|b| b.band).collect::<Vec<_>>(),
         ["under 10B", "200B and over"]
     );
-    assert!(bands[0].median_speed_error > 0.08, "{bands:?}");
+    assert!(bands[0].median_speed_error > 0.05, "{bands:?}");
+    assert!(bands[1].median_speed_error < 0.0, "{bands:?}");
     let md = |rs: &[RunResult]| metp_sim::report::runs_markdown(rs, RunTiming::Analytic, &["svg"]);
     assert!(md(&[small.clone(), large.clone()])
         .contains("the tool is the more optimistic on small models"));

