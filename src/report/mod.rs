@@ -88,9 +88,13 @@ pub fn attention_header(w: &crate::config::Workload) -> String {
         &w.hardware.kernels.gemm.fleet_clock_spread,
         w.hardware.kernels.gemm.job_clock_fraction,
     ) {
+        let gpus =
+            w.p.saturating_mul(w.outer.cp)
+                .saturating_mul(w.outer.pp)
+                .saturating_mul(w.dp);
         s.push_str(&format!(
-            "GEMMs at {job:.4} of that clock: the slowest of the job's GPUs, whose clocks \
-             spread {:.2}% from GPU to GPU (the profile's \
+            "GEMMs at {job:.4} of that clock: the slowest of the job's {gpus} GPUs, whose \
+             clocks spread {:.2}% from GPU to GPU (the profile's \
              kernels.gemm.fleet_clock_spread; 1 − spread × E[max of N standard normals])\n",
             spread.value * 100.0
         ));
