@@ -224,7 +224,7 @@ impl Workload {
     }
 
     /// Devices the configuration occupies: p · cp · pp · dp (saturating).
-    fn devices_needed(&self) -> u64 {
+    pub(crate) fn devices_needed(&self) -> u64 {
         self.p
             .saturating_mul(self.outer.cp)
             .saturating_mul(self.outer.pp)

@@ -88,10 +88,7 @@ pub fn attention_header(w: &crate::config::Workload) -> String {
         &w.hardware.kernels.gemm.fleet_clock_spread,
         w.hardware.kernels.gemm.job_clock_fraction,
     ) {
-        let gpus =
-            w.p.saturating_mul(w.outer.cp)
-                .saturating_mul(w.outer.pp)
-                .saturating_mul(w.dp);
+        let gpus = w.devices_needed();
         s.push_str(&format!(
             "GEMMs at {job:.4} of that clock: the slowest of the job's {gpus} GPUs, whose \
              clocks spread {:.2}% from GPU to GPU (the profile's \
